@@ -1,0 +1,49 @@
+"""Activation from the environment, called by ``sitecustomize_hook`` at interpreter start.
+
+What happens after bad input: the one-line error names the key, the value and what is accepted,
+and profiling stays **off** for that process; the job runs as if the agent were absent. We never
+guess at settings the user did not write (a typo'd ``output_path`` must not scatter files).
+"""
+import os
+
+from . import log
+from .frameworks import native_guard
+from .options import ENV_VAR, OptionsError, parse_text
+
+_activated = False
+
+
+def activate_from_environment():
+    """Parse the variable, then start the session and the framework hooks; runs once per process."""
+    global _activated
+    if _activated:
+        return None
+    _activated = True
+    text = os.environ.get(ENV_VAR, "")
+    if text.strip():
+        native_guard.hide_variable_from_mindspore()
+    try:
+        opts = parse_text(text) if text.strip() else parse_text("{}")
+    except OptionsError as exc:
+        log.say(f"{ENV_VAR}: {exc}. Profiling is off for this run.")
+        return None
+    dynamic_cfg = os.environ.get("MSPROF_DYNAMIC_CFG")
+    if not opts.start and not dynamic_cfg:
+        return None
+    profiler_dir = os.path.join(opts.output_path, "profiler")
+    try:
+        os.makedirs(profiler_dir, exist_ok=True)
+        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        log.say(f'{ENV_VAR}: key "output_path": cannot write to {opts.output_path!r} ({exc.strerror}); '
+                "accepted: a directory this process can create and write. Profiling is off for this run.")
+        return None
+    from . import session
+    from .frameworks import install_post_import_hooks
+
+    current = session.start(opts, origin="env")
+    install_post_import_hooks(current)
+    return current

@@ -1,0 +1,1 @@
+"""Host-side collectors the agent runs itself: step boundaries, CPU and memory samples."""

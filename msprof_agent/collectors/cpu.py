@@ -1,0 +1,71 @@
+"""CPU and host-memory sampling on a daemon thread, started with the first recorded step.
+
+psutil gives machine user/sys/iowait/idle and context switches, /proc/stat the runnable count,
+and the process's own CPU times and RSS. Samples go to the writer's thread-safe queue; the main
+thread writes them at the next flush, so this thread never touches a file or a lock of ours.
+"""
+import os
+import threading
+import time
+
+import psutil
+
+
+def _runnable_processes():
+    try:
+        with open("/proc/stat", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"procs_running"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class CpuSampler:
+    def __init__(self, queue, interval_ms):
+        self._queue = queue
+        self._interval = interval_ms / 1000.0
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="msprof-agent-cpu", daemon=True)
+            self._thread.start()
+
+    def stop(self):
+        """Stop and take one last sample, so short windows still have a reading."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=2 * self._interval + 1)
+            self._thread = None
+
+    def _run(self):
+        process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process
+        cpus = psutil.cpu_count() or 1
+        psutil.cpu_times_percent(interval=None)
+        last_ctx = psutil.cpu_stats().ctx_switches
+        last_proc = process.cpu_times()
+        last_wall = time.monotonic()
+        while True:
+            stopping = self._stop.wait(self._interval)
+            try:
+                machine = psutil.cpu_times_percent(interval=None)
+                ctx = psutil.cpu_stats().ctx_switches
+                proc = process.cpu_times()
+                wall = time.monotonic()
+                span = max(wall - last_wall, 1e-6) * cpus
+                self._queue.append({
+                    "k": "cpu", "ts": time.time_ns() // 1_000_000,
+                    "user": machine.user, "sys": machine.system, "io": getattr(machine, "iowait", 0.0),
+                    "idle": machine.idle, "ctx": ctx - last_ctx, "run": _runnable_processes(),
+                    "puser": 100.0 * (proc.user - last_proc.user) / span,
+                    "psys": 100.0 * (proc.system - last_proc.system) / span,
+                    "rss": process.memory_info().rss,
+                })
+                last_ctx, last_proc, last_wall = ctx, proc, wall
+            except Exception:  # a vanished /proc entry must not kill sampling or the job
+                pass
+            if stopping:
+                return

@@ -1,0 +1,59 @@
+"""Step boundaries as the framework integrations report them, on one wall clock (``time.time_ns``).
+
+A step runs from the end of the previous step (or the first sign of training) to its boundary:
+the end of ``optimizer.step`` in PyTorch, the step-end callback or the next iterator fetch in
+MindSpore. Everything between two boundaries belongs to the later step, so the stages always add
+up to the step time. Integrations call ``open`` / ``data_wait`` / ``mark_fp`` / ``mark_bp`` /
+``close``; the recorder knows nothing about frameworks.
+"""
+import time
+
+MAX_WAITS_KEPT = 32
+
+
+class StepRecorder:
+    def __init__(self, on_open, on_close):
+        self._on_open = on_open
+        self._on_close = on_close
+        self.completed = 0
+        self.current = None
+        self._next_start = None
+
+    def open(self, now=None):
+        """Make sure a step is open (idempotent); the first call marks the start of training."""
+        if self.current is None:
+            start = self._next_start or (time.time_ns() if now is None else now)
+            self.current = {"k": "step", "n": self.completed + 1, "start": start, "wait": 0, "waits": [], "fp": None, "bp": None}
+            self._on_open(self.current["n"], start)
+        return self.current
+
+    def data_wait(self, start, end):
+        """A fetch from the training data source; a fetch with no open step opens one where it began."""
+        step = self.open(start)
+        step["wait"] += end - start
+        if len(step["waits"]) < MAX_WAITS_KEPT:
+            step["waits"].append((start, end))
+
+    def mark_fp(self, now=None):
+        step = self.open(now)
+        if step["fp"] is None:
+            step["fp"] = time.time_ns() if now is None else now
+
+    def mark_bp(self, now=None):
+        self.open(now)["bp"] = time.time_ns() if now is None else now
+
+    def close(self, now=None, **extra):
+        """End the open step at ``now``; the next step starts there, so no time falls between steps."""
+        if self.current is None:
+            return None
+        end = time.time_ns() if now is None else now
+        step, self.current = self.current, None
+        step["end"] = self._next_start = end
+        step.update(extra)
+        self.completed = step["n"]
+        self._on_close(step)
+        return step
+
+    def discard_open(self):
+        """A step cut short (crash, signal, end of data) is not a step: drop it."""
+        self.current = None

@@ -1,0 +1,28 @@
+"""The agent's only voice on stderr: every line starts with ``msprof-agent:`` and each distinct problem is said once."""
+import sys
+
+PREFIX = "msprof-agent: "
+_said = set()
+
+
+def say(message):
+    """Print one line to stderr (for notices the user asked for, like the exit summary)."""
+    try:
+        sys.stderr.write(PREFIX + message + "\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def warn_once(message, key=None):
+    """Report a problem once per process; repeats of the same key are dropped so logs are never flooded."""
+    key = key or message
+    if key in _said:
+        return
+    _said.add(key)
+    say(message)
+
+
+def report_error(where, exc):
+    """An agent failure: reported once, never raised into the user's job."""
+    warn_once(f"{where} failed, the job goes on: {type(exc).__name__}: {exc}", key=(where, type(exc).__name__))

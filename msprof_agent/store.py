@@ -1,0 +1,99 @@
+"""The raw event store: one JSON-lines file per process under ``profiler/raw/rank_{r}/``.
+
+Records are buffered in memory and appended with a single ``os.write`` at every step end (and when
+the buffer grows), so a crash, SIGTERM or even SIGKILL leaves every completed step on disk for
+``msprof-agent analyse``. Ops arrive in column batches (one record holding lists) because the device
+sessions deliver them in bulk and the analyses read them as arrays.
+
+Record kinds (key ``k``): ``meta`` (once, first), ``step``, ``ops``, ``cpu``, ``mem``, ``queue``,
+``pipeline``, ``comm``, ``window``, ``note``, ``end``. Times are epoch nanoseconds (``time.time_ns``),
+the clock MindSpore's and torch's profilers use too; ``cpu`` samples carry ``ts`` in ms.
+"""
+import collections
+import glob
+import os
+
+import orjson
+
+RAW_DIR = "raw"
+FLUSH_BYTES = 1 << 20
+
+
+def rank_raw_dir(profiler_dir, rank):
+    return os.path.join(profiler_dir, RAW_DIR, f"rank_{rank}")
+
+
+class EventWriter:
+    """Append-only writer owned by one process; other threads hand records over through ``queue``."""
+
+    def __init__(self, profiler_dir, rank, started_ns):
+        self.started_ns = started_ns
+        self.directory = rank_raw_dir(profiler_dir, rank)
+        self.path = os.path.join(self.directory, f"{os.getpid()}.jsonl")
+        self.queue = collections.deque()  # filled by sampler threads, drained by flush()
+        self._pending = []
+        self._pending_bytes = 0
+        self._fd = None
+
+    def add(self, record):
+        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        self._pending.append(line)
+        self._pending_bytes += len(line)
+        if self._pending_bytes >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self):
+        while self.queue:
+            self._pending.append(orjson.dumps(self.queue.popleft()) + b"\n")
+        if not self._pending:
+            return
+        batch, self._pending, self._pending_bytes = self._pending, [], 0
+        if self._fd is None:
+            os.makedirs(self.directory, exist_ok=True)
+            self._clear_earlier_runs()
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        data = b"".join(batch)
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+
+    def _clear_earlier_runs(self):
+        """A new run of this rank replaces the raw data an earlier run left in the same directory."""
+        for path in glob.glob(os.path.join(self.directory, "*.jsonl")):
+            try:
+                if path != self.path and os.stat(path).st_mtime_ns < self.started_ns:
+                    os.remove(path)
+            except OSError:
+                pass
+
+    def close(self):
+        self.flush()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def abandon(self):
+        """In a fork child: drop the parent's buffer and descriptor without writing anything."""
+        self._pending, self._pending_bytes, self._fd = [], 0, None
+        self.queue = collections.deque()
+
+
+def raw_ranks(profiler_dir):
+    """Ranks that left raw data under this profiler directory."""
+    ranks = []
+    for path in glob.glob(os.path.join(profiler_dir, RAW_DIR, "rank_*")):
+        suffix = os.path.basename(path)[5:]
+        if suffix.isdigit() and glob.glob(os.path.join(path, "*.jsonl")):
+            ranks.append(int(suffix))
+    return sorted(ranks)
+
+
+def read_records(profiler_dir, rank):
+    """Yield every record of one rank; a torn last line (killed mid-write) is skipped."""
+    for path in sorted(glob.glob(os.path.join(rank_raw_dir(profiler_dir, rank), "*.jsonl"))):
+        with open(path, "rb") as handle:
+            for line in handle:
+                try:
+                    yield orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue

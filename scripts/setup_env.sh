@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Creates .venv (once) with the agent, MindSpore, the CPU build of torch 2.13.0 and the dev tools.
+# Sourced by demo.sh and test.sh so a fresh machine needs nothing else.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${MSPROF_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+stamp="$VENV/.msprof-deps-$(sha1sum "$ROOT/pyproject.toml" | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,mindspore,torch,viewer]"
+  touch "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"
+export MSPROF_HOOK_DIR="$ROOT/sitecustomize_hook"

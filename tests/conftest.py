@@ -1,0 +1,47 @@
+"""Shared helpers: run a real Python script in a subprocess under the hook, and read what it wrote."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOOK_DIR = os.path.join(ROOT, "sitecustomize_hook")
+EXAMPLES = os.path.join(ROOT, "examples")
+PY = sys.executable
+
+
+def hook_env(options=None, extra=None, hook=True):
+    """A child environment with the hook on PYTHONPATH and MS_PROFILER_OPTIONS set (dict -> JSON, str as is)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "PYTHONPATH", "RANK_ID", "RANK", "DEVICE_ID", "LOCAL_RANK", "WORLD_SIZE", "RANK_SIZE", "PROFILING_FP_START", "PROFILING_BP_END", "MSPROF_DYNAMIC_CFG")}
+    if hook:
+        env["PYTHONPATH"] = HOOK_DIR
+    if options is not None:
+        env["MS_PROFILER_OPTIONS"] = options if isinstance(options, str) else json.dumps(options)
+    env.setdefault("GLOG_v", "3")  # MindSpore: errors only, keep test logs readable
+    env.update(extra or {})
+    return env
+
+
+def run_script(args, options=None, extra_env=None, cwd=None, timeout=600, hook=True):
+    """Run ``python ARGS`` (a list) and return the CompletedProcess with text output."""
+    return subprocess.run([PY] + list(args), env=hook_env(options, extra_env, hook), cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def read_csv(path):
+    import csv
+
+    with open(path, newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def read_json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+@pytest.fixture
+def out_dir(tmp_path):
+    return str(tmp_path / "prof")
