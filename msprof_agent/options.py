@@ -83,19 +83,20 @@ class Options:
     device_id: int = 0
     world_size: int = 1
 
-    def not_applicable(self, device_target):
-        """Settings accepted but without effect on this device, so they are reported, never silently dropped."""
-        if device_target == "Ascend":
-            return []
-        notes = []
-        if self.l2_cache:
-            notes.append(f"l2_cache needs an Ascend device; not applicable on {device_target}")
-        if self.aicore_metrics not in (0, -1):
-            notes.append(f"aicore_metrics={self.aicore_metrics} needs an Ascend device; not applicable on {device_target}")
-        return notes
-
     def to_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def not_applicable(options, device_target):
+    """Settings accepted but without effect on this device: reported, never silently dropped."""
+    if device_target == "Ascend":
+        return []
+    notes = []
+    if options.get("l2_cache"):
+        notes.append(f"l2_cache needs an Ascend device; not applicable on {device_target}")
+    if options.get("aicore_metrics") not in (0, -1, None):
+        notes.append(f"aicore_metrics={options['aicore_metrics']} needs an Ascend device; not applicable on {device_target}")
+    return notes
 
 
 CHECKS = {

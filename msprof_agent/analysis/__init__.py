@@ -1,0 +1,91 @@
+"""Analysis: raw event store -> the analysed files of the MindInsight contract, the summary and report.
+
+``analyse_rank`` runs at exit (or on SIGTERM) inside the profiled process; ``offline_analyse`` runs
+the same code later on whatever raw data a job left, killed jobs included, and is re-runnable:
+the raw store is never modified, so analysing twice gives the same files.
+"""
+import glob
+import os
+import sys
+import time
+
+from .. import log
+from ..store import raw_ranks
+from . import cluster, cpu_util, data_prep, dynamic_shape, flops, info, memory, operators, step_trace, summary, timeline
+from .rundata import load_rank
+
+
+class Context:
+    """Where and how one rank's files are written, and the notes the analyses leave for the summary."""
+
+    def __init__(self, profiler_dir, rank, pretty, sampling_interval_ms):
+        self.profiler_dir, self.rank, self.pretty = profiler_dir, rank, pretty
+        self.sampling_interval_ms = sampling_interval_ms
+        self.notes = []
+
+    def path(self, name):
+        return os.path.join(self.profiler_dir, name)
+
+
+def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False):
+    """Analyse one rank's raw data into ``profiler_dir``; returns the summary dict."""
+    data = load_rank(profiler_dir, rank)
+    if step_list:
+        data.restrict_to_steps(step_list)
+    options = data.meta.get("options") or {}
+    ctx = Context(profiler_dir, rank, pretty, options.get("cpu_sampling_interval", 1000))
+    results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx), "operators": operators.write(data, ctx)}
+    results["flops"] = flops.write(data, ctx)
+    results["data_prep"] = data_prep.write(data, ctx)
+    results["cpu"] = cpu_util.write(data, ctx, results["data_prep"].get("pipeline"))
+    results["memory"] = memory.write(data, ctx)
+    results["dynamic_shape"] = dynamic_shape.write(data, ctx)
+    results["communication"] = cluster.write_rank(data, ctx)
+    results["timeline"] = timeline.write(data, ctx, results["step_trace"]["rows"])
+    headline = summary.build(data, ctx, results)
+    cluster.write_cluster(profiler_dir, [headline], pretty)
+    _write_report(profiler_dir, rank)
+    if announce:
+        summary.print_table(headline)
+    return headline
+
+
+def _write_report(profiler_dir, rank):
+    """report.html is the viewer's; its absence (no plotly installed) must not fail the analysis."""
+    try:
+        from ..viewer.report import write_report
+    except ImportError:
+        return
+    try:
+        write_report(profiler_dir, rank)
+    except Exception as exc:
+        log.report_error("writing report.html", exc)
+
+
+def profiler_dirs(path):
+    """The profiler directories under PATH: PATH itself, PATH/profiler, or PATH/rank_*/profiler (multi-card)."""
+    path = os.path.abspath(path)
+    candidates = [path, os.path.join(path, "profiler")] + sorted(glob.glob(os.path.join(path, "rank_*", "profiler")))
+    return [c for c in candidates if raw_ranks(c)]
+
+
+def offline_analyse(path, pretty=False, step_list=None, data_simplification=True):
+    """The seed's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
+
+    ``data_simplification`` is accepted for compatibility: the raw store is what a second analysis
+    needs, so it is always kept; nothing else is left to simplify.
+    """
+    if step_list is not None:
+        ordered = sorted(step_list)
+        if ordered != list(range(ordered[0], ordered[-1] + 1)):
+            raise ValueError(f"step_list must be consecutive steps, got {step_list}")
+    directories = profiler_dirs(path)
+    if not directories:
+        raise FileNotFoundError(f"no msprof-agent raw data under {path} (looked for profiler/raw/rank_*/ and rank_*/profiler/)")
+    jobs = [(d, r) for d in directories for r in raw_ranks(d)]
+    results = []
+    for number, (directory, rank) in enumerate(jobs, 1):
+        began = time.perf_counter()
+        results.append(analyse_rank(directory, rank, step_list=step_list, pretty=pretty))
+        sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {directory}\n")
+    return results

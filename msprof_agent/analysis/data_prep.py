@@ -1,0 +1,88 @@
+"""Data preparation: the wait for data per step, queue depths, and the dataset pipeline's ops.
+
+Non-sink runs write ``dataset_iterator_profiling_{r}.txt``, sink runs ``device_queue_profiling_{r}.txt``
+(lines ``0 <0 get|2 total> <step> <cost_ms> <ts_ms>`` and ``1 <capacity> <step> <size> <ts_ms>``).
+With ``data_process``, pipeline samples become ``minddata_pipeline_raw_{r}.csv`` and
+``pipeline_profiling_{r}.json``, and the bottleneck op is named by the seed's queue-usage rules.
+"""
+import orjson
+
+from ..writers import write_csv, write_json, write_text
+
+PIPELINE_HEADER = ["op_id", "op_type", "num_workers", "output_queue_size", "output_queue_average_size",
+                   "output_queue_length", "output_queue_usage_rate", "sample_interval", "parent_id", "children_id"]
+
+
+def write(data, ctx):
+    steps = data.window_steps
+    sink = bool(data.meta.get("sink_mode"))
+    lines = []
+    for step in steps:
+        ts = step["end"] // 1_000_000
+        lines.append(f"0 0 {step['n']} {step.get('wait', 0) / 1e6:.4f} {ts}")
+        lines.append(f"0 2 {step['n']} {(step['end'] - step['start']) / 1e6:.4f} {ts}")
+    queue = [q for q in data.queue if q.get("kind", "iterator") == ("device_queue" if sink else "iterator")] or data.queue
+    for q in queue:
+        lines.append(f"1 {q.get('capacity', 0)} {q.get('step', 0)} {q.get('size', 0)} {q['ts'] // 1_000_000}")
+    name = f"device_queue_profiling_{ctx.rank}.txt" if sink else f"dataset_iterator_profiling_{ctx.rank}.txt"
+    if steps:
+        write_text(ctx.path(name), lines)
+    waits = sorted(s.get("wait", 0) / 1e6 for s in steps)
+    result = {"file": name if steps else None, "sink": sink,
+              "empty_queue_ratio": (sum(1 for q in queue if q.get("size", 1) == 0) / len(queue)) if queue else None,
+              "queue_samples": len(queue), "wait_ms": waits}
+    result["pipeline"] = _write_pipeline(data, ctx)
+    return result
+
+
+def _queue_usage(op):
+    capacity = op.get("queue_capacity") or 0
+    sizes = op.get("sizes") or []
+    average = sum(sizes) / len(sizes) if sizes else 0.0
+    return average, (average / capacity if capacity else 0.0)
+
+
+def bottleneck(ops):
+    """The seed's rules: an op whose input queues are high (>= 0.8) while its output queue is low
+    (<= 0.6) is the bottleneck; when every queue is low, the source op is."""
+    by_id = {op["op_id"]: op for op in ops}
+    for op in ops:
+        out_usage = _queue_usage(op)[1]
+        inputs = [_queue_usage(by_id[c])[1] for c in op.get("children_id") or [] if c in by_id]
+        if inputs and min(inputs) >= 0.8 and out_usage <= 0.6:
+            return op
+    if ops and all(_queue_usage(op)[1] < 0.6 for op in ops):
+        sources = [op for op in ops if not op.get("children_id")]
+        return sources[0] if sources else None
+    return None
+
+
+def _write_pipeline(data, ctx):
+    if not data.pipeline:
+        return None
+    ops = {}
+    for sample in data.pipeline:
+        for op in sample.get("ops", []):
+            entry = ops.setdefault(op["op_id"], dict(op, sizes=[], cpu_user=[], cpu_sys=[]))
+            entry["sizes"].append(op.get("queue_size", 0))
+            entry["cpu_user"].append(op.get("cpu_user", 0.0))
+            entry["cpu_sys"].append(op.get("cpu_sys", 0.0))
+    ordered = [ops[k] for k in sorted(ops)]
+    interval = ctx.sampling_interval_ms
+    rows = []
+    for op in ordered:
+        average, usage = _queue_usage(op)
+        rows.append([op["op_id"], op["op_type"], op.get("num_workers", 1), orjson.dumps(op["sizes"]).decode(), round(average, 4),
+                     op.get("queue_capacity", 0), round(usage, 4), interval, op.get("parent_id", -1),
+                     orjson.dumps(op.get("children_id") or []).decode()])
+    write_csv(ctx.path(f"minddata_pipeline_raw_{ctx.rank}.csv"), PIPELINE_HEADER, rows)
+    write_json(ctx.path(f"pipeline_profiling_{ctx.rank}.json"), {
+        "sampling_interval": interval,
+        "op_info": [{"op_id": op["op_id"], "op_type": op["op_type"], "num_workers": op.get("num_workers", 1),
+                     "metrics": {"output_queue": {"size": op["sizes"], "length": op.get("queue_capacity", 0)}},
+                     "children": op.get("children_id") or []} for op in ordered],
+    }, ctx.pretty)
+    slow = bottleneck(ordered)
+    return {"ops": [{"op_id": op["op_id"], "op_type": op["op_type"], "num_workers": op.get("num_workers", 1),
+                     "queue_usage": round(_queue_usage(op)[1], 4)} for op in ordered],
+            "bottleneck": slow and {"op_id": slow["op_id"], "op_type": slow["op_type"]}, "op_cpu": ordered}

@@ -1,0 +1,90 @@
+"""FLOPs per op and per step: the framework's own count where it gives one (torch ``with_flops``),
+else an estimate from input shapes for matmul, convolution, bias-add, activations and reductions.
+
+Shapes arrive as JSON text of the input shape list, e.g. ``[[32,1,32,32],[6,1,5,5]]``. Convolutions
+are estimated for stride 1 and no padding: an honest order of magnitude, labelled as an estimate.
+"""
+import math
+
+import numpy as np
+import orjson
+
+from ..writers import write_json, write_text
+from .operators import group_sum, profiled_op_mask
+
+CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")
+ELEMENTWISE = ("biasadd", "relu", "add", "mul", "sigmoid", "tanh", "gelu", "softmax", "sub", "div")
+REDUCTION = ("reduce", "sum", "mean", "max_pool", "maxpool", "avgpool", "avg_pool")
+
+
+def _numel(shape):
+    return math.prod(shape) if shape else 1
+
+
+def estimate(op_type, shape_text):
+    """FLOPs of one call, or nan when the shapes do not tell."""
+    try:
+        shapes = orjson.loads(shape_text) if shape_text else None
+    except orjson.JSONDecodeError:
+        return math.nan
+    if not shapes or not isinstance(shapes, list) or not all(isinstance(s, list) for s in shapes):
+        return math.nan
+    kind = op_type.lower().replace("aten::", "").replace("_", "")
+    first = shapes[0]
+    if "conv" in kind and len(shapes) >= 2 and len(first) == 4 and len(shapes[1]) == 4:
+        n, cin, h, w = first
+        cout, _, kh, kw = shapes[1]
+        return 2.0 * n * cout * max(h - kh + 1, 1) * max(w - kw + 1, 1) * cin * kh * kw
+    if any(k in kind for k in ("matmul", "addmm", "bmm", "linear", "dense", "mm")) and len(shapes) >= 2:
+        a, b = (shapes[1], shapes[2]) if kind == "addmm" and len(shapes) >= 3 else (shapes[0], shapes[1])
+        if len(a) >= 2 and len(b) >= 2:
+            k = a[-1]
+            return 2.0 * _numel(a[:-1]) * k * (b[-1] if b[-2] == k else b[-2])
+    if any(k in kind for k in ELEMENTWISE + REDUCTION):
+        return float(_numel(first))
+    return math.nan
+
+
+def per_op_flops(data, mask):
+    """FLOPs of each profiled op (reported values first, estimates where missing) and whether it is cube work."""
+    flops = data.ops["flops"][mask].copy()
+    types, shapes = data.ops["type"][mask], data.ops["shape"][mask]
+    for i in np.flatnonzero(np.isnan(flops)):
+        flops[i] = estimate(str(types[i]), shapes[i])
+    lowered = np.char.lower(types.astype(str))
+    cube = np.zeros(len(flops), dtype=bool)
+    for word in CUBE:
+        cube |= np.char.find(lowered, word) >= 0
+    return flops, cube
+
+
+def write(data, ctx):
+    if not data.op_count:
+        return None
+    mask = profiled_op_mask(data)
+    flops, cube = per_op_flops(data, mask)
+    known = ~np.isnan(flops)
+    if not known.any():
+        ctx.notes.append("FLOPs: the device session reported no FLOP counts or input shapes, so none were computed")
+        return None
+    names, durs = data.ops["name"][mask][known].astype(str), data.ops["dur"][mask][known]
+    values, is_cube = flops[known], cube[known]
+    unique, counts, total_dur = group_sum(names, durs)
+    order = np.argsort(names, kind="stable")
+    lines = ["op_full_name, MFLOPs(10^6 cube), GFLOPS(10^9 cube), MFLOPs(10^6 vector), GFLOPS(10^9 vector)"]
+    per_name = {}
+    for name, value, c in zip(names[order], values[order], is_cube[order]):
+        entry = per_name.setdefault(name, [0.0, 0.0])
+        entry[0 if c else 1] += value
+    for name, count, dur in zip(unique, counts, total_dur):
+        cube_f, vec_f = per_name[name]
+        seconds = max(dur, 1) / 1e9
+        lines.append(f"{name}, {cube_f / count / 1e6:.6f}, {cube_f / seconds / 1e9:.6f}, {vec_f / count / 1e6:.6f}, {vec_f / seconds / 1e9:.6f}")
+    write_text(ctx.path(f"flops_{ctx.rank}.txt"), lines)
+    steps = max(len(data.window_steps), 1)
+    mflops_per_step = float(values.sum()) / steps / 1e6
+    step_seconds = np.mean([s["end"] - s["start"] for s in data.window_steps]) / 1e9 if data.window_steps else float(durs.sum()) / 1e9
+    summary = {"FLOPs": round(mflops_per_step, 6), "FLOPS": round(mflops_per_step / 1e3 / max(step_seconds, 1e-9), 6),
+               "FLOPS_Utilization": 0.0, "estimated": bool(np.isnan(data.ops["flops"][mask]).any())}
+    write_json(ctx.path(f"flops_summary_{ctx.rank}.json"), summary, ctx.pretty)
+    return {"mflops_per_step": summary["FLOPs"], "gflops_per_s": summary["FLOPS"], "estimated": summary["estimated"]}

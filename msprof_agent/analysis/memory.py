@@ -1,0 +1,49 @@
+"""Memory: host RSS over the run (always sampled with CPU) and the framework allocator's figures
+with ``profile_memory``; peak and per step. Files: ``memory_usage_summary_{r}.json`` (GiB, as the
+contract), ``memory_usage_details_{r}.json`` and ``operator_memory_{r}.csv`` when ops report memory.
+"""
+import psutil
+
+from ..writers import write_json
+
+GIB = float(1 << 30)
+
+
+def _per_step_peaks(steps, times_ns, values):
+    peaks = []
+    j = 0
+    for step in steps:
+        while j < len(times_ns) and times_ns[j] < step["start"]:
+            j += 1
+        k, peak = j, None
+        while k < len(times_ns) and times_ns[k] <= step["end"]:
+            peak = values[k] if peak is None else max(peak, values[k])
+            k += 1
+        peaks.append(peak)
+    return peaks
+
+
+def write(data, ctx):
+    rss = [(s["ts"] * 1_000_000, s["rss"]) for s in data.cpu if "rss" in s]
+    alloc = sorted((m["ts"], m.get("allocated", 0)) for m in data.mem)
+    if not rss and not alloc:
+        return None
+    series = alloc or rss
+    times, values = [t for t, _ in series], [v for _, v in series]
+    peak = max(values)
+    allocations = sum(1 for a, b in zip(values, values[1:]) if b > a)
+    deallocations = sum(1 for a, b in zip(values, values[1:]) if b < a)
+    source = "framework allocator" if alloc else "process RSS"
+    write_json(ctx.path(f"memory_usage_summary_{ctx.rank}.json"), {
+        "capacity": round(psutil.virtual_memory().total / GIB, 4), "allocations": allocations, "deallocations": deallocations,
+        "peak_mem": round(peak / GIB, 6), "static_mem": round(values[0] / GIB, 6), "source": source,
+    }, ctx.pretty)
+    step_peaks = _per_step_peaks(data.window_steps, times, values)
+    write_json(ctx.path(f"memory_usage_details_{ctx.rank}.json"), {"0": {
+        "graph_id": 0, "static_mem": round(values[0] / GIB, 6),
+        "lines": [round(v / (1 << 20), 3) for v in values], "time_stamp_ns": times,
+        "nodes": [], "fp_start": None, "bp_end": None, "breakdowns": [],
+        "step_peak_mb": [None if p is None else round(p / (1 << 20), 3) for p in step_peaks],
+    }}, ctx.pretty)
+    return {"peak_rss_mb": round(max(v for _, v in rss) / (1 << 20), 2) if rss else None,
+            "peak_allocated_mb": round(max(v for _, v in alloc) / (1 << 20), 2) if alloc else None, "source": source}

@@ -1,0 +1,137 @@
+"""Step trace: each step split into step interval, forward+backward and tail.
+
+A step runs from the previous step's end to its own boundary. FP start and BP end come from
+``PROFILING_FP_START`` / ``PROFILING_BP_END`` when set (an op name that never occurs is reported),
+else as the seed describes: forward starts at the first op after the data fetch (or the host's
+forward marker), backward ends at the op before the last all-reduce, or before the first optimizer
+op, or at the host's backward marker. Stage times always add up to the step time.
+Files: ``step_trace_raw_{r}_detail_time.csv`` (10 ns units, average row last) and
+``step_trace_point_info_{r}.json``.
+"""
+import numpy as np
+
+from ..writers import write_csv, write_json
+
+HEADER = ["step_num", "start_point", "end_point", "total", "fp_point", "bp_point", "iteration_interval", "fp_and_bp", "tail"]
+ALL_REDUCE_TYPES = ("AllReduce", "allreduce", "all_reduce", "HcomAllReduce", "c10d::allreduce_")
+OPTIMIZER_MARKERS = ("optimizer", "ApplyMomentum", "Adam", "ApplyGradientDescent", "SGD", "Optimizer.step", "Lamb", "AdamW")
+
+
+def _name_matches(names, wanted):
+    """Exact full name, the last scope segment, or a substring: users paste whichever they saw."""
+    return np.array([n == wanted or n.rsplit("/", 1)[-1] == wanted or wanted in n for n in names], dtype=bool)
+
+
+def _first_index(mask):
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else None
+
+
+def _last_index(mask):
+    hits = np.flatnonzero(mask)
+    return int(hits[-1]) if hits.size else None
+
+
+class Points:
+    """Where forward starts and backward ends in one step, and which op marked each."""
+
+    def __init__(self, fp, bp, fp_op=None, bp_op=None):
+        self.fp, self.bp, self.fp_op, self.bp_op = fp, bp, fp_op, bp_op
+
+
+def find_points(step, names, types, starts, ends, fp_name, bp_name):
+    """FP/BP points of one step from its ops (arrays sorted by start) and the host markers."""
+    begin, finish = step["start"], step["end"]
+    last_wait_end = max((e for _, e in step.get("waits") or ()), default=None)
+    fp = fp_op = bp = bp_op = None
+    if len(names):
+        index = _first_index(_name_matches(names, fp_name)) if fp_name else None
+        if index is None and step.get("fp") is None:
+            after = starts >= (last_wait_end or begin)
+            get_next = _last_index(np.char.find(types.astype(str), "GetNext") >= 0)
+            if get_next is not None:
+                after &= np.arange(len(names)) > get_next
+            index = _first_index(after)
+        if index is not None:
+            fp, fp_op = int(starts[index]), names[index]
+        index = _last_index(_name_matches(names, bp_name)) if bp_name else None
+        if index is None and step.get("bp") is None:
+            index = _auto_bp_index(names, types)
+        if index is not None:
+            bp, bp_op = int(ends[index]), names[index]
+    if fp is None:
+        fp = step.get("fp") or last_wait_end or begin
+    if bp is None:
+        bp = step.get("bp") or finish
+    fp = min(max(fp, begin), finish)
+    bp = min(max(bp, fp), finish)
+    return Points(fp, bp, fp_op, bp_op)
+
+
+def _auto_bp_index(names, types):
+    type_text = types.astype(str)
+    reduce_at = _last_index(np.isin(type_text, ALL_REDUCE_TYPES))
+    if reduce_at is not None and reduce_at > 0:
+        return reduce_at - 1
+    optimizer = np.zeros(len(names), dtype=bool)
+    for marker in OPTIMIZER_MARKERS:
+        optimizer |= np.char.find(names.astype(str), marker) >= 0
+    first_optimizer = _first_index(optimizer)
+    if first_optimizer is not None and first_optimizer > 0:
+        return first_optimizer - 1
+    return len(names) - 1
+
+
+def compute(data, fp_name=None, bp_name=None):
+    """Per window step: dict with ns times, points and stage durations; plus notes on FP/BP names."""
+    steps = data.window_steps or []
+    ops = data.ops
+    rows, notes = [], []
+    fp_seen = bp_seen = False
+    fp_op = bp_op = None
+    if data.op_count:
+        order = np.argsort(ops["step"], kind="stable")
+        step_sorted = ops["step"][order]
+    for step in steps:
+        if data.op_count:
+            lo, hi = np.searchsorted(step_sorted, [step["n"], step["n"] + 1])
+            idx = order[lo:hi]
+            main = ops["device"][idx] != "cuda"
+            idx = idx[main]
+            names, types = ops["name"][idx], ops["type"][idx]
+            starts, ends = ops["start"][idx], ops["start"][idx] + ops["dur"][idx]
+        else:
+            names = types = starts = ends = np.array([], dtype=object)
+        points = find_points(step, names, types, starts, ends, fp_name, bp_name)
+        if fp_name and points.fp_op is not None:
+            fp_seen = True
+        if bp_name and points.bp_op is not None:
+            bp_seen = True
+        fp_op = fp_op or points.fp_op
+        bp_op = bp_op or points.bp_op
+        rows.append({
+            "n": step["n"], "start": step["start"], "end": step["end"], "fp": points.fp, "bp": points.bp,
+            "total": step["end"] - step["start"], "interval": points.fp - step["start"],
+            "fp_and_bp": points.bp - points.fp, "tail": step["end"] - points.bp, "wait": step.get("wait", 0),
+        })
+    if fp_name and steps and not fp_seen:
+        notes.append(f"PROFILING_FP_START={fp_name!r} matched no op; forward start was found automatically")
+    if bp_name and steps and not bp_seen:
+        notes.append(f"PROFILING_BP_END={bp_name!r} matched no op; backward end was found automatically")
+    return {"rows": rows, "fp_start": fp_name if fp_seen else fp_op, "bp_end": bp_name if bp_seen else bp_op, "notes": notes}
+
+
+def write(data, ctx):
+    meta = data.meta
+    result = compute(data, meta.get("options", {}).get("fp_start"), meta.get("options", {}).get("bp_end"))
+    rows = result["rows"]
+    table = [[r["n"], r["start"] // 10, r["end"] // 10, r["total"] // 10, r["fp"] // 10, r["bp"] // 10,
+              r["interval"] // 10, r["fp_and_bp"] // 10, r["tail"] // 10] for r in rows]
+    if table:
+        means = np.array([row[1:] for row in table], dtype=np.float64).mean(axis=0)
+        table.append(["-"] + [f"{v:.2f}" for v in means])
+    write_csv(ctx.path(f"step_trace_raw_{ctx.rank}_detail_time.csv"), HEADER, table)
+    write_json(ctx.path(f"step_trace_point_info_{ctx.rank}.json"),
+               {"fp_start": result["fp_start"] or "", "bp_end": result["bp_end"] or ""}, ctx.pretty)
+    ctx.notes.extend(result["notes"])
+    return result

@@ -1,0 +1,351 @@
+"""MindSpore integration: step boundaries from the run loop, ops from MindSpore's own CPU profiler.
+
+Installed by the post-import hook on ``import mindspore``. Three patches (wrapt, each body guarded so
+an agent error never reaches the training script):
+
+- ``Model._train`` (behind ``Model.train`` and ``Model.fit``): appends one callback after the user's,
+  so a step ends once every callback (loss printing, ``_StepSync`` in PyNative) has run. Inside it,
+  only fetches from the dataset being trained count as data wait; the fetch that ends an epoch
+  (StopIteration) is no step.
+- ``Model.eval``: while it runs, fetches count for nothing.
+- ``Iterator.__next__`` (``mindspore/dataset/engine/iterators.py``, the base of the Tuple/Dict
+  iterators that ``create_*_iterator`` and Model's dataset helper return): outside Model, a custom
+  loop. Each fetch from the training dataset closes the previous step at the fetch start and is that
+  step's data wait. The training dataset is the first one fetched from outside Model; iterators of
+  any other dataset (an eval set iterated in the loop) create no steps. A loop that stops without
+  exhausting its iterator leaves its last step open, and an open step is discarded at exit.
+
+The device session drives ``mindspore._c_expression.Profiler.get_instance("CPU")`` (what the public
+CPU profiler uses, without its ~1 s analysis), falling back to ``mindspore.profiler.Profiler``, into a
+scratch directory that is parsed into ``ops`` / ``mem`` records and deleted at the window's end.
+With ``data_process`` the dataset profiler must run before the pipeline is built, so it starts at
+install time and is saved and parsed at the window's end.
+"""
+import os
+import shutil
+import time
+import weakref
+
+import wrapt
+
+from .. import log
+from . import mindspore_native as native
+
+_patches = []  # (owner, attribute, original, wrapper) for uninstall()
+_state = None
+
+
+class _State:
+    def __init__(self, session):
+        self.session = session
+        self.train_depth = 0
+        self.eval_depth = 0
+        self.train_dataset = None  # weakref to the dataset Model._train is running on
+        self.sinking = False
+        self.loop_dataset = None  # weakref to the dataset a custom loop trains on
+        self.loop_epoch = 1
+        self.context_noted = False
+
+    def note_context(self):
+        """Mode and target are set by the script after import, so they are read at the first step."""
+        if self.context_noted:
+            return
+        self.context_noted = True
+        import mindspore as ms
+
+        mode = ms.get_context("mode")
+        self.session.add_meta(device_target=ms.get_context("device_target"),
+                              context_mode="PYNATIVE" if mode == ms.PYNATIVE_MODE else "GRAPH")
+
+
+def install(session):
+    """Patch MindSpore's run loop and hand the session a device session; a second call does nothing."""
+    global _state
+    if _patches or session is None:
+        return
+    import mindspore
+    from mindspore.dataset.engine import iterators
+    from mindspore.train import model as model_module
+
+    _state = _State(session)
+    device = MindSporeDevice(session)
+    if not session.attach("mindspore", device=device, ms_version=mindspore.__version__):
+        _state = None
+        return
+    _wrap(model_module.Model, "_train", _model_train)
+    _wrap(model_module.Model, "eval", _model_eval)
+    _wrap(model_module.Model, "_train_dataset_sink_process", _model_sink_process)
+    _wrap(iterators.Iterator, "__next__", _iterator_next)
+    if session.options.data_process:
+        device.start_dataset_profiler()
+
+
+def uninstall():
+    """Restore every patched attribute that still holds our wrapper."""
+    global _state
+    while _patches:
+        owner, name, original, wrapper = _patches.pop()
+        if owner.__dict__.get(name) is wrapper:
+            setattr(owner, name, original)
+    _state = None
+
+
+def _wrap(owner, name, wrapper_function):
+    original = owner.__dict__[name]
+    wrapper = wrapt.FunctionWrapper(original, wrapper_function)
+    setattr(owner, name, wrapper)
+    _patches.append((owner, name, original, wrapper))
+
+
+# -- Model.train / Model.eval -------------------------------------------------------------------
+def _model_train(wrapped, instance, args, kwargs):
+    state = _state
+    if state is None:
+        return wrapped(*args, **kwargs)
+    try:
+        args, kwargs = _with_step_callback(state, args, kwargs)
+    except Exception as exc:
+        log.report_error("instrumenting Model.train", exc)
+    state.train_depth += 1
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        state.train_depth -= 1
+        if state.train_depth == 0:
+            state.train_dataset = None
+
+
+def _with_step_callback(state, args, kwargs):
+    """Add our step callback after the user's ones; remember which dataset is trained on."""
+    args = list(args)
+    dataset = args[1] if len(args) > 1 else kwargs.get("train_dataset")
+    state.train_dataset = weakref.ref(dataset) if dataset is not None else None
+    if len(args) > 2:
+        args[2] = _callback_list(args[2])
+    else:
+        kwargs = dict(kwargs, callbacks=_callback_list(kwargs.get("callbacks")))
+    sink = args[3] if len(args) > 3 else kwargs.get("dataset_sink_mode", True)
+    state.note_context()
+    import mindspore as ms
+
+    if sink and ms.get_context("device_target") == "CPU":
+        log.warn_once("dataset_sink_mode=True: MindSpore trains on CPU without sinking, so steps are per batch")
+        state.session.record({"k": "note", "ts": time.time_ns(),
+                              "text": "dataset_sink_mode=True on CPU: MindSpore ran without sinking; one step per batch"})
+    return tuple(args), kwargs
+
+
+def _callback_list(callbacks):
+    if callbacks is None:
+        callbacks = []
+    elif not isinstance(callbacks, (list, tuple)):
+        callbacks = [callbacks]
+    return list(callbacks) + [_step_callback()]
+
+
+_callback_class = None
+
+
+def _step_callback():
+    global _callback_class
+    if _callback_class is None:
+        from mindspore.train import Callback
+
+        class _MsprofStepBoundary(Callback):
+            """Step start = host-side forward start; step end = after every other callback."""
+
+            def on_train_step_begin(self, run_context):
+                try:
+                    if _state is not None:
+                        _state.session.steps.mark_fp()
+                except Exception as exc:
+                    log.report_error("step begin", exc)
+
+            def on_train_step_end(self, run_context):
+                try:
+                    if _state is not None:
+                        _close_model_step(_state, run_context.original_args())
+                except Exception as exc:
+                    log.report_error("step end", exc)
+
+        _callback_class = _MsprofStepBoundary
+    return _callback_class()
+
+
+def _close_model_step(state, cb_params):
+    extra = {"epoch": int(getattr(cb_params, "cur_epoch_num", 0) or 0)}
+    helper = getattr(cb_params, "dataset_helper", None) if state.sinking else None
+    if helper is not None:
+        import mindspore as ms
+
+        if ms.get_context("mode") == ms.GRAPH_MODE:
+            extra["sink_steps"] = int(helper.sink_size())
+    state.session.steps.close(**extra)
+
+
+def _model_sink_process(wrapped, instance, args, kwargs):
+    """Real sinking (Ascend/GPU GRAPH): one step callback per sunk epoch, recorded with its sink_steps."""
+    state = _state
+    if state is None:
+        return wrapped(*args, **kwargs)
+    state.sinking = True
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        state.sinking = False
+
+
+def _model_eval(wrapped, instance, args, kwargs):
+    state = _state
+    if state is None:
+        return wrapped(*args, **kwargs)
+    state.eval_depth += 1
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        state.eval_depth -= 1
+
+
+# -- dataset fetches --------------------------------------------------------------------------------
+MODEL, LOOP = "model", "loop"
+
+
+def _role(state, iterator):
+    """Whether a fetch belongs to training under Model, to a custom training loop, or to nothing."""
+    if state.eval_depth:
+        return None
+    dataset = getattr(iterator, "_Iterator__ori_dataset", None)
+    if dataset is None:
+        return None
+    if state.train_depth:
+        trained = state.train_dataset() if state.train_dataset is not None else None
+        return MODEL if dataset is trained else None
+    current = state.loop_dataset() if state.loop_dataset is not None else None
+    if current is None:
+        state.loop_dataset = weakref.ref(dataset)
+        state.note_context()
+        return LOOP
+    return LOOP if dataset is current else None
+
+
+def _iterator_next(wrapped, instance, args, kwargs):
+    state = _state
+    role = None
+    if state is not None:
+        try:
+            role = _role(state, instance)
+        except Exception as exc:
+            log.report_error("classifying a dataset fetch", exc)
+    if role is None:
+        return wrapped(*args, **kwargs)
+    start = time.time_ns()
+    if role == LOOP:
+        try:
+            state.session.steps.close(start, epoch=state.loop_epoch)
+        except Exception as exc:
+            log.report_error("closing a step", exc)
+    try:
+        out = wrapped(*args, **kwargs)
+    except StopIteration:
+        if role == LOOP:
+            state.loop_epoch += 1
+        raise
+    try:
+        state.session.steps.data_wait(start, time.time_ns())
+    except Exception as exc:
+        log.report_error("recording a data wait", exc)
+    return out
+
+
+# -- the device session -----------------------------------------------------------------------------
+class MindSporeDevice:
+    """MindSpore's own CPU profiler for the window, read back into raw records and then removed."""
+
+    def __init__(self, session):
+        self.session = session
+        self.scratch = os.path.join(session.profiler_dir, "raw", f"rank_{session.options.rank_id}", f"native_{os.getpid()}")
+        self._native = None
+        self._public = None
+        self._dataset_profiler = None
+
+    def start(self):
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        os.makedirs(self.scratch, exist_ok=True)
+        try:
+            self._start_native()
+        except Exception as exc:
+            log.report_error("MindSpore's native CPU profiler (using the public Profiler instead)", exc)
+            self._native = None
+            self._start_public()
+
+    def _start_native(self):
+        from mindspore._c_expression import Profiler
+
+        profiler = Profiler.get_instance("CPU")
+        profiler.init(self.scratch)
+        profiler.step_profiling_enable(True)
+        profiler.enable_op_time()
+        if self.session.options.profile_memory:
+            profiler.enable_profile_memory()
+        self._native = profiler
+
+    def _start_public(self):
+        from mindspore.profiler import Profiler
+
+        self._public = Profiler(output_path=self.scratch, profile_memory=self.session.options.profile_memory)
+
+    def stop(self, session):
+        try:
+            if self._native is not None:
+                self._native.stop()
+            elif self._public is not None:
+                self._public.stop()
+            self._stop_dataset_profiler()
+            self._read_back(session)
+        finally:
+            self._native = self._public = None
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _read_back(self, session):
+        path = native.find(self.scratch, "cpu_op_execute_timestamp_*.txt")
+        if path is not None:
+            ops = native.read_op_executions(path)
+            shapes = native.find(self.scratch, "cpu_framework_*.txt")
+            if shapes is not None and session.options.record_shapes:
+                native.attach_shapes(ops, native.read_shapes(shapes))
+            for batch in native.op_batches(ops, "mindspore-cpu"):
+                session.record(batch)
+        memory = native.find(self.scratch, "cpu_ms_memory_record_*.txt")
+        if memory is not None:
+            for record in native.memory_records(memory):
+                session.record(record)
+        for pattern, kind in (("dataset_iterator_profiling_*.txt", "iterator"), ("device_queue_profiling_*.txt", "device_queue")):
+            queue = native.find(self.scratch, pattern)
+            if queue is not None:
+                for record in native.queue_records(queue, kind):
+                    session.record(record)
+        pipeline = native.find(self.scratch, "pipeline_profiling_*.json")
+        if pipeline is not None:
+            session.record(native.pipeline_record(pipeline))
+
+    # The dataset profiler only sees pipelines built after it started, hence install time.
+    def start_dataset_profiler(self):
+        try:
+            import mindspore._c_dataengine as cde
+
+            manager = cde.GlobalContext.profiling_manager()
+            manager.init()
+            manager.start()
+            self._dataset_profiler = manager
+        except Exception as exc:
+            log.report_error("starting MindSpore's dataset profiler", exc)
+
+    def _stop_dataset_profiler(self):
+        manager, self._dataset_profiler = self._dataset_profiler, None
+        if manager is None:
+            return
+        try:
+            manager.stop()
+            manager.save(self.scratch)
+        except Exception as exc:
+            log.report_error("saving MindSpore's dataset profiler", exc)

@@ -1,0 +1,152 @@
+"""Readers for the files MindSpore's own CPU profiler and dataset profiler write, turned into raw records.
+
+Formats (MindSpore 2.10, see docs/../shared notes):
+- ``cpu_op_execute_timestamp_{r}.txt``: ``full_op_name;HostCpuOps;start_ns,dur_ms,tid start_ns,dur_ms,tid ...``
+  with epoch nanoseconds (the ``time.time_ns`` clock).
+- ``cpu_framework_{r}.txt``: one line per executed op, in execution order:
+  ``op_type;short_op_name;graph_id;input_1:[32, 1, 32, 32];input_2:NoShape;``. It names ops only by
+  their short name (``Conv2D-op0`` is both convolutions of LeNet), so shapes are matched to executions
+  per short name, in start order.
+- ``cpu_ms_memory_record_{r}.txt``: ``Timestamp(ns),Total Allocated(Byte),Total Reserved(Byte),Total Active(Byte)``.
+- dataset profiler: ``dataset_iterator_profiling_{r}.txt`` / ``device_queue_profiling_{r}.txt`` lines
+  ``1 <capacity> <step> <size> <ts_ms>`` (steady clock, milliseconds) and ``pipeline_profiling_{r}.json``.
+"""
+import glob
+import json
+import os
+import re
+import time
+
+OPS_PER_RECORD = 50_000
+_SHAPE = re.compile(r"input_\d+:(\[[^\]]*\]|NoShape)")
+
+
+def op_type_of(full_name):
+    """``.../Grad_MatMul/MatMul-op1`` -> ``MatMul``, as MindSpore's own cpu_op_detail_info does."""
+    return full_name.rsplit("/", 1)[-1].split("-", 1)[0]
+
+
+def find(directory, pattern):
+    """The first file matching ``pattern`` anywhere under ``directory`` (the public API nests its output)."""
+    hits = sorted(glob.glob(os.path.join(directory, "**", pattern), recursive=True))
+    return hits[0] if hits else None
+
+
+def read_op_executions(path):
+    """All executions as parallel lists (name, type, start ns, dur ns, tid), sorted by start."""
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            parts = line.rstrip("\n").split(";", 2)
+            if len(parts) < 3:
+                continue
+            name, _kind, times = parts
+            op_type = op_type_of(name)
+            for item in times.split():
+                fields = item.split(",")
+                if len(fields) < 3:
+                    continue
+                rows.append((int(fields[0]), name, op_type, round(float(fields[1]) * 1e6), fields[2]))
+    rows.sort()
+    return {
+        "name": [r[1] for r in rows], "type": [r[2] for r in rows], "start": [r[0] for r in rows],
+        "dur": [r[3] for r in rows], "tid": [_tid(r[4]) for r in rows],
+    }
+
+
+def _tid(text):
+    return int(text) if text.isdigit() else text
+
+
+def read_shapes(path):
+    """Per short op name, the input shapes of its executions in order, as JSON lists of lists."""
+    shapes = {}
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            parts = line.rstrip("\n").split(";")
+            if len(parts) < 3:
+                continue
+            dims = []
+            for match in _SHAPE.finditer(line):
+                text = match.group(1)
+                dims.append([] if text == "NoShape" else [int(d) for d in text.strip("[]").split(",") if d.strip()])
+            shapes.setdefault(parts[1], []).append(json.dumps(dims))
+    return shapes
+
+
+def attach_shapes(ops, shapes):
+    """Give each execution its shapes when the counts per short name agree; otherwise leave None."""
+    column = [None] * len(ops["name"])
+    seen = {}
+    for index, name in enumerate(ops["name"]):
+        short = name.rsplit("/", 1)[-1]
+        seen.setdefault(short, []).append(index)
+    for short, indices in seen.items():
+        listed = shapes.get(short)
+        if listed is not None and len(listed) == len(indices):
+            for index, shape in zip(indices, listed):
+                column[index] = shape
+    if any(s is not None for s in column):
+        ops["shape"] = column
+    return ops
+
+
+def op_batches(ops, source):
+    """Split the columns into ``ops`` records of at most OPS_PER_RECORD rows."""
+    total = len(ops["start"])
+    for lo in range(0, total, OPS_PER_RECORD):
+        batch = {key: values[lo:lo + OPS_PER_RECORD] for key, values in ops.items()}
+        batch.update(k="ops", source=source, device="cpu")
+        yield batch
+
+
+def memory_records(path):
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            fields = line.strip().split(",")
+            if len(fields) < 4 or not fields[0].isdigit():
+                continue
+            records.append({"k": "mem", "ts": int(fields[0]), "allocated": int(fields[1]),
+                            "reserved": int(fields[2]), "active": int(fields[3]), "device": "cpu"})
+    return records
+
+
+def steady_ms_to_epoch_ns():
+    """Offset from the dataset profiler's steady-clock milliseconds to epoch nanoseconds."""
+    return time.time_ns() - time.monotonic_ns()
+
+
+def queue_records(path, kind):
+    """``1 <capacity> <step> <size> <ts_ms>`` lines (queue samples; ``0 ...`` lines are timings)."""
+    offset = steady_ms_to_epoch_ns()
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) != 5 or fields[0] != "1":
+                continue
+            capacity, step, size, ts_ms = (int(f) for f in fields[1:])
+            records.append({"k": "queue", "ts": ts_ms * 1_000_000 + offset, "step": step, "size": size,
+                            "capacity": capacity, "kind": kind})
+    return records
+
+
+def pipeline_record(path):
+    """One ``pipeline`` record: each dataset op with its workers and output-queue samples."""
+    with open(path, encoding="utf-8") as handle:
+        info = json.load(handle)
+    ops = []
+    parents = {}
+    for op in info.get("op_info", []):
+        for child in op.get("children", []) or []:
+            parents[child] = op.get("op_id")
+    for op in info.get("op_info", []):
+        queue = (op.get("metrics") or {}).get("output_queue") or {}
+        ops.append({
+            "op_id": op.get("op_id"), "op_type": op.get("op_type"), "num_workers": op.get("num_workers"),
+            "queue_size": queue.get("size", []), "queue_capacity": queue.get("length"),
+            "parent_id": parents.get(op.get("op_id"), -1), "children_id": op.get("children", []) or [],
+            "cpu_user": None, "cpu_sys": None,
+        })
+    return {"k": "pipeline", "ts": time.time_ns(), "sampling_interval": info.get("sampling_interval"), "ops": ops}

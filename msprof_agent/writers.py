@@ -1,0 +1,44 @@
+"""Atomic file writers: a reader (the viewer, MindInsight, another rank) never sees half a file.
+
+Each writer writes to a temporary name in the target directory and renames it into place.
+"""
+import csv
+import io
+import os
+import tempfile
+
+import orjson
+
+
+def write_bytes(path, data):
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json(path, value, pretty=False):
+    option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if pretty else 0)
+    write_bytes(path, orjson.dumps(value, option=option))
+
+
+def write_csv(path, header, rows):
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_bytes(path, buffer.getvalue().encode())
+
+
+def write_text(path, lines):
+    write_bytes(path, ("\n".join(lines) + ("\n" if lines else "")).encode())

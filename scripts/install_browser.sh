@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what the viewer's browser tests drive: Debian's chromium (from apt, never a browser build
+# downloaded by Playwright) and the playwright Python package into the venv. Idempotent; CI calls it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${MSPROF_VENV:-$ROOT/.venv}"
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core
+fi
+if ! "$VENV/bin/python" -c "import playwright" 2>/dev/null; then
+  # PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD: the tests launch /usr/bin/chromium, nothing is fetched at run time.
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$VENV/bin/python" -m pip install -q playwright
+fi
