@@ -9,6 +9,7 @@ Run it unmodified under the agent:
 ``--data-sleep-ms`` sleeps in the generator so data loading becomes visible as step wait.
 """
 import argparse
+import json
 import time
 
 import numpy as np
@@ -41,17 +42,22 @@ class LeNet5(nn.Cell):
 
 
 class SyntheticMnist:
-    """Random 1x32x32 images with labels; ``sleep_ms`` per sample simulates slow data loading."""
+    """Random 1x32x32 images with labels; the first sample of each batch sleeps ``batch_sleep_ms``
+    (one sleep, not one per sample, so the extra loading time per batch is close to exact)."""
 
-    def __init__(self, size, sleep_ms=0.0, seed=0):
+    def __init__(self, size, batch_size, batch_sleep_ms=0.0, seed=0):
         rng = np.random.default_rng(seed)
         self.images = rng.standard_normal((size, 1, 32, 32)).astype(np.float32)
         self.labels = rng.integers(0, 10, size).astype(np.int32)
-        self.sleep_s = sleep_ms / 1000.0
+        self.batch_size = batch_size
+        self.sleep_s = batch_sleep_ms / 1000.0
+        self.slept_ms = []  # what each sleep really took: the ground truth for the profiler's data wait
 
     def __getitem__(self, index):
-        if self.sleep_s:
+        if self.sleep_s and index % self.batch_size == 0:
+            start = time.perf_counter()
             time.sleep(self.sleep_s)
+            self.slept_ms.append(round((time.perf_counter() - start) * 1000, 3))
         return self.images[index], np.asarray(self.labels[index])
 
     def __len__(self):
@@ -59,11 +65,25 @@ class SyntheticMnist:
 
 
 def make_dataset(steps, batch_size, batch_sleep_ms=0.0, seed=0):
-    """``batch_sleep_ms`` is spread over the batch's samples so one batch costs that much extra."""
-    source = SyntheticMnist(steps * batch_size, batch_sleep_ms / batch_size, seed)
+    """The batched dataset and its source (whose ``slept_ms`` the scripts print)."""
+    source = SyntheticMnist(steps * batch_size, batch_size, batch_sleep_ms, seed)
     data = ds.GeneratorDataset(source, ["image", "label"], shuffle=False, num_parallel_workers=1,
                                python_multiprocessing=False)
-    return data.batch(batch_size, drop_remainder=True)
+    return data.batch(batch_size, drop_remainder=True), source
+
+
+class StepClock(Callback):
+    """Wall time between step ends, for the overhead benchmark (``--step-times``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ends = [time.perf_counter()]
+
+    def on_train_step_end(self, run_context):
+        self.ends.append(time.perf_counter())
+
+    def durations_ms(self):
+        return [round((b - a) * 1000, 3) for a, b in zip(self.ends, self.ends[1:])]
 
 
 class StepPrinter(Callback):
@@ -82,25 +102,34 @@ def main():
     parser.add_argument("--sink", action="store_true", help="dataset_sink_mode=True (CPU trains without sinking)")
     parser.add_argument("--sink-size", type=int, default=-1)
     parser.add_argument("--data-sleep-ms", type=float, default=0.0, help="extra loading time per batch")
+    parser.add_argument("--data-on-demand", action="store_true",
+                        help="dataset debug mode: batches are made when fetched, not prefetched in the background")
     parser.add_argument("--pynative", action="store_true")
     parser.add_argument("--eval", action="store_true", help="run model.eval on a small dataset after training")
-    parser.add_argument("--quiet", action="store_true", help="no per-step lines (for the overhead benchmark)")
+    parser.add_argument("--quiet", action="store_true", help="no per-step lines")
+    parser.add_argument("--step-times", action="store_true", help="print the step durations as one JSON line")
     args = parser.parse_args()
 
     ms.set_device("CPU")
     ms.set_context(mode=ms.PYNATIVE_MODE if args.pynative else ms.GRAPH_MODE)
+    ds.config.set_debug_mode(args.data_on_demand)
     ms.set_seed(1)
     net = LeNet5()
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
     model = Model(net, loss_fn=loss, optimizer=opt, metrics={"acc"})
-    train = make_dataset(args.steps, args.batch_size, args.data_sleep_ms)
+    train, source = make_dataset(args.steps, args.batch_size, args.data_sleep_ms)
+    clock = StepClock()
     start = time.perf_counter()
-    model.train(args.epochs, train, callbacks=[] if args.quiet else [StepPrinter()],
+    model.train(args.epochs, train, callbacks=([] if args.quiet else [StepPrinter()]) + [clock],
                 dataset_sink_mode=args.sink, sink_size=args.sink_size)
     print(f"trained {args.epochs} epoch(s) x {args.steps} steps in {time.perf_counter() - start:.2f} s", flush=True)
+    if args.data_sleep_ms:
+        print("data_slept_ms " + json.dumps(source.slept_ms), flush=True)
+    if args.step_times:
+        print("step_times_ms " + json.dumps(clock.durations_ms()), flush=True)
     if args.eval:
-        result = model.eval(make_dataset(3, args.batch_size, seed=1), dataset_sink_mode=False)
+        result = model.eval(make_dataset(3, args.batch_size, seed=1)[0], dataset_sink_mode=False)
         print(f"eval {result}", flush=True)
 
 

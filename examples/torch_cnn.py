@@ -2,7 +2,8 @@
 
 Each dataset item is a whole batch (DataLoader with ``batch_size=None``), so ``--data-sleep-ms``
 is a sleep per batch in ``Dataset.__getitem__``, wherever the loader runs it (main process or worker).
-Under torchrun (WORLD_SIZE > 1) the ranks join a gloo group and all-reduce their gradients.
+Under torchrun (WORLD_SIZE > 1) the ranks join a gloo group and all-reduce their gradients
+(explicitly, or through DistributedDataParallel with ``--ddp``).
 ``--torch-profiler FILE`` wraps the training loop in torch.profiler itself and writes its op counts,
 the reference the agent's op tables are checked against.
 """
@@ -57,6 +58,7 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=0, help="evaluate after every N optimizer steps and at each epoch end")
     p.add_argument("--two-optimizers", action="store_true", help="head and features stepped by separate optimizers")
     p.add_argument("--exit-code", type=int, default=0)
+    p.add_argument("--ddp", action="store_true", help="with WORLD_SIZE > 1: DistributedDataParallel instead of explicit all_reduce")
     p.add_argument("--sleep-rank", type=int, default=-1)
     p.add_argument("--sleep-ms", type=float, default=0.0)
     p.add_argument("--torch-profiler", default=None, help="write torch.profiler's own op counts to this JSON file")
@@ -76,6 +78,7 @@ def evaluate(model, loader):
 def train(args, rank, world):
     torch.manual_seed(0)
     model = SmallCNN()
+    net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 and args.ddp else model
     loss_fn = nn.CrossEntropyLoss()
     if args.two_optimizers:
         optimizers = [torch.optim.SGD(model.features.parameters(), lr=0.01), torch.optim.SGD(model.head.parameters(), lr=0.01)]
@@ -89,11 +92,11 @@ def train(args, rank, world):
         for index, (x, y) in enumerate(loader):
             if rank == args.sleep_rank and args.sleep_ms:
                 time.sleep(args.sleep_ms / 1000)
-            loss = loss_fn(model(x), y) / args.accumulate
+            loss = loss_fn(net(x), y) / args.accumulate
             loss.backward()
             if (index + 1) % args.accumulate:
                 continue
-            if world > 1:
+            if world > 1 and not args.ddp:
                 for param in model.parameters():
                     torch.distributed.all_reduce(param.grad)
                     param.grad /= world

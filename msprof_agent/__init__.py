@@ -3,3 +3,13 @@
 Kept import-light: the hook imports submodules directly, and the public API is loaded on first use.
 """
 __version__ = "0.1.0"
+
+_LAZY = {"Profiler": "api", "DynamicProfilerMonitor": "dynamic"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

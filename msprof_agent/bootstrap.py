@@ -30,10 +30,10 @@ def activate_from_environment():
     dynamic_cfg = os.environ.get("MSPROF_DYNAMIC_CFG")
     if not opts.start and not dynamic_cfg:
         return None
-    profiler_dir = os.path.join(opts.output_path, "profiler")
+    probe_dir = os.path.join(opts.output_path, "profiler") if opts.start else opts.output_path
     try:
-        os.makedirs(profiler_dir, exist_ok=True)
-        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
+        os.makedirs(probe_dir, exist_ok=True)
+        probe = os.path.join(probe_dir, f".write-test-{os.getpid()}")
         with open(probe, "wb"):
             pass
         os.remove(probe)
@@ -44,6 +44,19 @@ def activate_from_environment():
     from . import session
     from .frameworks import install_post_import_hooks
 
-    current = session.start(opts, origin="env")
+    current = session.start(opts, origin="env" if opts.start else "dynamic", run=opts.start)
+    if dynamic_cfg:
+        _start_dynamic_monitor(current, dynamic_cfg, opts.output_path)
     install_post_import_hooks(current)
     return current
+
+
+def _start_dynamic_monitor(current, cfg_dir, output_path):
+    """Zero-code Method 3: the monitor follows the session's own step boundaries."""
+    try:
+        from .dynamic import DynamicProfilerMonitor
+
+        DynamicProfilerMonitor(cfg_dir, output_path, follow_session=True)
+    except Exception as exc:
+        log.say(f"MSPROF_DYNAMIC_CFG={cfg_dir!r}: cannot start dynamic profiling ({type(exc).__name__}: {exc}); "
+                "the job runs without it.")

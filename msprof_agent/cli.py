@@ -93,7 +93,7 @@ def cmd_analyse(args):
     from .analysis import offline_analyse
 
     step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None
-    offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification)
+    offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True)
     return 0
 
 

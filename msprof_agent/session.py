@@ -1,23 +1,37 @@
-"""One profiling session: idle -> recording -> stopped -> analysed, whoever drives it.
+"""One profiling session per process: the step stream, the device session, and the collections it feeds.
 
-The variable, the ``Profiler`` API and the dynamic monitor all go through the single
-``current()`` session, so a process never collects twice. Framework integrations report step
-boundaries to ``session.steps`` and hand over a device session (the framework's own profiler)
-that the window starts and stops. At exit, on SIGTERM, or on an explicit stop, whatever was
-collected is flushed and analysed; a fork child never writes.
+The variable, the ``Profiler`` API and the dynamic monitor all go through the single ``current()``
+session, so a process never collects twice: only one collection records at a time (``owner``).
+
+- The *run* (variable or API) is ``output_path/profiler``: it receives every step record (always-on
+  step timing) and is analysed at its stop, at ``analyse()``, or at exit.
+- A *window* (dynamic monitor, capture policy) is its own collection in its own folder, holding
+  the records of its window only, analysed there when it stops.
+
+Which steps belong to a window is decided by time: a step is in the window when recording was on
+at its start (its host-side forward start where the integration marks one, else its opening). So
+``start()`` called after a step's compute leaves that step out, ``stop()`` called after it keeps it in,
+and analysis that would miss a still-open window step waits until that step has closed.
+At exit, on SIGTERM, or on an explicit stop, whatever was collected is flushed and analysed; a fork
+child never writes.
 """
 import atexit
+import copy
 import os
 import platform
 import signal
+import subprocess
 import sys
 import time
+from dataclasses import fields
 
 from . import log
 from .collectors.steps import StepRecorder
 from .store import EventWriter
 
 IDLE, RECORDING, STOPPED, ANALYSED = "idle", "recording", "stopped", "analysed"
+SYNC, ASYNC = "sync", "async"
+_PROCESS_KEYS = ("rank_id", "device_id", "world_size", "fp_start", "bp_end")
 
 _current = None
 
@@ -27,28 +41,86 @@ def current():
     return _current
 
 
-class Session:
-    def __init__(self, options, origin):
+class Collection:
+    """One output folder: its raw store, the intervals it recorded, and how it is analysed."""
+
+    def __init__(self, meta, options, profiler_dir, origin, analyse_mode=SYNC):
         self.options = options
+        self.profiler_dir = profiler_dir
         self.origin = origin
-        self.profiler_dir = os.path.join(options.output_path, "profiler")
+        self.analyse_mode = analyse_mode  # SYNC, ASYNC (a separate process) or None (raw data only)
+        self.state = IDLE
+        self.explicit = False  # an API call drives the window, not the variable's steps
+        self.intervals = []  # [start_ns, stop_ns or None] per recording
+        self.summary = None
+        self.info = {}  # what the owner wants remembered (trigger, steps) for listings
+        self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
+        self.writer.add(dict(meta, k="meta", origin=origin, options=options.to_dict()))
+
+    @property
+    def windows(self):
+        return len(self.intervals)
+
+    def contains(self, step):
+        """True when recording was on at the step's start (forward start if marked, else opening)."""
+        anchor = step.get("fp") or step["start"]
+        return any(start <= anchor and (stop is None or anchor < stop) for start, stop in self.intervals)
+
+
+class Session:
+    def __init__(self, options, origin, run=True):
+        self.options = options  # live: device sessions read it at start(); a window applies its own keys
+        self._base_options = copy.copy(options)
+        self.origin = origin
         self.started_ns = time.time_ns()
         self.owner_pid = os.getpid()
-        self.state = IDLE
         self.framework = None
         self.device = None
         self.disabled = False
-        self.explicit = False  # started by an API call, not by a step window
-        self.windows = 0
-        self.summary = None
-        self.writer = EventWriter(self.profiler_dir, options.rank_id, self.started_ns)
+        self.finished = False
+        self.meta = {
+            "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
+            "started_ns": self.started_ns, "host": platform.node(), "python": platform.python_version(),
+            "argv": list(sys.argv), "device_target": "CPU",
+        }
+        self.run = Collection(self.meta, options, os.path.join(options.output_path, "profiler"), origin) if run else None
+        self.owner = None  # the collection recording now
+        self.listeners = []  # objects with step_opened(n, start_ns) / step_closed(step) (dynamic monitor, policies)
+        self.background = []  # analyses running in their own process
+        self._awaiting = []  # stopped collections analysed once the open step they hold closes
         self.steps = StepRecorder(self._step_opened, self._step_closed)
         self._cpu = None
-        self.add_meta(
-            pid=self.owner_pid, rank_id=options.rank_id, device_id=options.device_id, rank_size=options.world_size,
-            origin=origin, started_ns=self.started_ns, host=platform.node(), python=platform.python_version(),
-            argv=list(sys.argv), options=options.to_dict(), device_target="CPU",
-        )
+
+    # -- the run, as integrations and tests know it ---------------------------------------------
+    @property
+    def writer(self):
+        return self.run.writer
+
+    @property
+    def profiler_dir(self):
+        """The run's folder; without a run (dynamic only), where device sessions keep scratch files."""
+        return self.run.profiler_dir if self.run else os.path.join(self._base_options.output_path, "profiler")
+
+    @property
+    def state(self):
+        return self.run.state if self.run else IDLE
+
+    @property
+    def summary(self):
+        return self.run.summary if self.run else None
+
+    @property
+    def recording(self):
+        return self.owner is not None
+
+    def open_run(self, options, origin):
+        """A new run in a new folder (the API after an earlier run was analysed, or on a dynamic-only session)."""
+        self.run = Collection(self.meta, options, os.path.join(options.output_path, "profiler"), origin)
+        return self.run
+
+    def open_window(self, options, profiler_dir, origin, analyse_mode):
+        """A collection of its own for one window; start it with ``start_recording(window)``."""
+        return Collection(self.meta, options, profiler_dir, origin, analyse_mode)
 
     # -- wiring by integrations -------------------------------------------------------------
     def attach(self, framework, device=None, **meta):
@@ -61,56 +133,92 @@ class Session:
         self.add_meta(framework=framework, **meta)
         return True
 
+    def _live(self):
+        out = []
+        for c in [self.run, self.owner] + self._awaiting:
+            if c is not None and c.state != ANALYSED and c not in out:
+                out.append(c)
+        return out
+
     def add_meta(self, **values):
-        self.writer.add(dict(values, k="meta"))
+        self.meta.update(values)
+        if not self.disabled:
+            for c in self._live():
+                c.writer.add(dict(values, k="meta"))
 
     def record(self, record):
-        """Store one raw record (ops batch, queue sample, comm call...) unless this is a fork child."""
-        if not self.disabled:
-            self.writer.add(record)
-
-    @property
-    def recording(self):
-        return self.state == RECORDING
-
-    # -- the window ----------------------------------------------------------------------------
-    def _in_window(self, n):
-        stop = self.options.stop_step
-        return n >= self.options.start_step and (stop is None or n <= stop)
-
-    def _step_opened(self, n, _start_ns):
-        if self.state == IDLE and not self.explicit and self.options.start and self._in_window(n):
-            self.start_recording()
-
-    def _step_closed(self, step):
+        """Store one raw record (ops batch, queue sample, comm call...) in the recording collection, else the run."""
         if self.disabled:
             return
-        step["win"] = self.state == RECORDING
-        self.writer.add(step)
-        if step["win"] and not self.explicit and self.options.stop_step is not None and step["n"] >= self.options.stop_step:
-            self.stop_recording()
-        self.writer.flush()
+        target = self.owner or self.run
+        if target is not None and target.state != ANALYSED:
+            target.writer.add(record)
 
-    def start_recording(self, explicit=False):
-        if self.disabled or self.state == RECORDING:
+    # -- step boundaries -------------------------------------------------------------------------
+    def _step_opened(self, n, start_ns):
+        if self.disabled or self.finished:
             return
-        self.explicit = self.explicit or explicit
-        self.state = RECORDING
-        self.windows += 1
+        run = self.run
+        if run is not None and run.state == IDLE and not run.explicit and run.options.start and self.owner is None:
+            stop = run.options.stop_step
+            if n >= run.options.start_step and (stop is None or n <= stop):
+                self.start_recording(run, at_ns=start_ns)
+        for listener in list(self.listeners):
+            try:
+                listener.step_opened(n, start_ns)
+            except Exception as exc:
+                log.report_error("a step listener", exc)
+
+    def _step_closed(self, step):
+        if self.disabled or self.finished:
+            return
+        for c in self._live():
+            c.writer.add(dict(step, win=c.contains(step)))
+        run = self.run
+        if self.owner is run and run is not None and not run.explicit and run.options.stop_step is not None \
+                and step["n"] >= run.options.stop_step:
+            self.stop_recording()
+        for c in list(self._awaiting):
+            self._awaiting.remove(c)
+            self._analyse_now(c, "analyse")
+        for listener in list(self.listeners):
+            try:
+                listener.step_closed(step)
+            except Exception as exc:
+                log.report_error("a step listener", exc)
+        for c in self._live():
+            c.writer.flush()
+
+    # -- the window ----------------------------------------------------------------------------
+    def start_recording(self, collection=None, explicit=False, at_ns=None):
+        """Record into COLLECTION (default: the run); False when another collection records already."""
+        c = collection or self.run
+        if self.disabled or self.finished or c is None or c.state == ANALYSED:
+            return False
+        if self.owner is not None:
+            return self.owner is c
+        c.explicit = c.explicit or explicit
+        c.state = RECORDING
+        c.intervals.append([at_ns or time.time_ns(), None])
+        self.owner = c
+        self._use_options(c.options)
         self.record({"k": "window", "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
-        if self.device is not None and self.options.op_time:
+        if self._device_wanted:
             try:
                 self.device.start()
             except Exception as exc:
                 log.report_error("starting the device profiler", exc)
-        self._start_sampler()
-        self.writer.flush()
+        self._start_sampler(c.writer)
+        c.writer.flush()
+        return True
 
     def stop_recording(self):
-        if self.state != RECORDING:
-            return
-        self.state = STOPPED
-        if self.device is not None and self.options.op_time:
+        """Stop the recording collection (its device records still land in it); returns it."""
+        c = self.owner
+        if c is None:
+            return None
+        c.intervals[-1][1] = time.time_ns()
+        if self._device_wanted:
             try:
                 self.device.stop(self)
             except Exception as exc:
@@ -119,49 +227,133 @@ class Session:
             self._cpu.stop()
             self._cpu = None
         self.record({"k": "window", "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
-        self.writer.flush()
+        self.owner = None
+        c.state = STOPPED
+        self._use_options(self._base_options)
+        c.writer.flush()
+        return c
 
-    def _start_sampler(self):
+    def _use_options(self, options):
+        """Device sessions hold ``self.options``: a window's settings are copied into it, then restored."""
+        if options is self.options:
+            return
+        for f in fields(options):
+            if f.name not in _PROCESS_KEYS:
+                setattr(self.options, f.name, getattr(options, f.name))
+
+    @property
+    def _device_wanted(self):
+        """The device session collects ops (op_time) and, where it can, the data pipeline (data_process)."""
+        return self.device is not None and (self.options.op_time or self.options.data_process)
+
+    def _start_sampler(self, writer):
         try:
             from .collectors.cpu import CpuSampler
 
-            self._cpu = CpuSampler(self.writer.queue, self.options.cpu_sampling_interval)
+            self._cpu = CpuSampler(writer.queue, self.options.cpu_sampling_interval)
             self._cpu.start()
         except Exception as exc:
             log.report_error("starting CPU sampling", exc)
 
+    # -- analysis --------------------------------------------------------------------------------
+    def analyse(self, collection, reason="analyse"):
+        """Stop COLLECTION and analyse it, after the step it holds open (if any) has closed."""
+        if collection is None or collection.state == ANALYSED or self.disabled or os.getpid() != self.owner_pid:
+            return None
+        if self.owner is collection:
+            self.stop_recording()
+        open_step = self.steps.current
+        if open_step is not None and collection.contains(open_step) and not self.finished:
+            if collection not in self._awaiting:
+                self._awaiting.append(collection)
+            return None
+        return self._analyse_now(collection, reason)
+
+    def _analyse_now(self, c, reason):
+        if c.state == ANALYSED:
+            return c.summary
+        if self.owner is c:
+            self.stop_recording()
+        c.state = ANALYSED
+        if not c.intervals:
+            c.writer.abandon()
+            return None
+        c.writer.add({"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed})
+        c.writer.close()
+        if c.analyse_mode is None:
+            log.say(f"raw data kept in {c.profiler_dir} (no online analysis); analyse it with: msprof-agent analyse {c.profiler_dir}")
+            return None
+        if c.analyse_mode == ASYNC:
+            self._analyse_in_background(c)
+            return None
+        from .analysis import analyse_rank
+
+        c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=True)
+        return c.summary
+
+    def _analyse_in_background(self, c):
+        """A separate process, so training keeps its CPU time and the GIL; its table goes to our stderr."""
+        code = ("import os, sys; os.nice(5); from msprof_agent.analysis import analyse_rank; "
+                "analyse_rank(sys.argv[1], int(sys.argv[2]), announce=True)")
+        env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")}
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        try:
+            self.background.append(subprocess.Popen([sys.executable, "-c", code, c.profiler_dir, str(c.options.rank_id)],
+                                                    env=env, stdin=subprocess.DEVNULL))
+        except OSError as exc:
+            log.report_error("starting the background analysis", exc)
+
+    def wait_for_background(self, timeout_s=600):
+        deadline = time.monotonic() + timeout_s
+        for proc in self.background:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warn_once(f"background analysis (pid {proc.pid}) still running; it finishes on its own")
+
     # -- the end -------------------------------------------------------------------------------
     def finalize(self, reason):
         """Flush, stop and analyse once; safe from atexit, a signal handler or an explicit call."""
-        if self.disabled or os.getpid() != self.owner_pid or self.state == ANALYSED:
+        if self.disabled or os.getpid() != self.owner_pid or self.finished:
             return None
+        self.finished = True
         self.steps.discard_open()
-        self.stop_recording()
-        collected = self.windows > 0
-        self.state = ANALYSED
-        if not collected:
-            self.writer.abandon()
-            return None
-        self.record({"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed})
-        self.writer.close()
-        from .analysis import analyse_rank
-
-        self.summary = analyse_rank(self.profiler_dir, self.options.rank_id, announce=True)
-        return self.summary
+        stopped = self.stop_recording()
+        pending = list(self._awaiting) + ([stopped] if stopped is not None and stopped is not self.run else [])
+        self._awaiting = []
+        for c in pending:
+            self._analyse_now(c, reason)
+        for listener in list(self.listeners):
+            finish = getattr(listener, "finish", None)
+            if finish is not None:
+                try:
+                    finish(reason)
+                except Exception as exc:
+                    log.report_error("a step listener at the end", exc)
+        summary = None
+        if self.run is not None:
+            summary = self._analyse_now(self.run, reason)
+        if reason == "exit":
+            self.wait_for_background()
+        return summary
 
     def forget_in_fork_child(self):
         """A forked worker inherits this object: it must never write, sample or analyse."""
         self.disabled = True
         self._cpu = None
-        self.writer.abandon()
+        self.background = []
+        for c in [self.run, self.owner] + self._awaiting:
+            if c is not None:
+                c.writer.abandon()
 
 
-def start(options, origin):
+def start(options, origin, run=True):
     """Create the process's session (once) and the exit, signal and fork hooks that protect its data."""
     global _current
     if _current is not None:
         return _current
-    _current = Session(options, origin)
+    _current = Session(options, origin, run=run)
     _install_process_hooks()
     return _current
 

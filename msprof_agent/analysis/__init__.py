@@ -34,20 +34,30 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
         data.restrict_to_steps(step_list)
     options = data.meta.get("options") or {}
     ctx = Context(profiler_dir, rank, pretty, options.get("cpu_sampling_interval", 1000))
-    results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx), "operators": operators.write(data, ctx)}
-    results["flops"] = flops.write(data, ctx)
-    results["data_prep"] = data_prep.write(data, ctx)
-    results["cpu"] = cpu_util.write(data, ctx, results["data_prep"].get("pipeline"))
-    results["memory"] = memory.write(data, ctx)
-    results["dynamic_shape"] = dynamic_shape.write(data, ctx)
-    results["communication"] = cluster.write_rank(data, ctx)
-    results["timeline"] = timeline.write(data, ctx, results["step_trace"]["rows"])
+    results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx)}
+    pages = (("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
+             ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
+             ("dynamic_shape", dynamic_shape.write, None), ("communication", cluster.write_rank, None))
+    for name, write, fallback in pages:
+        results[name] = _page(name, fallback, write, data, ctx)
+    results["cpu"] = _page("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))
+    results["timeline"] = _page("timeline", None, timeline.write, data, ctx, results["step_trace"]["rows"])
     headline = summary.build(data, ctx, results)
     cluster.write_cluster(profiler_dir, [headline], pretty)
     _write_report(profiler_dir, rank)
     if announce:
         summary.print_table(headline)
     return headline
+
+
+def _page(name, fallback, write, data, ctx, *extra):
+    """One page failing (odd data from a framework) costs that page, not the whole analysis."""
+    try:
+        return write(data, ctx, *extra)
+    except Exception as exc:
+        log.report_error(f"the {name} analysis", exc)
+        ctx.notes.append(f"{name} analysis failed: {type(exc).__name__}: {exc}")
+        return fallback
 
 
 def _write_report(profiler_dir, rank):
@@ -69,7 +79,7 @@ def profiler_dirs(path):
     return [c for c in candidates if raw_ranks(c)]
 
 
-def offline_analyse(path, pretty=False, step_list=None, data_simplification=True):
+def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False):
     """The seed's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
 
     ``data_simplification`` is accepted for compatibility: the raw store is what a second analysis
@@ -86,6 +96,6 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
     results = []
     for number, (directory, rank) in enumerate(jobs, 1):
         began = time.perf_counter()
-        results.append(analyse_rank(directory, rank, step_list=step_list, pretty=pretty))
+        results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty))
         sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {directory}\n")
     return results

@@ -9,8 +9,8 @@ def write(data, ctx, pipeline=None):
     if not samples:
         return None
     series = lambda key: [int(round(s.get(key, 0))) for s in samples]  # noqa: E731  (contract: integer percent)
-    op_info = [{"op_id": op["op_id"], "metrics": {"user_utilization": [int(round(v)) for v in op["cpu_user"]],
-                                                   "sys_utilization": [int(round(v)) for v in op["cpu_sys"]]}}
+    percent = lambda values: [int(round(v)) for v in values if v is not None]  # noqa: E731
+    op_info = [{"op_id": op["op_id"], "metrics": {"user_utilization": percent(op["cpu_user"]), "sys_utilization": percent(op["cpu_sys"])}}
                for op in (pipeline or {}).get("op_cpu", [])]
     write_json(ctx.path(f"minddata_cpu_utilization_{ctx.rank}.json"), {
         "cpu_processor_num": psutil.cpu_count() or 1,

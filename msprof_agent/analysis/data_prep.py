@@ -64,7 +64,8 @@ def _write_pipeline(data, ctx):
     for sample in data.pipeline:
         for op in sample.get("ops", []):
             entry = ops.setdefault(op["op_id"], dict(op, sizes=[], cpu_user=[], cpu_sys=[]))
-            entry["sizes"].append(op.get("queue_size", 0))
+            if op.get("queue_size") is not None:
+                entry["sizes"].append(op["queue_size"])
             entry["cpu_user"].append(op.get("cpu_user", 0.0))
             entry["cpu_sys"].append(op.get("cpu_sys", 0.0))
     ordered = [ops[k] for k in sorted(ops)]

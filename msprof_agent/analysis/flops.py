@@ -46,16 +46,24 @@ def estimate(op_type, shape_text):
 
 
 def per_op_flops(data, mask):
-    """FLOPs of each profiled op (reported values first, estimates where missing) and whether it is cube work."""
+    """FLOPs of each profiled op (reported values first, estimates where missing) and whether it is cube work.
+
+    Estimates are cached per (type, shape): a training step repeats the same shapes every step.
+    """
     flops = data.ops["flops"][mask].copy()
     types, shapes = data.ops["type"][mask], data.ops["shape"][mask]
-    for i in np.flatnonzero(np.isnan(flops)):
-        flops[i] = estimate(str(types[i]), shapes[i])
-    lowered = np.char.lower(types.astype(str))
-    cube = np.zeros(len(flops), dtype=bool)
+    missing = np.flatnonzero(np.isnan(flops) & (shapes != None))  # noqa: E711 (elementwise on an object array)
+    cache = {}
+    for i in missing.tolist():
+        key = (types[i], shapes[i])
+        if key not in cache:
+            cache[key] = estimate(str(key[0]), key[1])
+        flops[i] = cache[key]
+    lowered = np.char.lower(data.op_types.astype(str))
+    cube_type = np.zeros(len(lowered), dtype=bool)
     for word in CUBE:
-        cube |= np.char.find(lowered, word) >= 0
-    return flops, cube
+        cube_type |= np.char.find(lowered, word) >= 0
+    return flops, cube_type[data.ops["type_id"][mask]]
 
 
 def write(data, ctx):
@@ -67,19 +75,17 @@ def write(data, ctx):
     if not known.any():
         ctx.notes.append("FLOPs: the device session reported no FLOP counts or input shapes, so none were computed")
         return None
-    names, durs = data.ops["name"][mask][known].astype(str), data.ops["dur"][mask][known]
+    codes, durs = data.ops["name_id"][mask][known], data.ops["dur"][mask][known]
     values, is_cube = flops[known], cube[known]
-    unique, counts, total_dur = group_sum(names, durs)
-    order = np.argsort(names, kind="stable")
+    size = len(data.op_names)
+    cube_sum = np.bincount(codes, weights=np.where(is_cube, values, 0.0), minlength=size)
+    vector_sum = np.bincount(codes, weights=np.where(is_cube, 0.0, values), minlength=size)
+    names = data.op_names
     lines = ["op_full_name, MFLOPs(10^6 cube), GFLOPS(10^9 cube), MFLOPs(10^6 vector), GFLOPS(10^9 vector)"]
-    per_name = {}
-    for name, value, c in zip(names[order], values[order], is_cube[order]):
-        entry = per_name.setdefault(name, [0.0, 0.0])
-        entry[0 if c else 1] += value
-    for name, count, dur in zip(unique, counts, total_dur):
-        cube_f, vec_f = per_name[name]
+    for code, count, dur in zip(*group_sum(codes, durs)):
         seconds = max(dur, 1) / 1e9
-        lines.append(f"{name}, {cube_f / count / 1e6:.6f}, {cube_f / seconds / 1e9:.6f}, {vec_f / count / 1e6:.6f}, {vec_f / seconds / 1e9:.6f}")
+        cube_f, vec_f = cube_sum[code], vector_sum[code]
+        lines.append(f"{names[code]}, {cube_f / count / 1e6:.6f}, {cube_f / seconds / 1e9:.6f}, {vec_f / count / 1e6:.6f}, {vec_f / seconds / 1e9:.6f}")
     write_text(ctx.path(f"flops_{ctx.rank}.txt"), lines)
     steps = max(len(data.window_steps), 1)
     mflops_per_step = float(values.sum()) / steps / 1e6

@@ -25,7 +25,9 @@ def _per_step_peaks(steps, times_ns, values):
 
 def write(data, ctx):
     rss = [(s["ts"] * 1_000_000, s["rss"]) for s in data.cpu if "rss" in s]
-    alloc = sorted((m["ts"], m.get("allocated", 0)) for m in data.mem)
+    devices = {m.get("device", "cpu") for m in data.mem}
+    device = "cuda" if "cuda" in devices else "cpu"  # one series: the accelerator's when there is one
+    alloc = sorted((m["ts"], m.get("allocated", 0)) for m in data.mem if m.get("device", "cpu") == device)
     if not rss and not alloc:
         return None
     series = alloc or rss

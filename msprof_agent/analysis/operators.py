@@ -1,5 +1,8 @@
 """Operator statistics by type and by op, for host ops (``cpu_op_*``) and CUDA kernels (``gpu_op_*``).
 
+Times are self times (an op's own time without the ops nested in it, torch's "Self CPU"), so they
+add up to the time spent and percentages sum to 1; counts include nested calls, as torch's table.
+
 Only ops inside the profiled steps are counted, so per-step frequencies divide by a real step count.
 Aggregation is a sort plus ``np.add.reduceat``: linear in the number of ops with no Python loop per op.
 """
@@ -13,18 +16,22 @@ GPU_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion"
 GPU_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)", "proportion", "cuda_activity_cost_time(us)", "cuda_activity_call_count"]
 
 
-def group_sum(keys, durations):
-    """(unique keys, counts, summed durations) sorted by summed duration, largest first."""
-    if len(keys) == 0:
-        return np.array([], dtype=object), np.array([], dtype=np.int64), np.array([], dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    boundaries = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    totals = np.add.reduceat(durations[order], boundaries)
-    counts = np.diff(np.r_[boundaries, len(sorted_keys)])
-    unique = sorted_keys[boundaries]
-    rank = np.argsort(-totals, kind="stable")
-    return unique[rank], counts[rank], totals[rank]
+def group_sum(codes, durations):
+    """(codes present, counts, summed durations) per integer code, largest total first."""
+    if len(codes) == 0:
+        return np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([], dtype=np.float64)
+    counts = np.bincount(codes)
+    totals = np.bincount(codes, weights=durations)
+    present = np.flatnonzero(counts)
+    order = present[np.argsort(-totals[present], kind="stable")]
+    return order, counts[order], totals[order]
+
+
+def type_of_names(data):
+    """Op type name for each op-name code."""
+    types = np.zeros(len(data.op_names), dtype=np.int64)
+    types[data.ops["name_id"]] = data.ops["type_id"]
+    return types
 
 
 def profiled_op_mask(data):
@@ -42,10 +49,22 @@ def short_name(full_name):
 
 
 def _device_tables(data, mask, device):
-    """Types, names and durations of the profiled ops that ran on the host or on a CUDA device."""
+    """Type codes, name codes and self times of the profiled ops that ran on the host or on a CUDA device."""
     ops = data.ops
     select = mask & ((ops["device"] == "cuda") if device == "cuda" else (ops["device"] != "cuda"))
-    return ops["type"][select], ops["name"][select], ops["dur"][select]
+    return ops["type_id"][select], ops["name_id"][select], ops["self"][select]
+
+
+def _tables(data, mask, device):
+    """(type rows, op rows) as (name, count, total ns) plus the grand total, for one device."""
+    type_ids, name_ids, durs = _device_tables(data, mask, device)
+    if not len(durs):
+        return None
+    type_lookup, name_lookup = data.op_types, data.op_names
+    types = [(type_lookup[c], n, s) for c, n, s in zip(*group_sum(type_ids, durs))]
+    op_type = type_of_names(data)
+    ops = [(name_lookup[c], type_lookup[op_type[c]], n, s) for c, n, s in zip(*group_sum(name_ids, durs))]
+    return types, ops, float(durs.sum()) or 1.0
 
 
 def write(data, ctx):
@@ -54,35 +73,23 @@ def write(data, ctx):
     result = {"types": [], "total_ms": 0.0}
     if not data.op_count:
         return result
-    types, names, durs = _device_tables(data, mask, "cpu")
-    total = float(durs.sum()) or 1.0
-    unique, counts, totals = group_sum(types.astype(str), durs)
-    type_rows = [[t, int(c), round(c / steps, 4), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6)]
-                 for t, c, s in zip(unique, counts, totals)]
-    write_csv(ctx.path(f"cpu_op_type_info_{ctx.rank}.csv"), CPU_TYPE_HEADER, type_rows)
-    type_of = dict(zip(names.tolist(), types.tolist()))
-    pid = data.meta.get("pid", 0)
-    unique, counts, totals = group_sum(names.astype(str), durs)
-    detail_rows = [["Host", type_of[n], short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),
-                    n.split("/", 1)[0] if "/" in n else "Default", pid] for n, c, s in zip(unique, counts, totals)]
-    write_csv(ctx.path(f"cpu_op_detail_info_{ctx.rank}.csv"), CPU_DETAIL_HEADER, detail_rows)
-    result["types"] = [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows]
-    result["total_ms"] = total / 1e6
-    result["ops"] = len(detail_rows)
-    _write_gpu(data, mask, ctx)
+    tables = _tables(data, mask, "cpu")
+    if tables:
+        types, ops, total = tables
+        type_rows = [[t, int(c), round(c / steps, 4), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6)] for t, c, s in types]
+        write_csv(ctx.path(f"cpu_op_type_info_{ctx.rank}.csv"), CPU_TYPE_HEADER, type_rows)
+        pid = data.meta.get("pid", 0)
+        detail_rows = [["Host", t, short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),
+                        n.split("/", 1)[0] if "/" in n else "Default", pid] for n, t, c, s in ops]
+        write_csv(ctx.path(f"cpu_op_detail_info_{ctx.rank}.csv"), CPU_DETAIL_HEADER, detail_rows)
+        result = {"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
+                  "total_ms": total / 1e6, "ops": len(detail_rows)}
+    tables = _tables(data, mask, "cuda")
+    if tables:
+        types, ops, total = tables
+        write_csv(ctx.path(f"gpu_op_type_info_{ctx.rank}.csv"), GPU_TYPE_HEADER,
+                  [[t, int(c), round(s / 1e3, 3), round(s / total, 6), round(s / 1e3 / c, 3)] for t, c, s in types])
+        write_csv(ctx.path(f"gpu_op_detail_info_{ctx.rank}.csv"), GPU_DETAIL_HEADER,
+                  [["Device", t, short_name(n), n, int(c), round(s / 1e3, 3), round(s / 1e3 / c, 3), round(s / total, 6),
+                    round(s / 1e3, 3), int(c)] for n, t, c, s in ops])
     return result
-
-
-def _write_gpu(data, mask, ctx):
-    types, names, durs = _device_tables(data, mask, "cuda")
-    if not len(durs):
-        return
-    total = float(durs.sum()) or 1.0
-    unique, counts, totals = group_sum(types.astype(str), durs)
-    write_csv(ctx.path(f"gpu_op_type_info_{ctx.rank}.csv"), GPU_TYPE_HEADER,
-              [[t, int(c), round(s / 1e3, 3), round(s / total, 6), round(s / 1e3 / c, 3)] for t, c, s in zip(unique, counts, totals)])
-    type_of = dict(zip(names.tolist(), types.tolist()))
-    unique, counts, totals = group_sum(names.astype(str), durs)
-    write_csv(ctx.path(f"gpu_op_detail_info_{ctx.rank}.csv"), GPU_DETAIL_HEADER,
-              [["Device", type_of[n], short_name(n), n, int(c), round(s / 1e3, 3), round(s / 1e3 / c, 3), round(s / total, 6),
-                round(s / 1e3, 3), int(c)] for n, c, s in zip(unique, counts, totals)])

@@ -16,6 +16,7 @@ class RunData:
         self.meta = {}
         self.steps = []  # all steps (always-on timing), sorted by n
         self.ops = {}
+        self.op_names = self.op_types = None  # the string of each name_id / type_id code
         self.cpu, self.mem, self.queue, self.pipeline, self.comm = [], [], [], [], []
         self.windows, self.notes = [], []
         self.end = None
@@ -73,9 +74,29 @@ def load_rank(profiler_dir, rank):
             getattr(data, _LISTS[kind]).append(record)
     data.steps = [steps[n] for n in sorted(steps)]
     if batches["start"]:
-        data.ops = _op_columns(batches)
+        data.ops, lookups = _op_columns(batches)
+        data.op_names, data.op_types = lookups["name"], lookups["type"]
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
+        data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
     return data
+
+
+def _self_durations(ops):
+    """Each op's time minus its direct children's, per thread, as torch's "Self CPU" column.
+
+    Only sources that record nested calls (torch's aten ops inside nn.Module ops) need this; summing
+    inclusive times there would count the same microseconds several times over.
+    """
+    own = ops["dur"].copy()
+    stacks = {}
+    for i, (tid, start, end) in enumerate(zip(ops["tid"].tolist(), ops["start"].tolist(), (ops["start"] + ops["dur"]).tolist())):
+        stack = stacks.setdefault(tid, [])
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        if stack:
+            own[stack[-1][1]] -= end - start
+        stack.append((end, i))
+    return np.maximum(own, 0)
 
 
 def _op_columns(batches):
@@ -85,12 +106,24 @@ def _op_columns(batches):
 
     start = joined("start", np.int64)
     order = np.argsort(start, kind="stable")
-    columns = {
-        "name": joined("name"), "type": joined("type"), "start": start, "dur": joined("dur", np.int64),
-        "tid": joined("tid"), "shape": joined("shape"), "stream": joined("stream"), "device": joined("device"),
-        "flops": np.array([np.nan if v is None else v for batch in batches["flops"] for v in batch], dtype=np.float64),
-    }
-    return {k: v[order] for k, v in columns.items()}
+    columns = {"start": start, "dur": joined("dur", np.int64), "tid": joined("tid"), "shape": joined("shape"),
+               "stream": joined("stream"), "device": joined("device"),
+               "flops": np.array([np.nan if v is None else v for batch in batches["flops"] for v in batch], dtype=np.float64)}
+    lookups = {}
+    for column in ("name", "type"):
+        columns[column + "_id"], lookups[column] = _factorize([v for batch in batches[column] for v in batch])
+        columns[column] = lookups[column][columns[column + "_id"]]
+    return {k: v[order] for k, v in columns.items()}, lookups
+
+
+def _factorize(values):
+    """Integer codes and the unique values, in first-seen order: op names repeat every step, so the
+    analyses group by small integers (``np.bincount``) instead of sorting millions of strings."""
+    index = {}
+    codes = np.array([index.setdefault(v, len(index)) for v in values], dtype=np.int64)
+    uniques = np.empty(len(index), dtype=object)
+    uniques[:] = list(index)
+    return codes, uniques
 
 
 def _assign_steps(op_start, steps):

@@ -39,26 +39,43 @@ class Points:
         self.fp, self.bp, self.fp_op, self.bp_op = fp, bp, fp_op, bp_op
 
 
-def find_points(step, names, types, starts, ends, fp_name, bp_name):
-    """FP/BP points of one step from its ops (arrays sorted by start) and the host markers."""
+class OpMarks:
+    """Per-op booleans the FP/BP rules need, computed once per unique op name or type, not per step."""
+
+    def __init__(self, data, fp_name, bp_name):
+        names, types = data.op_names.astype(str), data.op_types.astype(str)
+        name_id, type_id = data.ops["name_id"], data.ops["type_id"]
+        optimizer = np.zeros(len(names), dtype=bool)
+        for marker in OPTIMIZER_MARKERS:
+            optimizer |= np.char.find(names, marker) >= 0
+        self.get_next = (np.char.find(types, "GetNext") >= 0)[type_id]
+        self.all_reduce = np.isin(types, ALL_REDUCE_TYPES)[type_id]
+        self.optimizer = optimizer[name_id]
+        self.fp = _name_matches(names, fp_name)[name_id] if fp_name else None
+        self.bp = _name_matches(names, bp_name)[name_id] if bp_name else None
+
+
+def find_points(step, idx, ops, marks):
+    """FP/BP points of one step from its ops (indices ``idx``, sorted by start) and the host markers."""
     begin, finish = step["start"], step["end"]
     last_wait_end = max((e for _, e in step.get("waits") or ()), default=None)
     fp = fp_op = bp = bp_op = None
-    if len(names):
-        index = _first_index(_name_matches(names, fp_name)) if fp_name else None
+    if len(idx):
+        starts = ops["start"][idx]
+        index = _first_index(marks.fp[idx]) if marks.fp is not None else None
         if index is None and step.get("fp") is None:
             after = starts >= (last_wait_end or begin)
-            get_next = _last_index(np.char.find(types.astype(str), "GetNext") >= 0)
+            get_next = _last_index(marks.get_next[idx])
             if get_next is not None:
-                after &= np.arange(len(names)) > get_next
+                after &= np.arange(len(idx)) > get_next
             index = _first_index(after)
         if index is not None:
-            fp, fp_op = int(starts[index]), names[index]
-        index = _last_index(_name_matches(names, bp_name)) if bp_name else None
+            fp, fp_op = int(starts[index]), ops["name"][idx[index]]
+        index = _last_index(marks.bp[idx]) if marks.bp is not None else None
         if index is None and step.get("bp") is None:
-            index = _auto_bp_index(names, types)
+            index = _auto_bp_index(marks.all_reduce[idx], marks.optimizer[idx])
         if index is not None:
-            bp, bp_op = int(ends[index]), names[index]
+            bp, bp_op = int(starts[index] + ops["dur"][idx[index]]), ops["name"][idx[index]]
     if fp is None:
         fp = step.get("fp") or last_wait_end or begin
     if bp is None:
@@ -68,18 +85,15 @@ def find_points(step, names, types, starts, ends, fp_name, bp_name):
     return Points(fp, bp, fp_op, bp_op)
 
 
-def _auto_bp_index(names, types):
-    type_text = types.astype(str)
-    reduce_at = _last_index(np.isin(type_text, ALL_REDUCE_TYPES))
+def _auto_bp_index(all_reduce, optimizer):
+    """The op before the last all-reduce, else before the first optimizer op, else the step's last op."""
+    reduce_at = _last_index(all_reduce)
     if reduce_at is not None and reduce_at > 0:
         return reduce_at - 1
-    optimizer = np.zeros(len(names), dtype=bool)
-    for marker in OPTIMIZER_MARKERS:
-        optimizer |= np.char.find(names.astype(str), marker) >= 0
     first_optimizer = _first_index(optimizer)
     if first_optimizer is not None and first_optimizer > 0:
         return first_optimizer - 1
-    return len(names) - 1
+    return len(all_reduce) - 1
 
 
 def compute(data, fp_name=None, bp_name=None):
@@ -89,20 +103,19 @@ def compute(data, fp_name=None, bp_name=None):
     rows, notes = [], []
     fp_seen = bp_seen = False
     fp_op = bp_op = None
+    empty = np.array([], dtype=np.int64)
+    marks = None
     if data.op_count:
-        order = np.argsort(ops["step"], kind="stable")
-        step_sorted = ops["step"][order]
+        marks = OpMarks(data, fp_name, bp_name)
+        host = np.flatnonzero(ops["device"] != "cuda")
+        host = host[np.argsort(ops["step"][host], kind="stable")]
+        step_sorted = ops["step"][host]
     for step in steps:
+        idx = empty
         if data.op_count:
             lo, hi = np.searchsorted(step_sorted, [step["n"], step["n"] + 1])
-            idx = order[lo:hi]
-            main = ops["device"][idx] != "cuda"
-            idx = idx[main]
-            names, types = ops["name"][idx], ops["type"][idx]
-            starts, ends = ops["start"][idx], ops["start"][idx] + ops["dur"][idx]
-        else:
-            names = types = starts = ends = np.array([], dtype=object)
-        points = find_points(step, names, types, starts, ends, fp_name, bp_name)
+            idx = host[lo:hi]
+        points = find_points(step, idx, ops, marks)
         if fp_name and points.fp_op is not None:
             fp_seen = True
         if bp_name and points.bp_op is not None:

@@ -1,19 +1,23 @@
 """MindSpore integration: step boundaries from the run loop, ops from MindSpore's own CPU profiler.
 
-Installed by the post-import hook on ``import mindspore``. Three patches (wrapt, each body guarded so
-an agent error never reaches the training script):
+Installed by the post-import hook on ``import mindspore``. Patches (wrapt; every agent step in them is
+guarded so an agent error never reaches the training script):
 
 - ``Model._train`` (behind ``Model.train`` and ``Model.fit``): appends one callback after the user's,
   so a step ends once every callback (loss printing, ``_StepSync`` in PyNative) has run. Inside it,
   only fetches from the dataset being trained count as data wait; the fetch that ends an epoch
   (StopIteration) is no step.
+- ``Model._train_dataset_sink_process`` (real sinking, Ascend/GPU GRAPH): a step callback then ends
+  a sunk epoch, recorded with ``sink_steps``. On CPU MindSpore never sinks (it trains per batch even
+  with ``dataset_sink_mode=True``), which is left as a ``note``.
 - ``Model.eval``: while it runs, fetches count for nothing.
 - ``Iterator.__next__`` (``mindspore/dataset/engine/iterators.py``, the base of the Tuple/Dict
   iterators that ``create_*_iterator`` and Model's dataset helper return): outside Model, a custom
   loop. Each fetch from the training dataset closes the previous step at the fetch start and is that
-  step's data wait. The training dataset is the first one fetched from outside Model; iterators of
-  any other dataset (an eval set iterated in the loop) create no steps. A loop that stops without
-  exhausting its iterator leaves its last step open, and an open step is discarded at exit.
+  step's data wait. The training dataset is the first one fetched from outside Model (unless
+  Model.train already ran: then hand-iterated datasets are evaluation); iterators of any other
+  dataset (an eval set iterated in the loop) create no steps. A loop that stops without exhausting
+  its iterator leaves its last step open, and an open step is discarded at exit.
 
 The device session drives ``mindspore._c_expression.Profiler.get_instance("CPU")`` (what the public
 CPU profiler uses, without its ~1 s analysis), falling back to ``mindspore.profiler.Profiler``, into a
@@ -21,6 +25,7 @@ scratch directory that is parsed into ``ops`` / ``mem`` records and deleted at t
 With ``data_process`` the dataset profiler must run before the pipeline is built, so it starts at
 install time and is saved and parsed at the window's end.
 """
+import collections.abc
 import os
 import shutil
 import time
@@ -42,6 +47,7 @@ class _State:
         self.eval_depth = 0
         self.train_dataset = None  # weakref to the dataset Model._train is running on
         self.sinking = False
+        self.model_trained = False  # after Model.train, datasets iterated by hand are evaluation
         self.loop_dataset = None  # weakref to the dataset a custom loop trains on
         self.loop_epoch = 1
         self.context_noted = False
@@ -91,7 +97,10 @@ def uninstall():
 
 
 def _wrap(owner, name, wrapper_function):
-    original = owner.__dict__[name]
+    original = owner.__dict__.get(name)
+    if original is None:  # another MindSpore version: say what is not measured, patch the rest
+        log.warn_once(f"MindSpore has no {owner.__name__}.{name}; that part of the run loop is not instrumented")
+        return
     wrapper = wrapt.FunctionWrapper(original, wrapper_function)
     setattr(owner, name, wrapper)
     _patches.append((owner, name, original, wrapper))
@@ -107,6 +116,7 @@ def _model_train(wrapped, instance, args, kwargs):
     except Exception as exc:
         log.report_error("instrumenting Model.train", exc)
     state.train_depth += 1
+    state.model_trained = True
     try:
         return wrapped(*args, **kwargs)
     finally:
@@ -118,6 +128,8 @@ def _model_train(wrapped, instance, args, kwargs):
 def _with_step_callback(state, args, kwargs):
     """Add our step callback after the user's ones; remember which dataset is trained on."""
     args = list(args)
+    if state.train_depth == 0:
+        state.session.steps.discard_open()  # a fetch before training (a peek at the data) is no step
     dataset = args[1] if len(args) > 1 else kwargs.get("train_dataset")
     state.train_dataset = weakref.ref(dataset) if dataset is not None else None
     if len(args) > 2:
@@ -129,16 +141,16 @@ def _with_step_callback(state, args, kwargs):
     import mindspore as ms
 
     if sink and ms.get_context("device_target") == "CPU":
-        log.warn_once("dataset_sink_mode=True: MindSpore trains on CPU without sinking, so steps are per batch")
         state.session.record({"k": "note", "ts": time.time_ns(),
                               "text": "dataset_sink_mode=True on CPU: MindSpore ran without sinking; one step per batch"})
     return tuple(args), kwargs
 
 
 def _callback_list(callbacks):
+    """The user's callbacks as Model._transform_callbacks reads them, then ours."""
     if callbacks is None:
         callbacks = []
-    elif not isinstance(callbacks, (list, tuple)):
+    elif not isinstance(callbacks, collections.abc.Iterable):
         callbacks = [callbacks]
     return list(callbacks) + [_step_callback()]
 
@@ -221,6 +233,8 @@ def _role(state, iterator):
         trained = state.train_dataset() if state.train_dataset is not None else None
         return MODEL if dataset is trained else None
     current = state.loop_dataset() if state.loop_dataset is not None else None
+    if current is None and state.model_trained:
+        return None
     if current is None:
         state.loop_dataset = weakref.ref(dataset)
         state.note_context()
@@ -263,7 +277,8 @@ class MindSporeDevice:
 
     def __init__(self, session):
         self.session = session
-        self.scratch = os.path.join(session.profiler_dir, "raw", f"rank_{session.options.rank_id}", f"native_{os.getpid()}")
+        raw = os.path.join(session.profiler_dir, "raw", f"rank_{session.options.rank_id}")
+        self.scratch = os.path.join(raw, f"native_{os.getpid()}")
         self._native = None
         self._public = None
         self._dataset_profiler = None
@@ -271,6 +286,8 @@ class MindSporeDevice:
     def start(self):
         shutil.rmtree(self.scratch, ignore_errors=True)
         os.makedirs(self.scratch, exist_ok=True)
+        if not self.session.options.op_time:
+            return  # data_process only: the dataset profiler already runs since install
         try:
             self._start_native()
         except Exception as exc:
@@ -311,7 +328,7 @@ class MindSporeDevice:
         if path is not None:
             ops = native.read_op_executions(path)
             shapes = native.find(self.scratch, "cpu_framework_*.txt")
-            if shapes is not None and session.options.record_shapes:
+            if shapes is not None and self.session.options.record_shapes:
                 native.attach_shapes(ops, native.read_shapes(shapes))
             for batch in native.op_batches(ops, "mindspore-cpu"):
                 session.record(batch)
@@ -319,14 +336,17 @@ class MindSporeDevice:
         if memory is not None:
             for record in native.memory_records(memory):
                 session.record(record)
-        for pattern, kind in (("dataset_iterator_profiling_*.txt", "iterator"), ("device_queue_profiling_*.txt", "device_queue")):
+        queues = (("dataset_iterator_profiling_*.txt", "iterator"), ("device_queue_profiling_*.txt", "device_queue"))
+        for pattern, kind in queues:
             queue = native.find(self.scratch, pattern)
             if queue is not None:
                 for record in native.queue_records(queue, kind):
                     session.record(record)
         pipeline = native.find(self.scratch, "pipeline_profiling_*.json")
         if pipeline is not None:
-            session.record(native.pipeline_record(pipeline))
+            cpu = native.find(self.scratch, "minddata_cpu_utilization_*.json")
+            for record in native.pipeline_records(pipeline, cpu):
+                session.record(record)
 
     # The dataset profiler only sees pipelines built after it started, hence install time.
     def start_dataset_profiler(self):

@@ -132,21 +132,43 @@ def queue_records(path, kind):
     return records
 
 
-def pipeline_record(path):
-    """One ``pipeline`` record: each dataset op with its workers and output-queue samples."""
+def pipeline_records(path, cpu_path=None):
+    """One ``pipeline`` record per sample: each dataset op with its workers and output-queue size then.
+
+    Sample times and per-op CPU come from ``minddata_cpu_utilization_{r}.json`` (same sampler, steady
+    clock ms) when it is there; otherwise samples are spaced by the sampling interval back from now.
+    """
     with open(path, encoding="utf-8") as handle:
         info = json.load(handle)
-    ops = []
-    parents = {}
-    for op in info.get("op_info", []):
-        for child in op.get("children", []) or []:
-            parents[child] = op.get("op_id")
-    for op in info.get("op_info", []):
-        queue = (op.get("metrics") or {}).get("output_queue") or {}
-        ops.append({
-            "op_id": op.get("op_id"), "op_type": op.get("op_type"), "num_workers": op.get("num_workers"),
-            "queue_size": queue.get("size", []), "queue_capacity": queue.get("length"),
-            "parent_id": parents.get(op.get("op_id"), -1), "children_id": op.get("children", []) or [],
-            "cpu_user": None, "cpu_sys": None,
-        })
-    return {"k": "pipeline", "ts": time.time_ns(), "sampling_interval": info.get("sampling_interval"), "ops": ops}
+    cpu = {}
+    if cpu_path is not None:
+        with open(cpu_path, encoding="utf-8") as handle:
+            cpu = json.load(handle)
+    op_cpu = {op.get("op_id"): op.get("metrics") or {} for op in cpu.get("op_info", [])}
+    parents = {child: op.get("op_id") for op in info.get("op_info", []) for child in op.get("children", []) or []}
+    ops = info.get("op_info", [])
+    samples = max([len(((op.get("metrics") or {}).get("output_queue") or {}).get("size", [])) for op in ops] or [0])
+    interval_ns = int(info.get("sampling_interval", 1000)) * 1_000_000
+    offset = steady_ms_to_epoch_ns()
+    stamps = cpu.get("time_stamp") or []
+    now = time.time_ns()
+    records = []
+    for i in range(samples):
+        ts = stamps[i] * 1_000_000 + offset if len(stamps) == samples else now - (samples - 1 - i) * interval_ns
+        entries = []
+        for op in ops:
+            queue = (op.get("metrics") or {}).get("output_queue") or {}
+            sizes = queue.get("size", [])
+            metrics = op_cpu.get(op.get("op_id"), {})
+            entries.append({
+                "op_id": op.get("op_id"), "op_type": op.get("op_type"), "num_workers": op.get("num_workers"),
+                "queue_size": sizes[i] if i < len(sizes) else None, "queue_capacity": queue.get("length"),
+                "parent_id": parents.get(op.get("op_id"), -1), "children_id": op.get("children", []) or [],
+                "cpu_user": _at(metrics.get("user_utilization"), i), "cpu_sys": _at(metrics.get("sys_utilization"), i),
+            })
+        records.append({"k": "pipeline", "ts": ts, "ops": entries})
+    return records
+
+
+def _at(values, index):
+    return values[index] if values and index < len(values) else None

@@ -14,6 +14,8 @@ they neither open steps nor mark forward starts, so an eval loop between epochs 
 
 Every hook catches its own errors (``log.report_error``): the agent never breaks training.
 """
+import bisect
+import os
 import threading
 import time
 import weakref
@@ -23,12 +25,24 @@ import orjson
 from .. import log
 
 OPS_CHUNK = 65536
-MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device
+MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
+MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
 COMM_FUNCTIONS = (
     "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "reduce_scatter",
     "reduce_scatter_tensor", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single",
     "send", "recv", "all_gather_object", "broadcast_object_list",
 )
+
+# Collectives that run inside C++ (DDP's reducer) reach no Python wrapper; the profiler sees them.
+COMM_OP_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:", "xccl:")
+DTYPE_BYTES = {
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4, "short int": 2,
+    "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
+}
+
+# torch.profiler's own step and DataLoader annotations: the agent records steps and data waits
+# itself, and the DataLoader one's "self time" is waiting, which would top the op tables.
+ANNOTATIONS_NOT_OPS = ("ProfilerStep#", "enumerate(DataLoader)#")
 
 _state = None  # the installed _Integration, or None
 
@@ -40,14 +54,21 @@ def install(session):
         return _state
     import torch
 
-    cuda = bool(torch.cuda.is_available())
-    device = TorchDeviceSession(session.options, cuda)
-    if not session.attach("torch", device=device, torch_version=torch.__version__,
-                          device_target="GPU" if cuda else "CPU"):
+    device = TorchDeviceSession(session.options, session.steps)
+    if not session.attach("torch", device=device, torch_version=torch.__version__, nested_ops=True,
+                          device_target="GPU" if _cuda_in_use() else "CPU"):
         return None  # another framework owns the step stream
-    _state = _Integration(session)
+    _state = _Integration(session, device)
     _state.install()
     return _state
+
+
+def _cuda_in_use():
+    """True once the script itself initialised CUDA. Never ``torch.cuda.is_available()``: that
+    initialises the driver in this process, and a later ``fork`` could then not use CUDA."""
+    import torch
+
+    return torch.cuda.is_initialized()
 
 
 def uninstall():
@@ -59,10 +80,11 @@ def uninstall():
 
 
 class _Integration:
-    def __init__(self, session):
+    def __init__(self, session, device):
         import torch
 
         self.session = session
+        self.device = device
         self.steps = session.steps
         self._grad_enabled = torch.is_grad_enabled
         self._primary = None  # weakref to the primary optimizer
@@ -163,10 +185,14 @@ class _Integration:
             primary = self._primary() if self._primary is not None else None
             if primary is None:  # first optimizer ever, or the primary one was garbage-collected
                 self._primary = weakref.ref(optimizer)
+                if _cuda_in_use() and not self.session.disabled:
+                    self.session.add_meta(device_target="GPU")
             elif primary is not optimizer:
                 return
             if self.session.disabled:
                 return
+            if self.device.active:  # before close(): closing the last window step stops the device session
+                self.device.step_ends.append(now)
             self.steps.open(now)
             self.steps.close(now)
             self._arm_fp()
@@ -186,9 +212,13 @@ class _Integration:
                 end = time.time_ns()
                 self._in_comm.busy = False
                 try:
-                    self.session.record({"k": "comm", "step": self.steps.completed + 1, "name": name,
-                                         "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs),
-                                         "async": bool(kwargs.get("async_op", False))})
+                    if self.device.active:
+                        self.device.wrapped_comm.append((start, end))
+                    record = {"k": "comm", "step": self.steps.completed + 1, "name": name,
+                              "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs)}
+                    if kwargs.get("async_op"):
+                        record["async"] = True  # the time is the launch only; the wait happens in Work.wait()
+                    self.session.record(record)
                 except Exception as exc:
                     log.report_error("timing a communication call", exc)
         return timed_comm
@@ -207,6 +237,57 @@ def _payload_bytes(args, kwargs):
     return 0
 
 
+_fork_guard_installed = False
+
+
+def _guard_fork_children_against_kineto_exit():
+    """Once kineto has run, a child forked from this process hangs in C exit handlers.
+
+    kineto's config thread waits on a condition variable; in a fork child that thread is gone and
+    glibc's ``pthread_cond_destroy`` in kineto's static destructor waits for it forever (seen with
+    torch 2.13 on a plain ``os.fork()`` child that calls ``sys.exit``). DataLoader workers leave with
+    ``os._exit`` and never get there. For any other fork child we run its atexit handlers, flush, and
+    leave with ``os._exit`` and the status the child chose, skipping only the C destructors.
+    """
+    global _fork_guard_installed
+    if not _fork_guard_installed:
+        _fork_guard_installed = True
+        os.register_at_fork(after_in_child=_exit_child_without_c_destructors)
+
+
+def _exit_child_without_c_destructors():
+    import atexit
+    import sys
+
+    chosen = {"code": None}
+    original_exit = sys.exit
+
+    def remembering_exit(code=None):
+        chosen["code"] = code
+        original_exit(code)
+
+    def leave():
+        atexit.unregister(leave)
+        atexit._run_exitfuncs()  # the child's other handlers still run, in their order
+        code = chosen["code"]
+        if code is None:
+            status = 1 if getattr(sys, "last_value", None) is not None else 0
+        elif isinstance(code, int):
+            status = code
+        else:
+            sys.stderr.write(f"{code}\n")
+            status = 1
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(status)
+
+    sys.exit = remembering_exit
+    atexit.register(leave)
+
+
 class TorchDeviceSession:
     """torch.profiler for the op-collection window; the events go out as raw ``ops`` / ``mem`` batches.
 
@@ -216,80 +297,116 @@ class TorchDeviceSession:
     counts per op name equal torch.profiler's own table.
     """
 
-    def __init__(self, options, cuda):
+    def __init__(self, options, steps):
         self.options = options
-        self.cuda = cuda
+        self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
+        self._steps = steps
+        self.step_ends = []  # boundaries of the window's steps, to number the collectives found in it
+        self.wrapped_comm = []  # (start, end) of calls the Python wrappers timed already
+        self._first_step = 1
         self._prof = None
         self._sync = None
         self._mem_base = 0
 
     def start(self):
+        if not self.options.op_time:
+            return  # torch.profiler has nothing but ops to give: data waits come from the run loop
         import torch
         from torch.profiler import ProfilerActivity, profile
 
+        self.cuda = _cuda_in_use()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self._prof = profile(activities=activities, record_shapes=self.options.record_shapes,
                              profile_memory=self.options.profile_memory, with_stack=self.options.with_stack,
                              with_flops=True)
         if self.cuda and self.options.profile_memory:
             self._mem_base = torch.cuda.memory_allocated()
+        self.step_ends, self.wrapped_comm = [], []
+        self._first_step = self._steps.completed + 1
         before = time.time_ns()
         self._prof.start()
         self._sync = (before, time.time_ns())
+        _guard_fork_children_against_kineto_exit()
+
+    @property
+    def active(self):
+        return self._prof is not None
 
     def stop(self, session):
         prof, self._prof = self._prof, None
         if prof is None:
             return
         prof.stop()
-        try:
-            results = prof.profiler.kineto_results
-            self._emit(session, results.events(), self._clock_offset(results.trace_start_ns()))
-        finally:
-            del prof
+        results = prof.profiler.kineto_results
+        self._emit(session, results.events(), self._clock_offset(results.trace_start_ns()))
 
     def _emit(self, session, events, offset):
         cuda = self.cuda
         shapes_on = bool(self.options.record_shapes)
         batches = {}
-        memory = []
+        memory, comm = [], []
         skipped = 0
         for event in events:
-            try:
+            try:  # read the whole row before appending, so a bad event never misaligns the columns
                 name = event.name()
                 if name == "[memory]":
-                    device = "cuda" if cuda and event.device_type().name == "CUDA" else "cpu"
-                    memory.append((event.start_ns(), event.nbytes(), device))
+                    memory.append((event.start_ns(), event.nbytes(), cuda and event.device_type().name == "CUDA"))
                     continue
-                if event.is_hidden_event() or name.startswith("ProfilerStep#") or name == "[OutOfMemory]":
+                if event.is_hidden_event() or name.startswith(ANNOTATIONS_NOT_OPS) or name == "[OutOfMemory]":
                     continue
-                device = "cuda" if cuda and event.device_type().name == "CUDA" else "cpu"
-                batch = batches.get(device)
-                if batch is None:
-                    batch = batches[device] = _new_batch(shapes_on, device)
-                batch["name"].append(name)
-                batch["start"].append(event.start_ns())
-                batch["dur"].append(event.duration_ns())
-                batch["tid"].append(event.start_thread_id() if device == "cpu" else event.device_index())
-                if device == "cuda":
-                    batch["stream"].append(event.device_resource_id())
-                if shapes_on:
-                    shapes = event.shapes()
-                    batch["shape"].append(orjson.dumps(shapes).decode() if shapes else "")
-                flops = event.flops()
-                batch["flops"].append(float(flops) if flops else None)
-            except UnicodeDecodeError:  # one undecodable name must not lose the window
+                on_gpu = cuda and event.device_type().name == "CUDA"
+                row = (name, event.start_ns(), event.duration_ns(),
+                       event.device_index() if on_gpu else event.start_thread_id(), event.flops())
+                stream = event.device_resource_id() if on_gpu else None
+                if name.startswith(COMM_OP_PREFIXES):
+                    comm.append((name, row[1], row[2], event.shapes(), event.dtypes()))
+                shape = orjson.dumps(event.shapes()).decode() if shapes_on else None
+            except Exception:  # e.g. UnicodeDecodeError on one odd name: skip the event, keep the window
                 skipped += 1
                 continue
+            device = "cuda" if on_gpu else "cpu"
+            batch = batches.get(device)
+            if batch is None:
+                batch = batches[device] = _new_batch(shapes_on, device)
+            batch["name"].append(row[0])
+            batch["start"].append(row[1])
+            batch["dur"].append(row[2])
+            batch["tid"].append(row[3])
+            batch["flops"].append(float(row[4]) if row[4] else None)
+            if on_gpu:
+                batch["stream"].append(stream)
+            if shapes_on:
+                batch["shape"].append(shape)
             if len(batch["start"]) >= OPS_CHUNK:
-                batches.pop(device)
+                del batches[device]
                 _flush_batch(session, batch, offset)
         for batch in batches.values():
             _flush_batch(session, batch, offset)
         if memory:
             self._emit_memory(session, memory, offset)
+        if comm:
+            self._emit_comm(session, comm, offset)
         if skipped:
-            session.record({"k": "note", "text": f"torch.profiler: {skipped} events with undecodable names were skipped"})
+            session.record({"k": "note", "text": f"torch.profiler: {skipped} unreadable events were skipped"})
+
+    def _emit_comm(self, session, comm, offset):
+        """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
+
+        A profiler collective that starts inside a wrapped call is that call, already recorded (an
+        ``async_op=True`` call may run after its wrapper returned and then shows twice: once as
+        the launch, once from the profiler). Its step is found from the window's step boundaries.
+        """
+        wrapped = sorted(self.wrapped_comm)
+        wrapped_starts = [w[0] for w in wrapped]
+        ends = sorted(self.step_ends)
+        for name, start, dur, shapes, dtypes in comm:
+            start += offset
+            i = bisect.bisect_right(wrapped_starts, start) - 1
+            if i >= 0 and start <= wrapped[i][1]:
+                continue
+            session.record({"k": "comm", "step": self._first_step + bisect.bisect_right(ends, start),
+                            "name": name.split(":", 1)[1], "start": start, "dur": dur,
+                            "bytes": _tensor_bytes(shapes, dtypes), "source": "profiler"})
 
     def _clock_offset(self, trace_start_ns):
         """Kineto stamps epoch ns in torch 2.x (checked: its trace start falls inside our start() call);
@@ -301,20 +418,44 @@ class TorchDeviceSession:
         return (before + after) // 2 - trace_start_ns
 
     def _emit_memory(self, session, memory, offset):
-        """Allocated bytes over time from the allocator's [memory] events (CPU: counted from the window start)."""
+        """Allocated bytes over time from the allocator's [memory] events, the peak of each time bucket.
+
+        CUDA counts from ``torch.cuda.memory_allocated()`` at the window start; the CPU allocator
+        keeps no total, so CPU values are bytes allocated since the window start (may go negative
+        when tensors from before the window are freed).
+        """
         import numpy as np
 
-        for device in ("cpu", "cuda"):
-            rows = [(ts, delta) for ts, delta, dev in memory if dev == device]
+        for on_gpu, device in ((False, "cpu"), (True, "cuda")):
+            rows = [(ts, delta) for ts, delta, gpu in memory if gpu == on_gpu]
             if not rows:
                 continue
             data = np.array(rows, dtype=np.int64)
             data = data[np.argsort(data[:, 0], kind="stable")]
-            allocated = np.cumsum(data[:, 1]) + (self._mem_base if device == "cuda" else 0)
-            bucket = (data[:, 0] + offset) // MEM_BUCKET_NS
-            last = np.append(bucket[1:] != bucket[:-1], True)  # the last sample of each bucket
-            for ts, value in zip((data[last, 0] + offset).tolist(), allocated[last].tolist()):
-                session.record({"k": "mem", "ts": ts, "allocated": value, "device": device})
+            ts = data[:, 0] + offset
+            allocated = np.cumsum(data[:, 1]) + (self._mem_base if on_gpu else 0)
+            width = max(MEM_BUCKET_NS, (int(ts[-1]) - int(ts[0])) // MEM_MAX_SAMPLES + 1)
+            bucket = (ts - ts[0]) // width
+            first = np.flatnonzero(np.append(True, bucket[1:] != bucket[:-1]))
+            peaks = np.maximum.reduceat(allocated, first)
+            for when, value in zip(ts[first].tolist(), peaks.tolist()):
+                session.record({"k": "mem", "ts": when, "allocated": value, "device": device})
+
+
+def _tensor_bytes(shapes, dtypes):
+    """Bytes of a profiled op's tensor inputs from their shapes and dtype names (0 if a dtype is unknown)."""
+    total = 0
+    for shape, dtype in zip(shapes, dtypes):
+        if not shape:
+            continue
+        size = DTYPE_BYTES.get(dtype)
+        if size is None:
+            return 0
+        count = 1
+        for dim in shape:
+            count *= dim
+        total += count * size
+    return total
 
 
 def _new_batch(shapes_on, device):

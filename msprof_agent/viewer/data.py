@@ -136,6 +136,13 @@ def _num(text):
     return value if value == value else None
 
 
+def _int(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def _need(row, width, what):
     if len(row) < width:
         raise ValueError(f"{what}: row {row[:3]!r}... has {len(row)} columns, expected at least {width}")
@@ -143,7 +150,7 @@ def _need(row, width, what):
 
 def _parse_step_trace(raw):
     _, rows = _csv_rows(raw)
-    steps, average = [], None
+    steps, average, raw_points = [], None, []
     for row in rows:
         _need(row, 9, "step trace")
         ms = [None if _num(v) is None else _num(v) / TEN_NS_PER_MS for v in row[1:9]]
@@ -153,6 +160,15 @@ def _parse_step_trace(raw):
         else:
             item["step"] = int(float(row[0]))
             steps.append(item)
+            raw_points.append(row[1:6])
+    # Offsets from exact integers: epoch times in 10 ns lose their last digits as float milliseconds.
+    first = _int(raw_points[0][0]) if raw_points else None
+    for item, (start, end, _, fp, bp) in zip(steps, raw_points):
+        start, end, fp, bp = _int(start), _int(end), _int(fp), _int(bp)
+        item["start_offset"] = None if None in (start, first) else (start - first) / TEN_NS_PER_MS
+        item["end_offset"] = None if None in (end, first) else (end - first) / TEN_NS_PER_MS
+        item["fp_offset"] = None if None in (fp, start) else (fp - start) / TEN_NS_PER_MS
+        item["bp_offset"] = None if None in (bp, start) else (bp - start) / TEN_NS_PER_MS
     if average is None and steps:
         raise ValueError("step trace: the average row (step_num '-') is missing; the file may be half-written")
     return {"steps": steps, "average": average}
@@ -209,7 +225,7 @@ def _parse_queue(raw):
         else:
             raise ValueError(f"line {number}: unknown record type {kind!r}")
     sizes = [q["size"] for q in queue]
-    gets = [f["cost_ms"] for f in fetch if f["kind"] in (0, 2)]
+    gets = [f["cost_ms"] for f in fetch if f["kind"] == 0]  # 0 get, 1 push, 2 total
     stats = {
         "queue_samples": len(sizes),
         "empty_count": sum(1 for s in sizes if s <= 0),
@@ -286,7 +302,8 @@ def timeline_file(profiler_dir, rank):
 
 
 def memory_lines(details):
-    """The per-graph memory curves of ``memory_usage_details``: a dict keyed by graph, a list, or one graph."""
+    """The per-graph memory curves (MB) of ``memory_usage_details``: a dict keyed by graph, a list, or one graph.
+    With ``time_stamp_ns`` / ``time_stamp`` (ms) beside ``lines`` the curve is over time, else over execution order."""
     if isinstance(details, dict) and "lines" in details:
         graphs = [details]
     elif isinstance(details, dict):
@@ -298,9 +315,13 @@ def memory_lines(details):
     out = []
     for index, graph in enumerate(graphs):
         lines = [v for v in graph.get("lines") or [] if isinstance(v, (int, float))]
-        x = graph.get("time_stamp") or graph.get("ts")
-        out.append({"graph_id": graph.get("graph_id", index), "lines": lines,
-                    "x": x if isinstance(x, list) and len(x) == len(lines) else None,
+        x = None
+        for key, per_second in (("time_stamp_ns", 1e9), ("time_stamp", 1e3)):  # seconds from the first sample
+            stamps = graph.get(key)
+            if isinstance(stamps, list) and len(stamps) == len(lines) and lines:
+                x = [(t - stamps[0]) / per_second for t in stamps]
+                break
+        out.append({"graph_id": graph.get("graph_id", index), "lines": lines, "x": x,
                     "peak": max(lines) if lines else None, "static_mem": graph.get("static_mem")})
     return out
 
@@ -367,10 +388,12 @@ def load_page(run, rank, page):
 
 
 def slowest_rank(ranks):
-    """The rank with the largest mean step time (step trace average row), or None."""
-    totals = {}
+    """The rank with the most work of its own per step (interval + forward/backward, before the tail where it
+    waits for its peers), or None. Total step time cannot tell: synchronised ranks all wait for the slowest."""
+    own = {}
     for r, sections in ranks.items():
         st = sections["step_trace"]
-        if st["status"] == "ok" and st["data"]["average"] and st["data"]["average"]["total"] is not None:
-            totals[r] = st["data"]["average"]["total"]
-    return max(totals, key=totals.get) if len(totals) > 1 else None
+        average = st["data"]["average"] if st["status"] == "ok" else None
+        if average and average["iteration_interval"] is not None and average["fp_and_bp"] is not None:
+            own[r] = average["iteration_interval"] + average["fp_and_bp"]
+    return max(own, key=own.get) if len(own) > 1 else None

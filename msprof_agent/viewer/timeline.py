@@ -5,7 +5,8 @@ The seed's filters, as applied to our ``*_timeline_display_{r}.json`` files:
   ``Rank r: <name>`` so ranks never share a track;
 - kind ``detail``: every event; ``summary``: only the step-level processes (those whose ``process_name``
   metadata mentions step, overlap, communication, hccl, data or queue), so a long run stays small;
-- merge subgraphs: the step-level processes' threads (one per graph) collapse into one track.
+- merge subgraphs: in the step-level processes, the threads named after a graph ("graph 0", "graph 1", ...)
+  collapse into one track; other threads (steps, stages) stay as they are.
 """
 import os
 import re
@@ -15,13 +16,15 @@ import orjson
 from .data import timeline_file
 
 _SUMMARY_PROCESS = re.compile(r"step|overlap|communicat|hccl|data|queue", re.I)
+_GRAPH_THREAD = re.compile(r"graph", re.I)
 
 
-def _process_names(events):
+def _metadata_names(events, kind):
     names = {}
     for event in events:
-        if isinstance(event, dict) and event.get("ph") == "M" and event.get("name") == "process_name":
-            names[event.get("pid")] = str((event.get("args") or {}).get("name", ""))
+        if isinstance(event, dict) and event.get("ph") == "M" and event.get("name") == kind:
+            key = event.get("pid") if kind == "process_name" else (event.get("pid"), event.get("tid"))
+            names[key] = str((event.get("args") or {}).get("name", ""))
     return names
 
 
@@ -33,6 +36,16 @@ def _load(path):
     if not isinstance(events, list):
         raise ValueError("not a Trace Event array")
     return events
+
+
+def _graph_tracks(events, pids):
+    """For merging: (pid, tid) of each graph-named thread in ``pids`` -> the first such tid of its process."""
+    target = {}
+    for (pid, tid), tname in sorted(_metadata_names(events, "thread_name").items(), key=repr):
+        if pid in pids and _GRAPH_THREAD.search(tname):
+            first = next((t for (p, _), t in target.items() if p == pid), tid)
+            target[(pid, tid)] = first
+    return target
 
 
 def build(run, ranks, kind="summary", merge=False):
@@ -54,37 +67,30 @@ def build(run, ranks, kind="summary", merge=False):
         except Exception as exc:
             problems.append(f"rank {rank}: {name}: {type(exc).__name__}: {exc}")
             continue
-        names = _process_names(events)
+        names = _metadata_names(events, "process_name")
         summary_pids = {pid for pid, pname in names.items() if _SUMMARY_PROCESS.search(pname)}
+        merged = _graph_tracks(events, summary_pids) if merge else {}
         pid_map = {}
         for event in events:
             if not isinstance(event, dict):
                 continue
-            pid = event.get("pid")
+            pid, tid = event.get("pid"), event.get("tid")
             if kind == "summary" and pid not in summary_pids:
                 continue
+            is_thread_name = event.get("ph") == "M" and event.get("name") == "thread_name"
+            if (pid, tid) in merged:
+                if is_thread_name and merged[(pid, tid)] != tid:
+                    continue  # the merged track keeps one name
+                event = dict(event, tid=merged[(pid, tid)])
+                if is_thread_name:
+                    event["args"] = {"name": "all graphs"}
             if pid not in pid_map:
                 pid_map[pid] = next_pid
                 next_pid += 1
-            event = dict(event)
-            event["pid"] = pid_map[pid]
+            event = dict(event, pid=pid_map[pid])
             if event.get("ph") == "M" and event.get("name") == "process_name":
                 event["args"] = {"name": f"Rank {rank}: {names.get(pid, '')}"}
-            if merge and pid in summary_pids:
-                if event.get("ph") == "M" and event.get("name") == "thread_name":
-                    event["args"] = {"name": "all graphs"}
-                event["tid"] = 0
             out.append(event)
-        if merge:  # one thread_name per merged process is enough
-            seen, kept = set(), []
-            for event in out:
-                key = (event.get("pid"), event.get("tid")) if event.get("ph") == "M" and event.get("name") == "thread_name" else None
-                if key is not None and key in seen:
-                    continue
-                if key is not None:
-                    seen.add(key)
-                kept.append(event)
-            out = kept
     return out, problems
 
 

@@ -1,0 +1,82 @@
+"""The seed's Method 1: ``Profiler`` in the training script, on the same session as the variable.
+
+``Profiler(start_profile=True, output_path="./data", **options)`` takes the variable's option keys
+(validated the same way; a bad one raises ``ValueError`` here, since the user called us). Without the
+hook it creates the process's session and installs the framework integrations itself; when the
+variable already started one, it says so and drives that session's window instead of starting a
+second collection. ``start()`` / ``stop()`` act at once; a step counts as collected when recording
+was on at its start, and ``analyse()`` waits for a collected step that is still open to close.
+"""
+import os
+
+from . import log
+from . import session as S
+from .options import OptionsError, from_mapping
+
+
+class Profiler:
+    def __init__(self, start_profile=True, output_path="./data", **options):
+        self.options = from_mapping(dict(options, output_path=output_path))
+        try:
+            os.makedirs(os.path.join(self.options.output_path, "profiler"), exist_ok=True)
+        except OSError as exc:
+            raise OptionsError(f'key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
+                               "accepted: a directory this process can create and write") from None
+        self._session = self._attach_session()
+        self._run = self._session.run
+        self._run.explicit = True
+        if start_profile:
+            self.start()
+
+    def _attach_session(self):
+        current = S.current()
+        if current is None:
+            from .frameworks import install_post_import_hooks
+
+            current = S.start(self.options, origin="api")
+            install_post_import_hooks(current)  # fires at once for frameworks imported already
+            return current
+        run = current.run
+        if run is None or run.state == S.ANALYSED:
+            current.open_run(self.options, "api")
+        elif run.origin == "env" and run.explicit is False:
+            where = "" if run.options.output_path == self.options.output_path else \
+                f" (output stays in {run.options.output_path}, not {self.options.output_path})"
+            log.say(f"Profiler(): MS_PROFILER_OPTIONS already started a session; this Profiler takes over its "
+                    f"start/stop/analyse instead of collecting twice{where}")
+            if current.owner is run:
+                current.stop_recording()
+        return current
+
+    def start(self):
+        """Start collecting now (the step in progress counts only if its forward has not begun)."""
+        if not self._session.start_recording(self._run, explicit=True):
+            other = self._session.owner
+            log.warn_once("Profiler.start(): " + (f"a {other.origin} window is recording; this start is ignored" if other
+                                                   else "this Profiler has been analysed already; create a new one"))
+
+    def stop(self):
+        if self._session.owner is self._run:
+            self._session.stop_recording()
+
+    def analyse(self, mode="sync"):
+        """Stop and analyse into ``output_path/profiler``: "sync" returns the summary (None while a collected
+        step is still open), "async" analyses in a separate process."""
+        if mode not in (S.SYNC, S.ASYNC):
+            raise ValueError(f'analyse(mode=...): got {mode!r}; accepted: "sync" or "async"')
+        self._run.analyse_mode = mode
+        return self._session.analyse(self._run, reason="analyse")
+
+    @staticmethod
+    def offline_analyse(path, pretty=False, step_list=None, data_simplification=True):
+        from .analysis import offline_analyse
+
+        return offline_analyse(path, pretty=pretty, step_list=step_list, data_simplification=data_simplification)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+        self.analyse()
+        return False

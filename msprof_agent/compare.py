@@ -1,0 +1,407 @@
+"""``msprof-agent compare BASE NEW`` and the CI gate (``--fail-on``, ``run --baseline``).
+
+Reads only analysed output: ``summary_{r}.json``, ``step_trace_raw_{r}_detail_time.csv`` (per-step
+stages, 10 ns units, average row skipped), ``dataset_iterator_profiling_{r}.txt`` /
+``device_queue_profiling_{r}.txt`` (per-step data wait) and ``cpu_op_type_info_{r}.csv`` (op time,
+shown per step, not gated). With several ranks, their steps are pooled
+(data-parallel ranks run the same steps), op time is summed, and peak memory is the largest rank's.
+
+The regression rule, for a limit such as ``step_time>5%``:
+the statistic (p50 unless the limit names ``.p90`` or ``.mean``) of NEW minus that of BASE must
+exceed the limit (relative to BASE, or absolute with ``ms`` / ``MB``) AND exceed the noise: the
+half-width of the 99 % bootstrap interval of that difference, from resampling each run's steps
+(2000 resamples, fixed seed, so a verdict is reproducible). A change inside the noise is reported
+as "noise", not as a regression. Peak memory is one number per run, so its limit alone decides.
+Only increases count: every metric here is better lower.
+"""
+import csv
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from . import log
+
+STAGES = ("iteration_interval", "fp_and_bp", "tail")
+TIME_METRICS = ("step_time",) + STAGES + ("data_wait",)
+METRICS = TIME_METRICS + ("peak_memory",)
+STATS = ("p50", "p90", "mean")
+SHOWN = [("step_time", "p50"), ("step_time", "p90")] + [(s, "p50") for s in STAGES] + [("data_wait", "p50"), ("data_wait", "p90"), ("peak_memory", "peak")]
+RESAMPLES = 2000
+TOP_OPS = 8
+EXIT_BREACH, EXIT_ERROR = 1, 2
+RULE = ("regression = the statistic grew by more than the limit AND by more than the noise "
+        "(half-width of the 99% bootstrap interval of the difference, from the per-step spread of both runs)")
+
+
+class CompareError(Exception):
+    """Input the comparison cannot use: said as one line, exit status 2."""
+
+
+# -- reading a run -------------------------------------------------------------------------------
+
+def profiler_dirs(path):
+    """PATH itself, PATH/profiler or PATH/rank_*/profiler: those holding an analysed summary."""
+    path = os.path.abspath(path)
+    candidates = [path, os.path.join(path, "profiler")] + sorted(glob.glob(os.path.join(path, "rank_*", "profiler")))
+    return [c for c in candidates if glob.glob(os.path.join(c, "summary_*.json"))]
+
+
+def _step_rows(path):
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    header = rows[0]
+    columns = {name: header.index(name) for name in ("total",) + STAGES}
+    body = [r for r in rows[1:] if r and r[0] != "-"]
+    return {name: [int(r[i]) / 1e5 for r in body] for name, i in columns.items()}
+
+
+def _waits(directory, rank):
+    for name in (f"dataset_iterator_profiling_{rank}.txt", f"device_queue_profiling_{rank}.txt"):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            with open(path) as handle:
+                return [float(f[3]) for f in (line.split() for line in handle) if f[:2] == ["0", "0"]]
+    return []
+
+
+def _op_totals(directory, rank, summary):
+    """Every op type's total ms from cpu_op_type_info (the summary keeps only the top 20)."""
+    path = os.path.join(directory, f"cpu_op_type_info_{rank}.csv")
+    if not os.path.isfile(path):
+        return [(op["op_type"], op["total_ms"]) for op in summary.get("top_op_types") or []]
+    with open(path, newline="") as handle:
+        return [(row["op_type"], float(row["total_compute_time(ms)"])) for row in csv.DictReader(handle)]
+
+
+def load_run(path):
+    """Pooled per-step samples (ms), op time per step and peak memory of every rank under PATH."""
+    directories = profiler_dirs(path)
+    if not directories:
+        raise CompareError(f"no analysed profile under {path} (looked for summary_*.json in it, profiler/ and rank_*/profiler/)")
+    samples = {m: [] for m in TIME_METRICS}
+    ops, ranks, reports, steps = {}, [], [], 0
+    peaks = {"allocated": [], "rss": []}
+    for directory in directories:
+        for summary_path in sorted(glob.glob(os.path.join(directory, "summary_*.json"))):
+            rank = summary_path.rsplit("_", 1)[-1][:-len(".json")]
+            with open(summary_path) as handle:
+                summary = json.load(handle)
+            trace = os.path.join(directory, f"step_trace_raw_{rank}_detail_time.csv")
+            if not os.path.isfile(trace):
+                raise CompareError(f"{summary_path} has no {os.path.basename(trace)} beside it")
+            rows = _step_rows(trace)
+            samples["step_time"] += rows["total"]
+            for stage in STAGES:
+                samples[stage] += rows[stage]
+            samples["data_wait"] += _waits(directory, rank)
+            profiled = summary.get("steps_profiled") or 0
+            steps += profiled
+            for name, total in _op_totals(directory, rank, summary):
+                ops[name] = ops.get(name, 0.0) + total
+            memory = summary.get("memory") or {}
+            for key in peaks:
+                if memory.get(f"peak_{key}_mb") is not None:
+                    peaks[key].append(memory[f"peak_{key}_mb"])
+            ranks.append(summary.get("rank_id", int(rank)))
+            report = os.path.join(directory, f"report_{rank}.html")
+            if os.path.isfile(report):
+                reports.append(report)
+    if not samples["step_time"]:
+        raise CompareError(f"the profile under {path} has no profiled steps")
+    return {"path": os.path.abspath(path), "profiler_dirs": directories, "ranks": ranks, "steps": steps,
+            "samples": {m: np.asarray(v, dtype=np.float64) for m, v in samples.items()},
+            "op_ms_per_step": {k: v / steps for k, v in ops.items()} if steps else {}, "peaks": peaks, "reports": reports}
+
+
+# -- statistics ----------------------------------------------------------------------------------
+
+def _stat(values, stat, axis=None):
+    if stat == "mean":
+        return np.mean(values, axis=axis)
+    return np.percentile(values, 50 if stat == "p50" else 90, axis=axis)
+
+
+def _boot(values, stat, rng):
+    out = np.empty(RESAMPLES)
+    for lo in range(0, RESAMPLES, 200):  # chunks keep memory flat for long runs
+        idx = rng.integers(0, len(values), (min(200, RESAMPLES - lo), len(values)))
+        out[lo:lo + len(idx)] = _stat(values[idx], stat, axis=1)
+    return out
+
+
+def noise(base, new, stat):
+    """Half-width of the 99 % bootstrap interval of stat(new) - stat(base)."""
+    rng = np.random.default_rng(0)
+    diff = _boot(new, stat, rng) - _boot(base, stat, rng)
+    low, high = np.percentile(diff, [0.5, 99.5])
+    return float(high - low) / 2
+
+
+def _peak_memory(base, new):
+    """Allocator peaks when both runs have them (the same source on both sides), else process RSS."""
+    for key in ("allocated", "rss"):
+        if base["peaks"][key] and new["peaks"][key]:
+            return max(base["peaks"][key]), max(new["peaks"][key]), "framework allocator" if key == "allocated" else "process RSS"
+    return None, None, None
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+LIMIT_RE = re.compile(r"^\s*([a-z_]+)(?:\.(p50|p90|mean))?\s*>\s*([0-9]*\.?[0-9]+)\s*(%|ms|mb)\s*$", re.IGNORECASE)
+
+
+def _limit(text):
+    match = LIMIT_RE.match(text)
+    if not match:
+        raise CompareError(f'limit {text.strip()!r}: expected METRIC[.p50|.p90|.mean]>N% (or N ms, N MB), e.g. "step_time>5%"')
+    metric, stat, value, unit = match.group(1).lower(), (match.group(2) or "").lower(), float(match.group(3)), match.group(4).lower()
+    if metric not in METRICS:
+        raise CompareError(f"limit {text.strip()!r}: unknown metric {metric!r}; known: {', '.join(METRICS)}")
+    if metric == "peak_memory":
+        if stat:
+            raise CompareError(f"limit {text.strip()!r}: peak_memory is one number per run, it has no .{stat}")
+        if unit == "ms":
+            raise CompareError(f"limit {text.strip()!r}: peak_memory takes % or MB")
+        stat = "peak"
+    elif unit == "mb":
+        raise CompareError(f"limit {text.strip()!r}: {metric} takes % or ms")
+    return {"metric": metric, "stat": stat or "p50", "value": value, "unit": unit, "text": f"{metric}>{value:g}{'%' if unit == '%' else ' ' + unit}"}
+
+
+def parse_limits(spec):
+    """``"step_time>5%,data_wait>10%"`` or a TOML file (top-level keys or a ``[fail_on]`` table, e.g. ``step_time = "5%"``)."""
+    if not spec:
+        return []
+    if spec.endswith(".toml") or os.path.isfile(spec):
+        try:
+            import tomllib
+        except ImportError:  # the package supports 3.9; tomllib is stdlib from 3.11
+            raise CompareError(f"--fail-on {spec}: a TOML file needs Python 3.11+; give the limits as a string") from None
+        try:
+            with open(spec, "rb") as handle:
+                table = tomllib.load(handle)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise CompareError(f"--fail-on {spec}: {exc}") from None
+        table = table.get("fail_on", table)
+        items = []
+        for key, value in table.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise CompareError(f"--fail-on {spec}: {key} = {value!r}: give a number (percent) or a string like \"5%\" or \"2ms\"")
+            items.append(f"{key}>{value}%" if not isinstance(value, str) else f"{key}>{value}")
+        return [_limit(item) for item in items]
+    return [_limit(item) for item in spec.split(",") if item.strip()]
+
+
+# -- the comparison ------------------------------------------------------------------------------
+
+def _row(metric, stat, unit, base_value, new_value, noise_value, limit):
+    change = new_value - base_value
+    pct = (change / base_value * 100) if base_value else (0.0 if change == 0 else float("inf"))
+    row = {"metric": metric, "stat": stat, "unit": unit, "base": round(base_value, 3), "new": round(new_value, 3),
+           "change": round(change, 3), "change_pct": round(pct, 1) if np.isfinite(pct) else None,
+           "noise": None if noise_value is None else round(noise_value, 3), "limit": limit and limit["text"], "status": "-"}
+    if limit:
+        over = (pct > limit["value"]) if limit["unit"] == "%" else (change > limit["value"])
+        if not over:
+            row["status"] = "ok"
+        elif noise_value is not None and change <= noise_value:
+            row["status"] = "noise"
+        else:
+            row["status"] = "regression"
+    return row
+
+
+def compare(base_path, new_path, limits=()):
+    """The comparison as one JSON-ready dict: rows (what every output shows), top ops, breaches."""
+    base, new = load_run(base_path), load_run(new_path)
+    by_key = {(l["metric"], l["stat"]): l for l in limits}
+    wanted = SHOWN + [k for k in by_key if k not in SHOWN]
+    rows, notes = [], []
+    for metric, stat in wanted:
+        limit = by_key.get((metric, stat))
+        if metric == "peak_memory":
+            before, after, source = _peak_memory(base, new)
+            if before is None:
+                if limit:
+                    notes.append(f"limit {limit['text']} not checked: peak memory is missing from a run")
+                continue
+            rows.append(dict(_row(metric, stat, "MB", before, after, None, limit), source=source))
+            continue
+        x, y = base["samples"][metric], new["samples"][metric]
+        if not len(x) or not len(y):
+            if limit:
+                notes.append(f"limit {limit['text']} not checked: no per-step {metric} in a run")
+            continue
+        rows.append(_row(metric, stat, "ms", float(_stat(x, stat)), float(_stat(y, stat)), noise(x, y, stat), limit))
+    names = sorted(set(base["op_ms_per_step"]) | set(new["op_ms_per_step"]),
+                   key=lambda n: -max(new["op_ms_per_step"].get(n, 0.0), base["op_ms_per_step"].get(n, 0.0)))[:TOP_OPS]
+    ops = []
+    for name in names:
+        before, after = base["op_ms_per_step"].get(name, 0.0), new["op_ms_per_step"].get(name, 0.0)
+        ops.append({"op_type": name, "base_ms_per_step": round(before, 3), "new_ms_per_step": round(after, 3),
+                    "change": round(after - before, 3), "change_pct": round((after - before) / before * 100, 1) if before else None})
+    breaches = [_breach_line(r) for r in rows if r["status"] == "regression"]
+    describe = lambda run: {k: run[k] for k in ("path", "profiler_dirs", "ranks", "steps", "reports")}
+    return {"base": describe(base), "new": describe(new), "rows": rows, "top_op_types": ops,
+            "limits": [l["text"] for l in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE}
+
+
+def _pct(value):
+    return "n/a" if value is None else f"{value:+.1f}%"
+
+
+def _breach_line(row):
+    return (f"{row['metric']} {row['stat']} regressed: {row['base']:.3f} -> {row['new']:.3f} {row['unit']} "
+            f"({row['change']:+.3f} {row['unit']}, {_pct(row['change_pct'])}); limit {row['limit']}, noise ±{row['noise'] or 0:.3f} {row['unit']}")
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+HEADER = ["metric", "stat", "base", "new", "change", "change %", "noise ±", "limit", "status"]
+
+
+def _cells(row):
+    noise_text = "-" if row["noise"] is None else f"{row['noise']:.3f}"
+    return [f"{row['metric']} ({row['unit']})", row["stat"], f"{row['base']:.3f}", f"{row['new']:.3f}", f"{row['change']:+.3f}",
+            _pct(row["change_pct"]), noise_text, row["limit"] or "-", row["status"]]
+
+
+def _op_cells(op):
+    return [op["op_type"], f"{op['base_ms_per_step']:.3f}", f"{op['new_ms_per_step']:.3f}", f"{op['change']:+.3f}", _pct(op["change_pct"])]
+
+
+def _verdict(result):
+    if not result["limits"]:
+        return "no limits given"
+    return "PASS" if result["passed"] else f"FAIL ({len(result['breaches'])} limit{'s' if len(result['breaches']) > 1 else ''} breached)"
+
+
+def _run_line(run):
+    return f"{run['path']} ({run['steps']} steps, rank{'s' if len(run['ranks']) > 1 else ''} {', '.join(map(str, run['ranks']))})"
+
+
+def to_text(result):
+    def table(header, body):
+        widths = [max(len(str(c)) for c in column) for column in zip(header, *body)]
+        return ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header] + body]
+
+    lines = [f"msprof-agent compare: {_verdict(result)}", f"base: {_run_line(result['base'])}", f"new:  {_run_line(result['new'])}", ""]
+    lines += table(HEADER, [_cells(r) for r in result["rows"]])
+    if result["top_op_types"]:
+        lines += ["", "top op types, ms per step:"] + table(["op type", "base", "new", "change", "change %"], [_op_cells(o) for o in result["top_op_types"]])
+    lines += [""] + [f"note: {n}" for n in result["notes"]] + [f"rule: {result['rule']}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(result):
+    def table(header, body):
+        escape = lambda cell: str(cell).replace("|", "\\|")
+        return ["| " + " | ".join(map(escape, header)) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(map(escape, r)) + " |" for r in body]
+
+    lines = [f"### msprof-agent compare: {_verdict(result)}", "", f"- base: `{_run_line(result['base'])}`", f"- new: `{_run_line(result['new'])}`", ""]
+    lines += table(HEADER, [_cells(r) for r in result["rows"]])
+    if result["breaches"]:
+        lines += ["", "**Breached limits**", ""] + [f"- {b}" for b in result["breaches"]]
+    if result["top_op_types"]:
+        lines += ["", "#### Top op types (ms per step)", ""] + table(["op type", "base", "new", "change", "change %"], [_op_cells(o) for o in result["top_op_types"]])
+    if result["new"]["reports"]:
+        lines += ["", "Reports (keep as artifacts): " + ", ".join(f"`{r}`" for r in result["new"]["reports"])]
+    lines += [""] + [f"> note: {n}" for n in result["notes"]] + [f"<sub>Rule: {result['rule']}.</sub>", ""]
+    return "\n".join(lines)
+
+
+def main(args):
+    """``msprof-agent compare``: 0 when the gate passes, 1 when a limit is breached, 2 when the input is unusable."""
+    try:
+        result = compare(args.base, args.new, parse_limits(args.fail_on))
+    except (CompareError, OSError, ValueError, KeyError, IndexError) as exc:
+        log.say(f"compare: {exc}" if isinstance(exc, CompareError) else f"compare: cannot read the profiles: {type(exc).__name__}: {exc}")
+        return EXIT_ERROR
+    markdown = to_markdown(result)
+    sys.stdout.write(markdown if getattr(args, "markdown", False) else to_text(result))
+    sys.stdout.flush()
+    if getattr(args, "json_out", None):
+        with open(args.json_out, "w") as handle:
+            json.dump(result, handle, indent=1)
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        with open(summary_file, "a") as handle:
+            handle.write(markdown + "\n")
+    for line in result["breaches"]:
+        log.say(f"FAIL {line}")
+    return EXIT_BREACH if result["breaches"] else 0
+
+
+# -- run --baseline ------------------------------------------------------------------------------
+
+FORWARDED = {signal.SIGINT, signal.SIGTERM}
+
+
+def _run_forwarding(executable, command, env):
+    """Run the job and wait, passing on SIGINT/SIGTERM sent to us by kill(). A terminal's Ctrl-C
+    already reached the job (same process group), so a kernel-sent signal is not sent twice.
+    The signals stay blocked in us and are taken with sigtimedwait, which tells who sent them."""
+    waited = FORWARDED | {signal.SIGCHLD}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    try:
+        proc = subprocess.Popen(command, executable=executable, env=env, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask))
+        while proc.poll() is None:
+            info = signal.sigtimedwait(waited, 0.5)
+            if info is not None and info.si_signo in FORWARDED and info.si_code <= 0:  # SI_USER, SI_QUEUE, SI_TKILL
+                proc.send_signal(info.si_signo)
+        while signal.sigtimedwait(waited, 0) is not None:  # the job is gone: drop what arrived with its end
+            pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return proc.returncode
+
+
+def _run_with_handlers(executable, command, env):
+    """Where sigtimedwait is missing (macOS): forward every SIGINT/SIGTERM, so a terminal's Ctrl-C reaches the job twice."""
+    proc = subprocess.Popen(command, executable=executable, env=env)
+    previous = {sig: signal.signal(sig, lambda number, _frame: proc.send_signal(number)) for sig in FORWARDED}
+    try:
+        return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _output_path(env):
+    try:
+        path = json.loads(env.get("MS_PROFILER_OPTIONS") or "{}").get("output_path")
+    except (ValueError, AttributeError):
+        path = None
+    return os.path.abspath(path or "./data")
+
+
+def run_with_baseline(executable, command, env, args):
+    """Run the job as a child, then compare its profile with ``args.baseline``.
+
+    Exit status: the job's when it failed, else the gate's (0 pass, 1 breached, 2 no usable profile).
+    A job killed by a signal: after the comparison we reset that signal to its default action and
+    send it to ourselves, so our parent sees the same death as with plain ``run``; should that not
+    end us, we return 128 + the signal number, as a shell would.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    status = (_run_forwarding if hasattr(signal, "sigtimedwait") else _run_with_handlers)(executable, command, env)
+    log.say(f"job exited with status {status}; comparing with the baseline {args.baseline}")
+    gate = main(SimpleNamespace(base=args.baseline, new=_output_path(env), fail_on=args.fail_on,
+                                markdown=getattr(args, "markdown", False), json_out=getattr(args, "json_out", None)))
+    if status == 0:
+        return gate
+    if status < 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+        return 128 - status
+    return status

@@ -1,0 +1,199 @@
+"""``msprof-agent view``: a read-only web server over the analysed runs under one directory.
+
+Standard library only (ThreadingHTTPServer). It never opens a path taken from a request: a run id must
+be one the scan found under the base directory, a rank one of that run's ranks, and files are named
+from fixed patterns; static files come from a fixed table. Every request is handled inside a guard, so
+a bad file shows as an error on its page and the server keeps serving.
+"""
+import ipaddress
+import os
+import sys
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+from . import data, render, timeline
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "connect-src 'self'; font-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+
+
+def plotly_js_path():
+    """plotly.min.js inside the installed plotly package, or None (the viewer then shows tables only)."""
+    try:
+        import plotly
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
+    return path if os.path.isfile(path) else None
+
+
+class HTTPError(Exception):
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "msprof-agent-viewer"
+    index = None  # data.RunIndex, set by make_server
+    quiet = False
+
+    def log_message(self, fmt, *args):
+        if not self.quiet:
+            sys.stderr.write("msprof-agent view: " + (fmt % args) + "\n")
+
+    def do_HEAD(self):
+        self.do_GET(head=True)
+
+    def do_GET(self, head=False):
+        try:
+            status, ctype, body, extra = self.route()
+        except HTTPError as exc:
+            status, ctype, body, extra = exc.status, "text/html; charset=utf-8", render.error_page(exc.status, str(exc)), {}
+        except Exception as exc:  # one page's failure must not stop the server
+            traceback.print_exc()
+            status, ctype, body, extra = 500, "text/html; charset=utf-8", render.error_page(500, f"{type(exc).__name__}: {exc}"), {}
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("Referrer-Policy", "no-referrer")
+        extra.setdefault("Cache-Control", "no-store")
+        for key, value in extra.items():
+            self.send_header(key, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _refuse(self):
+        self.send_error(405, "read-only viewer")
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+
+    # ---- routing -----------------------------------------------------------------------------------
+
+    def route(self):
+        url = urlsplit(self.path)
+        query = parse_qs(url.query, keep_blank_values=True)
+        path = url.path
+        if path in ("/", "/index.html"):
+            return 200, "text/html; charset=utf-8", render.index_page(self.index.base, self.index.runs(fresh=True)), {}
+        if path == "/favicon.ico":
+            return 204, "image/x-icon", b"", {}
+        if path.startswith("/static/"):
+            return self.static(path[len("/static/"):])
+        if path == "/api/runs":
+            runs = [r.as_dict() for _, r in sorted(self.index.runs(fresh=True).items())]
+            return 200, "application/json", orjson.dumps(runs), {}
+        if path == "/timeline":
+            return self.timeline(query)
+        if path.startswith("/run/") or path.startswith("/api/page/"):
+            page_name = path.rsplit("/", 1)[1]
+            if page_name not in data.PAGES:
+                raise HTTPError(404, f"no such page: {page_name}")
+            run, rank = self.run_and_rank(query)
+            loaded = data.load_page(run, rank, page_name)
+            if path.startswith("/api/"):
+                return 200, "application/json", orjson.dumps(loaded, option=orjson.OPT_NON_STR_KEYS), {}
+            return 200, "text/html; charset=utf-8", render.run_page(run, rank, page_name, loaded), {}
+        raise HTTPError(404, "not found")
+
+    def run_and_rank(self, query):
+        """The run named in the query, only if the scan found it under the base directory."""
+        run_id = (query.get("run") or [""])[0]
+        run = self.index.get(run_id)
+        if run is None:
+            raise HTTPError(404, f"no profiled run {run_id!r} under the summary directory")
+        raw_rank = (query.get("rank") or [""])[0]
+        if raw_rank == "":
+            return run, min(run.ranks)
+        try:
+            rank = int(raw_rank)
+        except ValueError:
+            raise HTTPError(400, "rank must be an integer") from None
+        if rank not in run.ranks:
+            run = self.index.runs(fresh=True).get(run_id, run)  # a rank that just finished its analysis
+        if rank not in run.ranks:
+            raise HTTPError(404, f"run {run_id!r} has no rank {rank}")
+        return run, rank
+
+    def static(self, name):
+        files = {"viewer.js": ("application/javascript; charset=utf-8", os.path.join(render.STATIC_DIR, "viewer.js")),
+                 "viewer.css": ("text/css; charset=utf-8", os.path.join(render.STATIC_DIR, "viewer.css")),
+                 "plotly.min.js": ("application/javascript; charset=utf-8", plotly_js_path())}
+        if name not in files or files[name][1] is None:
+            raise HTTPError(404, "not found" if name not in files else "plotly is not installed: pip install 'msprof-agent[viewer]'")
+        ctype, path = files[name]
+        with open(path, "rb") as handle:
+            return 200, ctype, handle.read(), {"Cache-Control": "max-age=3600"}
+
+    def timeline(self, query):
+        run = self.index.get((query.get("run") or [""])[0])
+        if run is None:
+            raise HTTPError(404, "no such run")
+        try:
+            ranks = sorted({int(r) for r in query.get("ranks") or []} or run.ranks)
+        except ValueError:
+            raise HTTPError(400, "ranks must be integers") from None
+        if not set(ranks) <= set(run.ranks):
+            raise HTTPError(404, "unknown rank")
+        kind = (query.get("kind") or ["summary"])[0]
+        if kind not in ("summary", "detail"):
+            raise HTTPError(400, "kind is summary or detail")
+        merge = (query.get("merge") or ["0"])[0] in ("1", "true", "on")
+        events, problems = timeline.build(run, ranks, kind=kind, merge=merge)
+        if not events and problems:
+            raise HTTPError(404, "; ".join(problems))
+        name = "timeline_{}_{}{}.json".format(kind, "-".join(map(str, ranks)), "_merged" if merge else "")
+        extra = {"Content-Disposition": f'attachment; filename="{name}"'}
+        if problems:
+            extra["X-Msprof-Left-Out"] = "; ".join(problems).encode("ascii", "replace").decode("ascii")[:1000]
+        return 200, "application/json", timeline.dumps(events), extra
+
+
+def make_server(summary_base_dir, host="127.0.0.1", port=8080, quiet=False):
+    """The server object (not yet serving); port 0 picks a free one. Used by serve() and the tests."""
+    index = data.RunIndex(summary_base_dir)
+    handler = type("BoundHandler", (Handler,), {"index": index, "quiet": quiet})
+    return ThreadingHTTPServer((host, port), handler)
+
+
+def _is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(summary_base_dir, host="127.0.0.1", port=8080):
+    """Serve until interrupted; returns the exit code."""
+    if not os.path.isdir(summary_base_dir):
+        sys.stderr.write(f"msprof-agent view: {summary_base_dir}: not a directory\n")
+        return 2
+    if not _is_loopback(host):
+        sys.stderr.write(f"msprof-agent view: WARNING: listening on {host}, not only this machine: anyone who can reach "
+                         f"port {port} can read the profiles under {os.path.abspath(summary_base_dir)}\n")
+    if plotly_js_path() is None:
+        sys.stderr.write("msprof-agent view: plotly is not installed, charts are off (pip install 'msprof-agent[viewer]')\n")
+    try:
+        server = make_server(summary_base_dir, host, port)
+    except OSError as exc:
+        sys.stderr.write(f"msprof-agent view: cannot listen on {host}:{port}: {exc}\n")
+        return 1
+    shown = f"[{host}]" if ":" in host else host
+    sys.stderr.write(f"msprof-agent view: serving {os.path.abspath(summary_base_dir)} at http://{shown}:{server.server_address[1]}/ (Ctrl-C stops)\n")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,157 @@
+/* msprof-agent viewer: draws the plotly specs the server computed, and adds sorting, search, tabs and
+   step picking. Text from a profile is only ever written with textContent. */
+(function () {
+  "use strict";
+  function blob(id) {
+    var el = document.getElementById(id);
+    return el ? JSON.parse(el.textContent) : null;
+  }
+  var charts = blob("msprof-charts") || {};
+  var config = { displaylogo: false, responsive: true };
+
+  function draw(id) {
+    var el = document.getElementById("chart-" + id);
+    if (!el) return;
+    if (!window.Plotly) {
+      el.textContent = "chart unavailable: plotly.min.js did not load";
+      el.className += " missing";
+      return;
+    }
+    Plotly.newPlot(el, charts[id].data, charts[id].layout, config);
+  }
+  Object.keys(charts).forEach(function (id) {
+    var el = document.getElementById("chart-" + id);
+    if (el && el.style.display !== "none") draw(id);
+  });
+
+  function show(el) {
+    el.style.display = "";
+    if (el.classList.contains("chart") && !el.classList.contains("js-plotly-plot")) draw(el.id.slice(6));
+  }
+
+  /* pie / bar toggles */
+  document.querySelectorAll(".toggle").forEach(function (toggle) {
+    var ids = toggle.getAttribute("data-charts").split(" ");
+    var buttons = toggle.querySelectorAll("button");
+    buttons.forEach(function (button, index) {
+      button.addEventListener("click", function () {
+        ids.forEach(function (id, j) {
+          var el = document.getElementById("chart-" + id);
+          if (j === index) show(el); else el.style.display = "none";
+        });
+        buttons.forEach(function (b, j) { b.classList.toggle("on", j === index); });
+      });
+    });
+  });
+
+  /* tabs */
+  var tabButtons = document.querySelectorAll(".tabs button");
+  function openTab(id) {
+    tabButtons.forEach(function (b) {
+      var on = b.getAttribute("data-tab") === id;
+      b.classList.toggle("on", on);
+      var panel = document.getElementById(b.getAttribute("data-tab"));
+      if (panel) panel.style.display = on ? "" : "none";
+    });
+  }
+  tabButtons.forEach(function (b) {
+    b.addEventListener("click", function () { openTab(b.getAttribute("data-tab")); });
+  });
+
+  /* sortable tables: click a header; numbers by data-v, text by locale */
+  document.querySelectorAll("table.sortable").forEach(function (table) {
+    var heads = table.querySelectorAll("thead th");
+    heads.forEach(function (th, col) {
+      th.addEventListener("click", function () {
+        var numeric = th.getAttribute("data-kind") === "num";
+        var dir = th.getAttribute("data-dir") === "desc" ? "asc" : "desc";
+        heads.forEach(function (h) { h.removeAttribute("data-dir"); });
+        th.setAttribute("data-dir", dir);
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = a.cells[col].getAttribute("data-v"), y = b.cells[col].getAttribute("data-v");
+          var r;
+          if (numeric) {
+            var fx = x === "" ? -Infinity : parseFloat(x), fy = y === "" ? -Infinity : parseFloat(y);
+            r = fx - fy;
+          } else {
+            r = x.localeCompare(y);
+          }
+          return dir === "asc" ? r : -r;
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
+  });
+
+  /* fuzzy search: every character of the query, in order, somewhere in the op's name or type */
+  function fuzzy(query, text) {
+    var i = 0;
+    for (var j = 0; j < text.length && i < query.length; j++) {
+      if (text.charAt(j) === query.charAt(i)) i++;
+    }
+    return i === query.length;
+  }
+  var search = document.getElementById("op-search");
+  function filter() {
+    var q = search.value.toLowerCase().replace(/\s+/g, "");
+    var shown = 0, total = 0;
+    document.querySelectorAll("#op-types tbody tr, #op-detail tbody tr").forEach(function (row) {
+      var hit = fuzzy(q, row.getAttribute("data-search").replace(/\s+/g, ""));
+      row.style.display = hit ? "" : "none";
+      if (row.closest("#op-detail")) { total++; if (hit) shown++; }
+    });
+    var count = document.getElementById("op-count");
+    if (count) count.textContent = q ? shown + " of " + total + " operators match" : "";
+  }
+  if (search) {
+    search.addEventListener("input", filter);
+    document.querySelectorAll("#op-types tbody tr").forEach(function (row) {
+      row.addEventListener("click", function () {
+        search.value = row.cells[0].getAttribute("data-v");
+        filter();
+        openTab("tab-ops");
+      });
+    });
+  }
+
+  /* step picker: one step or the average */
+  var steps = blob("msprof-steps");
+  var pick = document.getElementById("step-pick");
+  function fmt(v) { return v === null || v === undefined ? "\u2014" : v.toFixed(3); }
+  if (steps && pick) {
+    pick.addEventListener("change", function () {
+      var row = steps.average, label = "Average step";
+      if (pick.value !== "avg") {
+        var n = parseInt(pick.value, 10);
+        row = steps.steps.filter(function (s) { return s.step === n; })[0];
+        label = "Step " + n;
+      }
+      ["iteration_interval", "fp_and_bp", "tail", "total"].forEach(function (k) {
+        document.getElementById("st-" + k).textContent = fmt(row[k]);
+      });
+      var avg = pick.value === "avg";
+      document.getElementById("st-start").textContent = avg ? "\u2014" : fmt(row.start_offset);
+      document.getElementById("st-end").textContent = avg ? "\u2014" : fmt(row.end_offset);
+      var fpAt = avg ? row.iteration_interval : row.fp_offset;
+      var bpAt = avg ? (row.iteration_interval === null ? null : row.iteration_interval + row.fp_and_bp) : row.bp_offset;
+      document.getElementById("st-fp").textContent = fmt(fpAt);
+      document.getElementById("st-bp").textContent = fmt(bpAt);
+      var el = document.getElementById("chart-st-bar");
+      if (window.Plotly && el && charts["st-bar"]) {
+        var spec = charts["st-bar"];
+        var keys = ["iteration_interval", "fp_and_bp", "tail"];
+        var names = ["Step interval", "Forward + backward", "Step tail"];
+        var data = spec.data.map(function (trace) {
+          var k = keys[names.indexOf(trace.name)];
+          var v = row[k] || 0;
+          return Object.assign({}, trace, { x: [v], text: [trace.name + " " + v.toFixed(3) + " ms"] });
+        });
+        var layout = Object.assign({}, spec.layout, { title: { text: label } });
+        Plotly.react(el, data, layout, config);
+      }
+    });
+  }
+  document.body.setAttribute("data-ready", "1");
+})();

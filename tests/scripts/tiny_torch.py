@@ -1,0 +1,48 @@
+"""A small real PyTorch training loop whose misbehaviour the foundation tests choose by flag."""
+import argparse
+import os
+import signal
+import sys
+import time
+
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--sleep-ms", type=float, default=0.0, help="sleep inside each step")
+parser.add_argument("--raise-at", type=int, default=0, help="raise RuntimeError at this step")
+parser.add_argument("--sigterm-at", type=int, default=0, help="send SIGTERM to itself at this step")
+parser.add_argument("--sigkill-at", type=int, default=0, help="send SIGKILL to itself at this step")
+parser.add_argument("--fork-at", type=int, default=0, help="fork a child at this step; the child exits normally")
+parser.add_argument("--exit-code", type=int, default=0)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+data = torch.utils.data.TensorDataset(torch.randn(args.steps * 8, 16), torch.randn(args.steps * 8, 1))
+loader = torch.utils.data.DataLoader(data, batch_size=8)
+
+for step, (x, y) in enumerate(loader, 1):
+    if step == args.raise_at:
+        raise RuntimeError(f"injected failure at step {step}")
+    if step == args.sigterm_at:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    if step == args.sigkill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if step == args.fork_at:
+        pid = os.fork()
+        if pid == 0:
+            print("child done", flush=True)
+            sys.exit(7)  # a normal exit runs atexit in the child: it must write nothing, and keep its status
+        print(f"child status {os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}", flush=True)
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    if args.sleep_ms:
+        time.sleep(args.sleep_ms / 1000)
+    optimizer.step()
+print(f"trained {step} steps", flush=True)
+sys.exit(args.exit_code)

@@ -1,0 +1,246 @@
+"""``msprof-agent compare`` and ``run --baseline`` on real profiled runs of the bundled torch example.
+
+The gate used on identical jobs is generous on purpose: on a shared 2-core machine a whole run can
+be 20 % slower than the previous one (measured: identical 20-step runs differed by up to 20 % in
+p50 step time and 40 % in a ~0.07 ms data wait), a shift the within-run noise estimate cannot see.
+So the tests gate at step_time>50 % and an absolute data_wait>2 ms; the 50 ms data sleep breaches
+both by far, while the identical job stays clear of them.
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES, PY, ROOT, read_csv, read_json
+
+from msprof_agent import compare
+
+TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
+TINY = os.path.join(ROOT, "tests", "scripts", "tiny_torch.py")
+GATE = "step_time>50%,data_wait>2ms,peak_memory>20%"
+STEPS = "20"
+
+
+def clean_env(extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "PYTHONPATH", "GITHUB_STEP_SUMMARY", "RANK_ID", "RANK", "WORLD_SIZE")}
+    env.update(extra or {})
+    return env
+
+
+def agent(args, env_extra=None, timeout=300):
+    return subprocess.run([PY, "-m", "msprof_agent"] + args, env=clean_env(env_extra), capture_output=True, text=True, timeout=timeout)
+
+
+def profile(out, *flags, baseline=None):
+    gate = ["--baseline", baseline, "--fail-on", GATE] if baseline else []
+    return agent(["run", "--output-path", out] + gate + ["--", PY, TORCH_CNN, "--steps", STEPS] + list(flags))
+
+
+def fails(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("msprof-agent: FAIL ")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    paths = {name: str(root / name) for name in ("base", "same", "slow")}
+    for name in ("base", "same"):
+        result = profile(paths[name])
+        assert result.returncode == 0, result.stderr
+    slow = profile(paths["slow"], "--data-sleep-ms", "50", baseline=paths["base"])
+    return paths, slow
+
+
+def test_same_job_twice_passes_the_gate(runs):
+    paths, _ = runs
+    result = agent(["compare", paths["base"], paths["same"], "--fail-on", GATE])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("msprof-agent compare: PASS")
+    assert fails(result.stderr) == []
+
+
+def test_data_sleep_fails_the_gate_through_run_baseline(runs):
+    _, slow = runs
+    assert slow.returncode == 1, slow.stderr
+    assert "rank 0: 20 optimizer steps" in slow.stdout
+    assert "msprof-agent compare: FAIL (2 limits breached)" in slow.stdout
+    lines = fails(slow.stderr)
+    assert len(lines) == 2, slow.stderr
+    assert lines[0].startswith("msprof-agent: FAIL step_time p50 regressed:") and "limit step_time>50%" in lines[0]
+    assert lines[1].startswith("msprof-agent: FAIL data_wait p50 regressed:") and "limit data_wait>2 ms" in lines[1]
+
+
+def _markdown_table(markdown, first_header):
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows
+
+
+def test_markdown_and_json_carry_the_numbers_of_the_files(runs, tmp_path):
+    paths, _ = runs
+    step_summary = tmp_path / "step_summary.md"
+    step_summary.write_text("earlier step\n")
+    out_json = str(tmp_path / "compare.json")
+    result = agent(["compare", paths["base"], paths["slow"], "--fail-on", GATE, "--markdown", "--json", out_json],
+                   {"GITHUB_STEP_SUMMARY": str(step_summary)})
+    assert result.returncode == 1
+    data = read_json(out_json)
+    assert step_summary.read_text() == "earlier step\n" + result.stdout + "\n"
+    rows = {(r["metric"], r["stat"]): r for r in data["rows"]}
+
+    for name, side in (("base", "base"), ("slow", "new")):
+        directory = os.path.join(paths[name], "profiler")
+        trace = [r for r in read_csv(os.path.join(directory, "step_trace_raw_0_detail_time.csv"))[1:] if r[0] != "-"]
+        totals = np.array([int(r[3]) for r in trace]) / 1e5
+        waits = [float(line.split()[3]) for line in open(os.path.join(directory, "dataset_iterator_profiling_0.txt")) if line.startswith("0 0 ")]
+        summary = read_json(os.path.join(directory, "summary_0.json"))
+        assert len(totals) == summary["steps_profiled"] == int(STEPS) == data[side]["steps"]
+        assert rows[("step_time", "p50")][side] == round(float(np.percentile(totals, 50)), 3)
+        assert rows[("step_time", "p90")][side] == round(float(np.percentile(totals, 90)), 3)
+        assert abs(rows[("step_time", "p50")][side] - summary["step_time_ms"]["p50"]) <= 0.001
+        assert rows[("data_wait", "p50")][side] == round(float(np.percentile(waits, 50)), 3)
+        assert rows[("peak_memory", "peak")][side] == round(summary["memory"]["peak_rss_mb"], 3)
+        stage_means = {stage: np.mean([int(r[6 + i]) for r in trace]) / 1e5 for i, stage in enumerate(compare.STAGES)}
+        assert all(abs(stage_means[s] - summary["stages_ms"][s]) <= 0.001 for s in compare.STAGES)
+        assert data[side]["reports"] == [os.path.join(directory, "report_0.html")]
+        ops = {row[0]: float(row[3]) for row in read_csv(os.path.join(directory, "cpu_op_type_info_0.csv"))[1:]}
+        for op in data["top_op_types"]:
+            assert op[f"{side}_ms_per_step"] == round(ops.get(op["op_type"], 0.0) / int(STEPS), 3)
+
+    table = _markdown_table(result.stdout, "metric")
+    assert len(table) == len(data["rows"])
+    for cells, row in zip(table, data["rows"]):
+        assert cells[0] == f"{row['metric']} ({row['unit']})" and cells[1] == row["stat"]
+        assert [float(c) for c in cells[2:5]] == [row["base"], row["new"], row["change"]]
+        assert float(cells[5].rstrip("%")) == row["change_pct"]
+        assert cells[8] == row["status"]
+    assert [f"- {b}" for b in data["breaches"]] == [line for line in result.stdout.splitlines() if line.startswith("- ") and "regressed" in line]
+    assert {r["metric"] for r in data["rows"] if r["status"] == "regression"} == {"step_time", "data_wait"}
+    loader_op = next(o for o in data["top_op_types"] if "DataLoader" in o["op_type"])
+    assert loader_op["new_ms_per_step"] > 45 > loader_op["base_ms_per_step"]
+
+
+def test_failing_job_keeps_its_exit_status(runs, tmp_path):
+    paths, _ = runs
+    result = agent(["run", "--output-path", str(tmp_path / "new"), "--baseline", paths["base"], "--fail-on", GATE,
+                    "--", PY, TORCH_CNN, "--steps", "6", "--exit-code", "3"])
+    assert result.returncode == 3, result.stderr
+    assert "job exited with status 3" in result.stderr
+    assert "msprof-agent compare: PASS" in result.stdout  # still compared, for the log
+
+
+def test_sigterm_is_forwarded_to_the_job_and_its_death_kept(runs, tmp_path):
+    paths, _ = runs
+    out = tmp_path / "new"
+    proc = subprocess.Popen([PY, "-m", "msprof_agent", "run", "--output-path", str(out), "--baseline", paths["base"],
+                             "--", PY, TORCH_CNN, "--steps", "1000", "--data-sleep-ms", "20"],
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not glob.glob(str(out / "profiler" / "raw" / "rank_0" / "*.jsonl")) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGTERM, stderr
+    assert f"job exited with status {-signal.SIGTERM}" in stderr
+    assert "msprof-agent compare:" in stdout  # the job's partial profile was compared before we died
+    steps = read_json(str(out / "profiler" / "summary_0.json"))["steps_profiled"]
+    assert 0 < steps < 1000
+
+
+COUNT_SIGNALS = """
+import signal, time
+hits = []
+for number in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(number, lambda n, _f: hits.append(int(n)))
+print("ready", flush=True)
+end = time.time() + 3
+while time.time() < end:
+    time.sleep(0.05)
+print("hits", hits, flush=True)
+"""
+
+
+def test_terminal_ctrl_c_reaches_the_job_once_and_kill_is_forwarded(runs, tmp_path):
+    """Ctrl-C on a terminal signals the whole foreground group: the wrapper must not send it again."""
+    import pty
+    import select
+
+    paths, _ = runs
+    script = tmp_path / "count_signals.py"
+    script.write_text(COUNT_SIGNALS)
+    pid, fd = pty.fork()
+    if pid == 0:
+        env = clean_env()
+        os.execve(PY, [PY, "-m", "msprof_agent", "run", "--output-path", str(tmp_path / "out"), "--baseline", paths["base"], "--", PY, str(script)], env)
+    seen = b""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                break
+        if b"ready" in seen and b"\x03" not in seen:
+            os.write(fd, b"\x03")  # the terminal turns this into SIGINT for the foreground group
+            seen += b"\x03"
+            time.sleep(0.3)
+            os.kill(pid, signal.SIGTERM)  # sent to the wrapper alone
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    text = seen.decode(errors="replace")
+    assert f"hits [{int(signal.SIGINT)}, {int(signal.SIGTERM)}]" in text, text
+    assert status == 2 and "no analysed profile under" in text  # the job ran no framework: nothing to compare
+
+
+def test_two_ranks_are_pooled(tmp_path):
+    out = str(tmp_path / "two")
+    env = clean_env({"MS_PROFILER_OPTIONS": json.dumps({"start": True, "output_path": out}), "PYTHONPATH": os.path.join(ROOT, "sitecustomize_hook")})
+    procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=dict(env, RANK_ID=str(rank), RANK_SIZE="2"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    for proc in procs:
+        proc.communicate(timeout=300)
+        assert proc.returncode == 0
+    out_json = str(tmp_path / "c.json")
+    result = agent(["compare", out, os.path.join(out, "profiler"), "--fail-on", "step_time>1%", "--json", out_json])
+    assert result.returncode == 0, result.stderr
+    data = read_json(out_json)
+    assert data["new"]["ranks"] == [0, 1] and data["new"]["steps"] == 9
+    step = next(r for r in data["rows"] if r["metric"] == "step_time" and r["stat"] == "p50")
+    assert step["change"] == 0 and step["status"] == "ok"
+
+
+def test_limits_from_a_string_and_from_toml_agree(tmp_path):
+    table = tmp_path / "gate.toml"
+    table.write_text('[fail_on]\nstep_time = "5%"\n"data_wait.p90" = "2ms"\npeak_memory = 10\n')
+    from_toml = compare.parse_limits(str(table))
+    assert from_toml == compare.parse_limits("step_time>5%, data_wait.p90>2ms, peak_memory>10%")
+    assert [(l["metric"], l["stat"], l["value"], l["unit"]) for l in from_toml] == [
+        ("step_time", "p50", 5.0, "%"), ("data_wait", "p90", 2.0, "ms"), ("peak_memory", "peak", 10.0, "%")]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("step_time>5", "expected METRIC[.p50|.p90|.mean]>N%"),
+    ("steptime>5%", "unknown metric 'steptime'"),
+    ("peak_memory.p90>5%", "peak_memory is one number per run"),
+    ("data_wait>3mb", "data_wait takes % or ms"),
+])
+def test_bad_limits_are_one_line_and_exit_2(spec, message, tmp_path):
+    result = agent(["compare", str(tmp_path), str(tmp_path), "--fail-on", spec])
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and message in result.stderr
+
+
+def test_missing_profile_is_one_line_and_exit_2(tmp_path):
+    result = agent(["compare", str(tmp_path), str(tmp_path)])
+    assert result.returncode == 2
+    assert result.stderr.startswith("msprof-agent: compare: no analysed profile under") and result.stderr.count("\n") == 1

@@ -1,0 +1,205 @@
+"""PyTorch integration: real training scripts under the hook, checked through the raw data they leave."""
+import glob
+import json
+import os
+import statistics
+import subprocess
+
+import pytest
+
+from conftest import EXAMPLES, PY, hook_env, run_script
+
+pytestmark = pytest.mark.torch
+CNN = os.path.join(EXAMPLES, "torch_cnn.py")
+
+
+def options(out_dir, **extra):
+    return dict({"start": True, "output_path": out_dir}, **extra)
+
+
+def load(out_dir, rank=0):
+    from msprof_agent.analysis.rundata import load_rank
+
+    return load_rank(os.path.join(out_dir, "profiler"), rank)
+
+
+def raw_files(out_dir, rank=0):
+    return sorted(glob.glob(os.path.join(out_dir, "profiler", "raw", f"rank_{rank}", "*.jsonl")))
+
+
+def check_ok(proc, code=0):
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert "failed, the job goes on" not in proc.stderr, proc.stderr
+
+
+def test_steps_follow_primary_optimizer_with_accumulation_and_eval(out_dir):
+    """2 epochs x 12 micro-batches, accumulate 3 -> 8 steps; eval loops add none; the exit code is kept."""
+    proc = run_script([CNN, "--steps", "12", "--epochs", "2", "--accumulate", "3", "--eval-every", "2", "--exit-code", "3"],
+                      options(out_dir), timeout=120)
+    check_ok(proc, code=3)
+    data = load(out_dir)
+    assert data.meta["framework"] == "torch" and data.meta["device_target"] == "CPU"
+    assert [s["n"] for s in data.steps] == list(range(1, 9))
+    for step in data.steps:
+        assert step["start"] <= step["fp"] < step["bp"] <= step["end"]
+        assert step["win"]
+    assert data.steps[0]["wait"] > 0
+
+
+def test_two_optimizers_count_one_step_per_batch(out_dir):
+    proc = run_script([CNN, "--steps", "5", "--two-optimizers"], options(out_dir), timeout=120)
+    check_ok(proc)
+    assert len(load(out_dir).steps) == 5
+
+
+def test_dataset_sleep_is_data_wait(out_dir):
+    proc = run_script([CNN, "--steps", "6", "--data-sleep-ms", "100"], options(out_dir, op_time=False), timeout=120)
+    check_ok(proc)
+    steps = load(out_dir).steps
+    assert len(steps) == 6
+    waits = [s["wait"] for s in steps[1:]]  # step 1 also holds the loader's creation
+    assert 90e6 <= statistics.median(waits) <= 110e6, waits
+    assert min(waits) >= 100e6 and all(s["wait"] <= s["end"] - s["start"] for s in steps)  # a sleep never ends early
+
+
+@pytest.mark.parametrize("workers,context", [(2, "fork"), (2, "spawn")])
+def test_dataloader_workers_write_nothing_and_wait_is_seen(out_dir, workers, context):
+    proc = run_script([CNN, "--steps", "6", "--workers", str(workers), "--mp-context", context, "--data-sleep-ms", "30"],
+                      options(out_dir), timeout=120)
+    check_ok(proc)
+    files = raw_files(out_dir)
+    assert len(files) == 1, files  # the main process only: workers never write
+    data = load(out_dir)
+    assert len(data.steps) == 6 and data.op_count > 0
+    assert sum(s["wait"] for s in data.steps) >= 30e6  # at least the first batch waited for a worker
+
+
+def test_op_counts_match_torch_profiler(out_dir, tmp_path):
+    steps = 4
+    reference = str(tmp_path / "reference.json")
+    proc = run_script([CNN, "--steps", str(steps), "--torch-profiler", reference], hook=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    with open(reference) as handle:
+        expected = json.load(handle)
+    proc = run_script([CNN, "--steps", str(steps)], options(out_dir, profile_memory=True), timeout=120)
+    check_ok(proc)
+    data = load(out_dir)
+    in_steps = data.ops["step"] > 0
+    types = data.ops["type"][in_steps].tolist()
+    for op in ("aten::conv2d", "aten::addmm", "aten::convolution_backward", "aten::max_pool2d", "aten::mm"):
+        assert expected["counts"][op] % steps == 0
+        assert types.count(op) == expected["counts"][op], op
+    conv = data.ops["type"] == "aten::conv2d"
+    assert (data.ops["flops"][conv] > 0).all()
+    assert all(s.startswith("[[8,") for s in data.ops["shape"][conv])
+    window = data.steps[0]["start"], data.steps[-1]["end"]
+    assert window[0] <= data.ops["start"][in_steps].min() and data.ops["start"][in_steps].max() <= window[1]
+    assert data.mem and all(window[0] - 10**9 < m["ts"] < window[1] + 10**9 for m in data.mem)
+
+
+@pytest.mark.parametrize("ddp", [False, True], ids=["all_reduce", "ddp"])
+def test_torchrun_two_ranks_with_gloo(out_dir, ddp):
+    """Explicit all_reduce is timed by the Python wrappers; DDP's C++ all-reduce comes from the profiler."""
+    env = hook_env(options(out_dir))
+    proc = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", CNN, "--steps", "5",
+                           "--sleep-rank", "1", "--sleep-ms", "200"] + (["--ddp"] if ddp else []),
+                          env=env, capture_output=True, text=True, timeout=180)
+    check_ok(proc)
+    ranks = [load(out_dir, rank) for rank in (0, 1)]
+    for rank in (0, 1):
+        assert len(raw_files(out_dir, rank)) == 1  # the launcher imports torch too, but never steps: no file
+    assert [len(r.steps) for r in ranks] == [5, 5]
+    assert [r.meta["rank_id"] for r in ranks] == [0, 1] and ranks[1].meta["rank_size"] == 2
+    for data in ranks:
+        reduces = [c for c in data.comm if c["name"] == "all_reduce"]
+        assert {c["step"] for c in reduces} == set(range(1, 6))
+        assert len(reduces) == 5 * (1 if ddp else 6)  # DDP: one bucket; explicit: one call per parameter, none twice
+        assert all(c["bytes"] > 0 and (c.get("source") == "profiler") == ddp for c in reduces)
+    slow = [s["end"] - s["start"] for s in ranks[1].steps[1:]]
+    assert min(slow) >= 200e6
+    wait_in_comm = statistics.median(sum(c["dur"] for c in ranks[0].comm if c["step"] == n) for n in range(2, 6))
+    assert wait_in_comm >= 150e6  # rank 0 waits for the delayed rank inside all_reduce
+
+
+def test_install_is_idempotent_guarded_and_uninstalls(tmp_path, capsys):
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    from msprof_agent.frameworks import torch as integration
+    from msprof_agent.options import Options
+    from msprof_agent.session import Session
+
+    original_backward, original_next = torch.autograd.backward, _BaseDataLoaderIter.__dict__["__next__"]
+    session = Session(Options(output_path=str(tmp_path)), origin="test")
+    try:
+        first = integration.install(session)
+        assert integration.install(session) is first
+        model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def broken(*_args):
+            raise RuntimeError("agent bug")
+        session.steps.data_wait = broken
+        for x in DataLoader(torch.randn(6, 4), batch_size=2):  # the agent's error must not reach the loop
+            model(x).sum().backward()
+            optimizer.step()
+        assert session.steps.completed == 3
+        assert "timing the data loader failed, the job goes on: RuntimeError: agent bug" in capsys.readouterr().err
+    finally:
+        integration.uninstall()
+        session.writer.abandon()
+    assert torch.autograd.backward is original_backward
+    assert _BaseDataLoaderIter.__dict__["__next__"] is original_next
+
+
+def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives():
+    """An undecodable name loses one event, not the window; a collective no wrapper timed becomes a comm record."""
+    from msprof_agent.frameworks.torch import TorchDeviceSession
+    from msprof_agent.options import Options
+
+    class Event:
+        def __init__(self, name, start):
+            self._name, self._start = name, start
+
+        def name(self):
+            if self._name is None:
+                raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+            return self._name
+
+        def start_ns(self):
+            return self._start
+
+        def duration_ns(self):
+            return 10
+
+        def start_thread_id(self):
+            return 1
+
+        def flops(self):
+            return 0
+
+        def shapes(self):
+            return [[2, 3]]
+
+        def dtypes(self):
+            return ["float"]
+
+        def is_hidden_event(self):
+            return False
+
+    class Sink(list):
+        def record(self, record):
+            self.append(record)
+
+    sink = Sink()
+    device = TorchDeviceSession(Options(), steps=None)
+    device.step_ends, device.wrapped_comm = [250], [(450, 600)]  # step 1 ends at 250; a wrapped call at 450..600
+    events = [Event("aten::mm", 100), Event(None, 200), Event("gloo:all_reduce", 300), Event("gloo:all_reduce", 500)]
+    device._emit(sink, events, offset=0)
+    ops = [r for r in sink if r["k"] == "ops"]
+    assert len(ops) == 1 and ops[0]["type"] == ["aten::mm", "gloo:all_reduce", "gloo:all_reduce"]
+    assert ops[0]["start"] == [100, 300, 500] and ops[0]["shape"] == ["[[2,3]]"] * 3 and ops[0]["flops"] == [None] * 3
+    comm = [r for r in sink if r["k"] == "comm"]
+    assert comm == [{"k": "comm", "step": 2, "name": "all_reduce", "start": 300, "dur": 10, "bytes": 24, "source": "profiler"}]
+    assert any(r["k"] == "note" and "1 unreadable" in r["text"] for r in sink)

@@ -1,0 +1,529 @@
+"""The viewer's API, parsing, safety and report.html.
+
+``make_fixture`` writes a hand-made analysed-output directory: a fixture for unit tests of parsing,
+escaping and path safety only. The tests over real profiled MindSpore and PyTorch runs are at the end
+and run once ``msprof_agent.analysis`` can analyse them.
+"""
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, read_csv, read_json, run_script
+
+EVIL = "<img src=x onerror=alert(1)>"
+EVIL_SCRIPT = "</script><script>alert(2)</script>"
+OP_TYPES = ["Conv2D", "MatMul", "ReLU", "BiasAdd", EVIL]
+
+
+def _write_csv(path, header, rows):
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framework="mindspore"):
+    """Write every contract file for one rank, with hostile names in op names, types and suggestion text."""
+    os.makedirs(profiler_dir, exist_ok=True)
+    r = rank
+    p = lambda name: os.path.join(profiler_dir, name)  # noqa: E731
+    with open(p(f"profiler_info_{r}.json"), "w") as f:
+        json.dump({"context_mode": "graph", "rank_id": r, "ms_version": "2.10.0", "parallel_mode": "data_parallel",
+                   "stage_num": 1, "rank_size": rank_size}, f)
+    rows, t = [], 1_000_000_000
+    totals = {"interval": 0, "fpbp": 0, "tail": 0}
+    for n in range(1, steps + 1):
+        interval = int((50_000 + 1_000 * (n % 7)) * slow)   # 10 ns units: 0.5 ms + ...
+        fpbp = int((800_000 + 10_000 * (n % 5)) * slow)
+        tail = int(30_000 + 500 * (n % 3))
+        start, fp = t, t + interval
+        bp, end = fp + fpbp, fp + fpbp + tail
+        rows.append([n, start, end, end - start, fp, bp, interval, fpbp, tail])
+        totals["interval"] += interval
+        totals["fpbp"] += fpbp
+        totals["tail"] += tail
+        t = end
+    avg = {k: v / steps for k, v in totals.items()}
+    rows.append(["-", "", "", avg["interval"] + avg["fpbp"] + avg["tail"], "", "", avg["interval"], avg["fpbp"], avg["tail"]])
+    _write_csv(p(f"step_trace_raw_{r}_detail_time.csv"),
+               ["step_num", "start_point", "end_point", "total", "fp_point", "bp_point", "iteration_interval", "fp_and_bp", "tail"], rows)
+    with open(p(f"step_trace_point_info_{r}.json"), "w") as f:
+        json.dump({"fp_start": "Default/network/Conv2D-op1", "bp_end": "Gradients/" + EVIL}, f)
+    type_rows, detail_rows, flops_rows = [], [], []
+    total_all = sum(10.0 * (i + 1) for i in range(len(OP_TYPES)))
+    for i, op_type in enumerate(OP_TYPES):
+        total = 10.0 * (i + 1)
+        type_rows.append([op_type, steps * 2, 2, total, total / (steps * 2), total / total_all])
+        for j in range(2):
+            name = f"{op_type}-op{j}" if op_type != EVIL else EVIL
+            full = f"Default/network/{name}"
+            detail_rows.append(["CPU", op_type, name, full, steps, total / 2, total / 2 / steps, total / 2 / total_all, "Default", 1234])
+            flops_rows.append([full, 100.0 * (i + 1), 1.5 * (i + 1), 10.0 * j, 0.25 * j])
+    _write_csv(p(f"cpu_op_type_info_{r}.csv"), ["op_type", "type_occurrences", "execution_frequency(per-step)",
+                                                "total_compute_time(ms)", "avg_time(ms)", "percent"], type_rows)
+    _write_csv(p(f"cpu_op_detail_info_{r}.csv"), ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)",
+                                                  "op_avg_time(ms)", "total_proportion", "subgraph", "pid"], detail_rows)
+    _write_csv(p(f"flops_{r}.txt"), ["op_full_name", "MFLOPs(10^6 cube)", "GFLOPS(10^9 cube)", "MFLOPs(10^6 vector)", "GFLOPS(10^9 vector)"],
+               flops_rows)
+    with open(p(f"flops_summary_{r}.json"), "w") as f:
+        json.dump({"FLOPs": 1234.5, "FLOPS": 6.78, "FLOPS_Utilization": 0.0}, f)
+    with open(p(f"dataset_iterator_profiling_{r}.txt"), "w") as f:
+        for n in range(1, steps + 1):
+            f.write(f"0 0 {n} {0.5 + (n % 4) * 0.25} {1700000000000 + n}\n")
+            f.write(f"1 64 {n} {0 if n % 4 == 0 else 8} {1700000000000 + n}\n")
+    pipeline = [[0, "BatchOp", 1, "[2, 2, 3]", 2.333, 4, 0.9, 1000, -1, "[1]"],
+                [1, "MapOp", 2, "[60, 64, 62]", 62.0, 64, 0.97, 1000, 0, "[2]"],
+                [2, "GeneratorOp", 1, "[60, 61, 63]", 61.333, 64, 0.96, 1000, 1, "[]"]]
+    _write_csv(p(f"minddata_pipeline_raw_{r}.csv"), ["op_id", "op_type", "num_workers", "output_queue_size", "output_queue_average_size",
+                                                     "output_queue_length", "output_queue_usage_rate", "sample_interval", "parent_id",
+                                                     "children_id"], pipeline)
+    samples = 10
+    with open(p(f"minddata_cpu_utilization_{r}.json"), "w") as f:
+        json.dump({"cpu_processor_num": 2, "sampling_interval": 1000, "time_stamp": [1700000000000 + 1000 * i for i in range(samples)],
+                   "device_info": {"user_utilization": [40 + i for i in range(samples)], "sys_utilization": [5] * samples,
+                                   "io_utilization": [0] * samples, "idle_utilization": [55 - i for i in range(samples)],
+                                   "context_switch_count": [100] * samples, "runnable_process": [2] * samples},
+                   "process_info": {"user_utilization": [30 + i for i in range(samples)], "sys_utilization": [3] * samples},
+                   "op_info": [{"op_id": 1, "op_type": "MapOp", "metrics": {"user_utilization": [10] * samples, "sys_utilization": [1] * samples}}]}, f)
+    with open(p(f"memory_usage_summary_{r}.json"), "w") as f:
+        json.dump({"capacity": 15.5, "allocations": 200, "deallocations": 190, "peak_mem": 1.25, "static_mem": 0.5}, f)
+    with open(p(f"memory_usage_details_{r}.json"), "w") as f:
+        json.dump({"0": {"graph_id": 0, "static_mem": 0.5, "lines": [500.0, 750.0, 1250.0, 1000.0, 600.0], "nodes": [], "fp_start": 1, "bp_end": 3,
+                         "breakdowns": []}}, f)
+    hccl = [[n, 0.2 * slow, 0.05, "{}", "{}"] for n in range(1, steps + 1)] + [["-", 0.2 * slow, 0.05, "{}", "{}"]]
+    _write_csv(p(f"hccl_raw_{r}.csv"), ["step_num", "communication_cost", "wait_cost", "link_info", "communication_operator_cost"], hccl)
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "Step Trace"}},
+              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "graph 0"}},
+              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "graph 1"}},
+              {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "CPU ops"}}]
+    for row in rows[:-1]:
+        events.append({"ph": "X", "name": f"Step {row[0]}", "pid": 1, "tid": 1 + row[0] % 2, "ts": row[1] / 100, "dur": row[3] / 100})
+        events.append({"ph": "X", "name": EVIL, "pid": 2, "tid": 7, "ts": row[4] / 100, "dur": row[7] / 100})
+    with open(p(f"cpu_timeline_display_{r}.json"), "w") as f:
+        json.dump(events, f)
+    with open(p(f"cpu_timeline_summary_{r}.json"), "w") as f:
+        json.dump({"total_time": 123.4, "num_of_streams": 2, "num_of_ops": steps, "op_exe_times": steps * 2, "max_scope_name_num": 0}, f)
+    step_ms = [(row[3]) / 100_000 for row in rows[:-1]]
+    summary = {"rank_id": r, "framework": framework, "device_target": "CPU", "steps_profiled": steps, "steps_total": steps + 5,
+               "step_range": [1, steps], "step_time_ms": {"mean": sum(step_ms) / steps, "p50": sorted(step_ms)[steps // 2],
+                                                          "p90": sorted(step_ms)[int(steps * 0.9)], "max": max(step_ms)},
+               "stages_ms": {"iteration_interval": avg["interval"] / 1e5, "fp_and_bp": avg["fpbp"] / 1e5, "tail": avg["tail"] / 1e5},
+               "stage_share": {"iteration_interval": 0.05, "fp_and_bp": 0.9, "tail": 0.05},
+               "data_wait_ms": {"mean": 0.8, "p50": 0.75, "max": 1.25},
+               "top_op_types": [{"op_type": t[0], "total_ms": t[3], "percent": t[5]} for t in type_rows],
+               "flops": {"mflops_per_step": 61.7, "gflops_per_s": 6.78}, "memory": {"peak_rss_mb": 812.5, "peak_allocated_mb": 301.25},
+               "cpu": {"machine_busy_mean": 0.5, "process_user_mean": 0.345, "process_sys_mean": 0.03}, "verdict": "data-bound",
+               "suggestions": [{"id": "data_queue_empty", "text": "Queue empty in 25% of steps " + EVIL_SCRIPT,
+                                "evidence": {"empty_ratio": 0.25, EVIL: 1, "threshold": 0.3}}],
+               "timeline": {"file": f"cpu_timeline_display_{r}.json", "events": len(events), "truncated": False, "dropped": None},
+               "notes": ["note with " + EVIL], "not_applicable": ["AI Core metrics: CPU run"]}
+    with open(p(f"summary_{r}.json"), "w") as f:
+        json.dump(summary, f)
+    return profiler_dir
+
+
+# ---- a live server on a free port -------------------------------------------------------------------
+
+class Live:
+    def __init__(self, base):
+        from msprof_agent.viewer.server import make_server
+
+        self.server = make_server(str(base), "127.0.0.1", 0, quiet=True)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def get(self, path, raw=False):
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=30) as resp:
+                body = resp.read()
+                return resp.status, resp.headers, body if raw else body.decode("utf-8")
+        except urllib.error.HTTPError as exc:
+            body = exc.read()
+            return exc.code, exc.headers, body if raw else body.decode("utf-8")
+
+    def api(self, page, run, rank):
+        status, _, body = self.get(f"/api/page/{page}?" + urllib.parse.urlencode({"run": run, "rank": rank}))
+        assert status == 200, body
+        return json.loads(body)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def base(tmp_path):
+    root = tmp_path / "summary"
+    make_fixture(str(root / "job_a" / "profiler"), rank=0, steps=20)
+    make_fixture(str(root / "cluster" / "rank_0" / "profiler"), rank=0, steps=12, rank_size=2)
+    make_fixture(str(root / "cluster" / "rank_1" / "profiler"), rank=1, steps=12, rank_size=2, slow=1.5)
+    return root
+
+
+@pytest.fixture
+def live(base):
+    server = Live(base)
+    yield server
+    server.close()
+
+
+def test_lists_runs_at_any_depth_and_new_ones_without_restart(live, base):
+    status, _, body = live.get("/api/runs")
+    assert status == 200
+    assert json.loads(body) == [{"run": "cluster", "ranks": [0, 1]}, {"run": "job_a", "ranks": [0]}]
+    make_fixture(str(base / "deep" / "er" / "job_b" / "profiler"), rank=3)
+    runs = {r["run"]: r["ranks"] for r in json.loads(live.get("/api/runs")[2])}
+    assert runs["deep/er/job_b"] == [3]
+    status, _, page = live.get("/")
+    assert status == 200 and "deep/er/job_b" in page
+
+
+def test_overview_numbers_match_files(live, base):
+    d = base / "job_a" / "profiler"
+    page = live.api("overview", "job_a", 0)
+    rows = read_csv(str(d / "step_trace_raw_0_detail_time.csv"))
+    assert rows[-1][0] == "-"
+    assert page["step_trace"]["data"]["average"]["fp_and_bp"] == pytest.approx(float(rows[-1][7]) / 1e5)
+    assert len(page["step_trace"]["data"]["steps"]) == 20
+    assert page["summary"]["data"] == read_json(str(d / "summary_0.json"))
+    types = read_csv(str(d / "cpu_op_type_info_0.csv"))[1:]
+    assert [t["op_type"] for t in page["op_types"]["data"]] == [t[0] for t in sorted(types, key=lambda t: -float(t[3]))]
+    assert page["queue"]["data"]["stats"]["empty_ratio"] == pytest.approx(5 / 20)
+    assert page["timeline"]["data"]["num_of_ops"] == 20
+    status, _, html = live.get("/run/overview?run=job_a&rank=0")
+    assert status == 200
+    avg = page["step_trace"]["data"]["average"]
+    assert f'id="ov-step-fp_and_bp">{avg["fp_and_bp"]:.3f}<' in html
+    assert "25.0%" in html  # empty-queue ratio shown
+    assert "data-bound" in html
+
+
+def test_every_page_renders_for_every_rank(live):
+    for run, ranks in (("job_a", [0]), ("cluster", [0, 1])):
+        for rank in ranks:
+            for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
+                status, headers, body = live.get(f"/run/{page}?run={run}&rank={rank}")
+                assert status == 200, (page, body[:500])
+                assert "Cannot read" not in body and "not collected" not in body, (page, run)
+                assert "default-src 'none'" in headers["Content-Security-Policy"]
+
+
+def test_operators_flops_and_pipeline_and_resources(live, base):
+    ops = live.api("operators", "job_a", 0)
+    assert ops["flops"]["data"]["Default/network/MatMul-op1"] == [200.0, 3.0, 10.0, 0.25]
+    assert ops["flops_summary"]["data"]["FLOPs"] == 1234.5
+    html = live.get("/run/operators?run=job_a&rank=0")[2]
+    assert "MFLOPs (cube)" in html and 'data-v="200.0"' in html
+    dp = live.api("data", "job_a", 0)
+    # Batch is the last op and its input (Map's output queue) is full: the seed's rule marks it.
+    assert [b["op_id"] for b in dp["pipeline"]["data"]["bottlenecks"]] == [0]
+    assert 'class="op bottleneck" data-op-id="0"' in live.get("/run/data?run=job_a&rank=0")[2]
+    res = live.api("resources", "job_a", 0)
+    assert res["memory_details"]["data"][0]["peak"] == 1250.0
+    html = live.get("/run/resources?run=job_a&rank=0")[2]
+    assert 'id="mem-peak">1250.000<' in html and 'id="cpu-user">44.5<' in html and 'id="mem-rss">812.500<' in html
+
+
+def test_cluster_marks_the_slowest_rank(live):
+    cluster = live.api("cluster", "cluster", 0)
+    assert cluster["slowest"] == 1
+    html = live.get("/run/cluster?run=cluster&rank=0")[2]
+    assert "rank 1 (slowest)" in html
+
+
+def test_missing_files_say_not_collected(tmp_path):
+    root = tmp_path / "s"
+    d = root / "job" / "profiler"
+    make_fixture(str(d))
+    for name in os.listdir(d):
+        if not name.startswith(("profiler_info", "summary")):
+            os.remove(d / name)
+    server = Live(root)
+    try:
+        for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
+            status, _, body = server.get(f"/run/{page}?run=job&rank=0")
+            assert status == 200 and "not collected" in body, page
+    finally:
+        server.close()
+
+
+def test_malformed_and_half_written_files_show_errors_and_server_survives(live, base):
+    d = base / "job_a" / "profiler"
+    with open(d / "step_trace_raw_0_detail_time.csv") as f:
+        text = f.read()
+    with open(d / "step_trace_raw_0_detail_time.csv", "w") as f:
+        f.write(text[: len(text) // 2].rsplit("\n", 1)[0] + "\n")  # cut mid-run: the average row is gone
+    with open(d / "summary_0.json", "w") as f:
+        f.write('{"rank_id": 0, "framework": "mindsp')
+    with open(d / "cpu_op_type_info_0.csv", "wb") as f:
+        f.write(b"\xff\xfe\x00garbage")
+    with open(d / "minddata_cpu_utilization_0.json", "w") as f:
+        f.write("[1, 2")
+    for page in ("overview", "steps", "operators", "resources"):
+        status, _, body = live.get(f"/run/{page}?run=job_a&rank=0")
+        assert status == 200 and 'class="error"' in body, page
+    assert "average row" in live.get("/run/steps?run=job_a&rank=0")[2]
+    assert live.get("/api/runs")[0] == 200
+
+
+def test_path_escapes_are_refused(live, base, tmp_path):
+    secret = tmp_path / "secret"
+    make_fixture(str(secret / "profiler"))  # a run outside the base directory
+    os.symlink(secret, base / "linked")      # reachable only through a symlink
+    os.symlink("/etc/passwd", base / "job_a" / "profiler" / "summary_9.json")
+    runs = [r["run"] for r in json.loads(live.get("/api/runs")[2])]
+    assert "linked" not in runs
+    for path in ("/run/overview?run=..&rank=0", "/run/overview?run=../secret&rank=0", "/run/overview?run=%2e%2e%2fsecret&rank=0",
+                 "/run/overview?run=linked&rank=0", "/run/overview?run=%2Fetc&rank=0", "/run/overview?run=job_a/../..&rank=0",
+                 "/static/../../../../etc/passwd", "/static/%2e%2e/%2e%2e/etc/passwd", "/static/..%2fserver.py",
+                 "/../../etc/passwd", "/timeline?run=../secret", "/run/..%2f..%2fetc?run=job_a",
+                 "/run/overview?run=job_a&rank=0/../../etc", "/run/overview?run=job_a&rank=9"):
+        status, _, body = live.get(path)
+        assert status in (400, 404), path
+        assert "root:" not in body
+    with open(base / "job_a" / "profiler" / "profiler_info_9.json", "w") as f:
+        f.write("{}")  # rank 9 now exists, but its summary is a link to /etc/passwd
+    status, _, body = live.get("/run/overview?run=job_a&rank=9")
+    assert status == 200 and "root:" not in body and "refused" in body
+    status, _, _ = live.get("/run/overview?run=job_a&rank=0")
+    assert status == 200
+
+
+def test_writes_are_refused(live):
+    req = urllib.request.Request(live.url + "/run/overview?run=job_a&rank=0", data=b"x", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=10)
+    assert err.value.code == 405
+
+
+def test_run_folder_names_are_escaped(live, base):
+    make_fixture(str(base / EVIL / "profiler"))
+    status, _, body = live.get("/")
+    assert status == 200 and "<img" not in body and "&lt;img src=x onerror=alert(1)&gt;" in body
+    status, _, body = live.get("/run/overview?" + urllib.parse.urlencode({"run": EVIL, "rank": 0}))
+    assert status == 200 and "<img" not in body
+
+
+def test_profile_names_are_escaped_everywhere(live):
+    for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
+        body = live.get(f"/run/{page}?run=job_a&rank=0")[2]
+        assert "<img" not in body, page
+        assert "<script>alert" not in body and "</script><script>" not in body, page
+    overview = live.get("/run/overview?run=job_a&rank=0")[2]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in overview
+    assert "&lt;/script&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in overview  # suggestion text
+    ops = live.get("/run/operators?run=job_a&rank=0")[2]
+    assert ops.count("&lt;img src=x onerror=alert(1)&gt;") >= 2
+
+
+def test_timeline_download_filters(live, base):
+    status, headers, body = live.get("/timeline?run=cluster&ranks=0&ranks=1&kind=detail")
+    assert status == 200 and "attachment" in headers["Content-Disposition"]
+    events = json.loads(body)
+    names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {"Rank 0: Step Trace", "Rank 0: CPU ops", "Rank 1: Step Trace", "Rank 1: CPU ops"}
+    assert len({e["pid"] for e in events}) == 4 and 0 not in {e["pid"] for e in events}
+    assert sum(1 for e in events if e.get("ph") == "X") == 2 * 2 * 12
+    summary = json.loads(live.get("/timeline?run=cluster&ranks=1&kind=summary")[2])
+    assert {e["args"]["name"] for e in summary if e.get("name") == "process_name"} == {"Rank 1: Step Trace"}
+    assert sum(1 for e in summary if e.get("ph") == "X") == 12
+    assert len({e["tid"] for e in summary if e.get("ph") == "X"}) == 2
+    merged = json.loads(live.get("/timeline?run=cluster&ranks=1&kind=summary&merge=1")[2])
+    assert len({e["tid"] for e in merged if e.get("ph") == "X"}) == 1
+    assert sum(1 for e in merged if e.get("name") == "thread_name") == 1
+    assert live.get("/timeline?run=cluster&ranks=5")[0] == 404
+    assert live.get("/timeline?run=cluster&kind=bogus")[0] == 400
+
+
+def test_static_plotly_is_served_from_the_package(live):
+    status, headers, body = live.get("/static/plotly.min.js", raw=True)
+    assert status == 200 and b"plotly.js" in body[:200] and "javascript" in headers["Content-Type"]
+
+
+def test_report_is_one_offline_file(tmp_path):
+    from msprof_agent.viewer import write_report
+
+    d = make_fixture(str(tmp_path / "run" / "profiler"), rank=0)
+    path = write_report(d, 0)
+    assert os.path.basename(path) == "report_0.html"
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert "<script src" not in text and "<link" not in text and "@import" not in text
+    assert "Plotly" in text and "msprof-charts" in text
+    assert "<img" not in text.split("<script>", 1)[0]
+    for title in ("Overview", "Step trace", "Operators", "Resources"):
+        assert f">{title}</h1>" in text
+    assert 'href="cpu_timeline_display_0.json"' in text
+
+
+def test_report_without_plotly_still_has_tables(tmp_path, monkeypatch):
+    from msprof_agent.viewer import server, write_report
+
+    monkeypatch.setattr(server, "plotly_js_path", lambda: None)
+    d = make_fixture(str(tmp_path / "p"), rank=2)
+    with open(write_report(d, 2), encoding="utf-8") as f:
+        text = f.read()
+    assert "plotly is not installed" in text and 'id="op-detail"' in text
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_view_binds_loopback_and_warns_otherwise(base):
+    for host, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
+        port = _free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "msprof_agent", "view", "--summary-base-dir", str(base), "--host", host,
+                                 "--port", str(port)], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        try:
+            lines = []
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                line = proc.stderr.readline()
+                lines.append(line)
+                if "serving" in line or not line:
+                    break
+            text = "".join(lines)
+            assert "serving" in text, text
+            assert ("WARNING" in text) == warned, text
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs", timeout=10) as resp:
+                assert resp.status == 200
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_cli_view_refuses_a_missing_directory(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "view", "--summary-base-dir", str(tmp_path / "nope"), "--port", "0"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+# ---- real profiled runs -----------------------------------------------------------------------------
+
+def _analysis_ready():
+    try:
+        from msprof_agent import analysis  # noqa: F401
+    except ImportError as exc:
+        return f"msprof_agent.analysis is not there yet ({exc})"
+    return None
+
+
+def profiled_run(example, out, extra_env=None, args=()):
+    """Profile one bundled example under the hook; return the analysed runs found under ``out``."""
+    from msprof_agent.viewer.data import scan
+
+    script = os.path.join(EXAMPLES, example)
+    if not os.path.isfile(script):
+        pytest.skip(f"examples/{example} is not there yet")
+    reason = _analysis_ready()
+    if reason:
+        pytest.skip(reason)
+    proc = run_script([script, *args], options={"start": True, "output_path": str(out)}, extra_env=extra_env, cwd=str(out.parent))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return scan(str(out))
+
+
+def _check_real_run(base, run, rank):
+    """Every page of a real run renders; the numbers the API shows are the numbers in the files."""
+    server = Live(base)
+    try:
+        directory = run.ranks[rank]
+        summary = read_json(os.path.join(directory, f"summary_{rank}.json"))
+        overview = server.api("overview", run.id, rank)
+        assert overview["summary"]["data"] == summary
+        st = overview["step_trace"]
+        if st["status"] == "ok":
+            rows = read_csv(os.path.join(directory, f"step_trace_raw_{rank}_detail_time.csv"))
+            assert st["data"]["average"]["total"] == pytest.approx(float(rows[-1][3]) / 1e5)
+            assert len(st["data"]["steps"]) == len(rows) - 2
+        else:
+            assert st["status"] == "missing"
+        for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
+            status, _, body = server.get(f"/run/{page}?" + urllib.parse.urlencode({"run": run.id, "rank": rank}))
+            assert status == 200 and 'class="error"' not in body, (page, body[:2000])
+        status, _, body = server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "detail"}))
+        assert status == 200 and isinstance(json.loads(body), list)
+        report = os.path.join(directory, f"report_{rank}.html")
+        if not os.path.isfile(report):
+            from msprof_agent.viewer import write_report
+
+            report = write_report(directory, rank)
+        assert os.path.getsize(report) > 0
+    finally:
+        server.close()
+
+
+@pytest.mark.mindspore
+def test_real_mindspore_run(tmp_path):
+    out = tmp_path / "prof"
+    runs = profiled_run("mindspore_lenet.py", out)
+    assert len(runs) == 1
+    run = next(iter(runs.values()))
+    _check_real_run(str(out), run, min(run.ranks))
+
+
+@pytest.mark.torch
+def test_real_torch_run(tmp_path):
+    out = tmp_path / "prof"
+    runs = profiled_run("torch_cnn.py", out)
+    assert len(runs) == 1
+    run = next(iter(runs.values()))
+    _check_real_run(str(out), run, min(run.ranks))
+
+
+@pytest.mark.torch
+def test_real_torch_two_ranks(tmp_path):
+    """Two ranks joined in a gloo group; rank 1 sleeps each step, so the cluster page must mark it slowest."""
+    from conftest import hook_env
+    from msprof_agent.viewer.data import scan
+
+    script = os.path.join(EXAMPLES, "torch_cnn.py")
+    if not os.path.isfile(script):
+        pytest.skip("examples/torch_cnn.py is not there yet")
+    reason = _analysis_ready()
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "prof"
+    port = _free_port()
+    procs = []
+    for rank in (0, 1):
+        env = hook_env({"start": True, "output_path": str(out)},
+                       {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        procs.append(subprocess.Popen([sys.executable, script, "--sleep-rank", "1", "--sleep-ms", "30"], env=env, cwd=str(tmp_path),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    runs = scan(str(out))
+    assert len(runs) == 1, runs
+    run = next(iter(runs.values()))
+    assert sorted(run.ranks) == [0, 1]
+    for rank in run.ranks:
+        _check_real_run(str(out), run, rank)
+    server = Live(out)
+    try:
+        cluster = server.api("cluster", run.id, 0)
+        assert cluster["slowest"] == 1
+        written = os.path.join(run.ranks[0], "cluster_summary.json")  # the analysis' own verdict, when it writes one
+        if os.path.isfile(written):
+            assert read_json(written)["slowest_rank"] == 1
+        assert "rank 1 (slowest)" in server.get("/run/cluster?" + urllib.parse.urlencode({"run": run.id, "rank": 0}))[2]
+        events = json.loads(server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "summary"}))[2])
+        names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        assert {"Rank 0: Step Trace", "Rank 1: Step Trace"} <= names
+    finally:
+        server.close()

@@ -1,0 +1,287 @@
+"""The viewer in headless Chromium (Debian's /usr/bin/chromium driven by Playwright; scripts/install_browser.sh
+installs both). Opens every page, reads the numbers shown and compares them with the files, searches, picks a
+step, downloads a timeline, and checks that hostile names never run. Screenshots of each page are kept in
+$MSPROF_TEST_ARTIFACTS/viewer (default: a new /tmp/msprof-viewer-screenshots-* dir, printed at the start of the run).
+"""
+import json
+import os
+import tempfile
+import urllib.parse
+
+import pytest
+
+from conftest import EXAMPLES, read_csv, read_json, run_script
+from test_viewer import EVIL, Live, make_fixture
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
+
+if not os.access(CHROMIUM, os.X_OK):
+    pytest.skip(f"{CHROMIUM} is not installed (scripts/install_browser.sh installs it)", allow_module_level=True)
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:
+    pytest.skip("playwright is not installed (scripts/install_browser.sh installs it)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def artifacts(request):
+    """Not a pytest tmp dir: those rotate away after three runs, and these are kept for people to look at."""
+    root = os.environ.get("MSPROF_TEST_ARTIFACTS")
+    path = os.path.join(root, "viewer") if root else tempfile.mkdtemp(prefix="msprof-viewer-screenshots-")
+    os.makedirs(path, exist_ok=True)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter:
+        reporter.write_line(f"viewer screenshots: {path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+class Tab:
+    """A page that records script errors and dialogs (an alert would mean injected script ran)."""
+
+    def __init__(self, browser, url):
+        self.context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+        self.page = self.context.new_page()
+        self.errors, self.dialogs = [], []
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        self.page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
+        self.page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
+        self.url = url
+
+    def open(self, path):
+        self.page.goto(self.url + path)
+        self.page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        return self.page
+
+    def text(self, selector):
+        return self.page.inner_text(selector).strip()
+
+    def close(self):
+        self.context.close()
+
+
+def _q(run, rank):
+    return urllib.parse.urlencode({"run": run, "rank": rank})
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    """A profiled MindSpore LeNet run, analysed by msprof_agent.analysis; skipped until both exist."""
+    script = os.path.join(EXAMPLES, "mindspore_lenet.py")
+    if not os.path.isfile(script):
+        pytest.skip("examples/mindspore_lenet.py is not there yet")
+    try:
+        from msprof_agent import analysis  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"msprof_agent.analysis is not there yet ({exc})")
+    base = tmp_path_factory.mktemp("real")
+    out = base / "lenet"
+    proc = run_script([script, "--quiet", "--steps", "12"], options={"start": True, "output_path": str(out)}, cwd=str(base))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from msprof_agent.viewer.data import scan
+
+    runs = scan(str(base))
+    assert list(runs) == ["lenet"], runs
+    return base, runs["lenet"]
+
+
+@pytest.fixture(scope="module")
+def real_live(real_run):
+    server = Live(real_run[0])
+    yield server, real_run[1]
+    server.close()
+
+
+def test_real_run_pages_show_the_numbers_in_the_files(browser, real_live, artifacts):
+    server, run = real_live
+    directory = run.ranks[0]
+    tab = Tab(browser, server.url)
+    try:
+        page = tab.open("/")
+        assert tab.text("#runs tbody tr td") == "lenet"
+        page.screenshot(path=os.path.join(artifacts, "index.png"), full_page=True)
+        for name in PAGES:
+            page = tab.open(f"/run/{name}?{_q(run.id, 0)}")
+            assert page.locator(".error").count() == 0, name
+            page.screenshot(path=os.path.join(artifacts, f"real_{name}.png"), full_page=True)
+        summary = read_json(os.path.join(directory, "summary_0.json"))
+        rows = read_csv(os.path.join(directory, "step_trace_raw_0_detail_time.csv"))
+        average = rows[-1]
+        tab.open(f"/run/overview?{_q(run.id, 0)}")
+        assert tab.text("#ov-step-fp_and_bp") == f"{float(average[7]) / 1e5:.3f}"
+        assert tab.text("#ov-step-iteration_interval") == f"{float(average[6]) / 1e5:.3f}"
+        assert tab.text("[data-stat=mean]") == f"{summary['step_time_ms']['mean']:.3f}"
+        assert tab.text(".verdict") == summary["verdict"]
+        assert tab.page.locator("#chart-ov-step .main-svg").count() >= 1
+        assert tab.page.locator(".suggestion").count() == len(summary["suggestions"])
+        types = read_csv(os.path.join(directory, "cpu_op_type_info_0.csv"))[1:]
+        top = max(types, key=lambda t: float(t[3]))
+        assert tab.text("#overview-optypes tbody tr td") == top[0]
+        tab.open(f"/run/operators?{_q(run.id, 0)}")
+        details = read_csv(os.path.join(directory, "cpu_op_detail_info_0.csv"))[1:]
+        assert tab.page.locator("#op-detail tbody tr").count() == len(details)
+        assert tab.page.locator("#op-types tbody tr").count() == len(types)
+        cpu = read_json(os.path.join(directory, "minddata_cpu_utilization_0.json"))
+        tab.open(f"/run/resources?{_q(run.id, 0)}")
+        user = cpu["device_info"]["user_utilization"]
+        assert tab.text("#cpu-user") == f"{sum(user) / len(user):.1f}"
+        assert tab.errors == [] and tab.dialogs == []
+    finally:
+        tab.close()
+
+
+def _fuzzy(query, text):
+    it = iter(text)
+    return all(ch in it for ch in query)
+
+
+def test_search_and_type_click(browser, real_live, artifacts):
+    server, run = real_live
+    details = read_csv(os.path.join(run.ranks[0], "cpu_op_detail_info_0.csv"))[1:]
+    tab = Tab(browser, server.url)
+    try:
+        page = tab.open(f"/run/operators?{_q(run.id, 0)}")
+        page.click("button[data-tab=tab-ops]")
+        for query in ("cnv2d", "matmul", "bckpinp", "zzzz"):
+            page.fill("#op-search", query)
+            expected = sum(1 for r in details if _fuzzy(query, (r[2] + r[1] + r[3]).lower()))
+            assert page.locator("#op-detail tbody tr:visible").count() == expected, query
+        page.fill("#op-search", "cnv2d")
+        page.screenshot(path=os.path.join(artifacts, "real_operators_search.png"), full_page=True)
+        page.fill("#op-search", "")
+        page.click("button[data-tab=tab-types]")
+        page.click("#op-types tbody tr >> nth=0")  # the seed: a type row lists that type's ops
+        first_type = page.input_value("#op-search")
+        shown = page.locator("#op-detail tbody tr:visible td[data-col=op_type]").all_inner_texts()
+        assert shown and all(_fuzzy(first_type.lower(), t.lower()) or first_type.lower() in t.lower() for t in shown)
+        page.click("#op-detail thead th[data-col=total_ms]")  # sort ascending by total after one click (desc) and a second
+        page.click("#op-detail thead th[data-col=total_ms]")
+        values = [float(v) for v in page.locator("#op-detail tbody tr:visible td[data-col=total_ms]").evaluate_all(
+            "cells => cells.map(c => c.getAttribute('data-v'))")]
+        assert values == sorted(values)
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def test_pick_a_step(browser, real_live, artifacts):
+    server, run = real_live
+    rows = read_csv(os.path.join(run.ranks[0], "step_trace_raw_0_detail_time.csv"))
+    tab = Tab(browser, server.url)
+    try:
+        page = tab.open(f"/run/steps?{_q(run.id, 0)}")
+        assert tab.text("#st-total") == f"{float(rows[-1][3]) / 1e5:.3f}"
+        step = rows[3]
+        page.select_option("#step-pick", step[0])
+        assert tab.text("#st-total") == f"{float(step[3]) / 1e5:.3f}"
+        assert tab.text("#st-fp_and_bp") == f"{float(step[7]) / 1e5:.3f}"
+        assert tab.text("#st-start") == f"{(int(step[1]) - int(rows[1][1])) / 1e5:.3f}"
+        assert tab.text("#st-fp") == f"{(int(step[4]) - int(step[1])) / 1e5:.3f}"
+        assert page.locator("#chart-st-bar .gtitle").text_content() == f"Step {step[0]}"
+        page.screenshot(path=os.path.join(artifacts, "real_steps_picked.png"), full_page=True)
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def test_download_a_timeline_that_parses(browser, real_live, tmp_path):
+    server, run = real_live
+    directory = run.ranks[0]
+    source = json.load(open(os.path.join(directory, read_json(os.path.join(directory, "summary_0.json"))["timeline"]["file"])))
+    tab = Tab(browser, server.url)
+    try:
+        page = tab.open(f"/run/overview?{_q(run.id, 0)}")
+        page.check("input[name=kind][value=detail]")
+        with page.expect_download() as info:
+            page.click("#timeline-download")
+        path = tmp_path / "timeline.json"
+        info.value.save_as(str(path))
+        events = json.load(open(path))
+        assert len(events) == len(source)
+        assert sorted(e["name"] for e in events if e.get("ph") == "X") == sorted(e["name"] for e in source if e.get("ph") == "X")
+        page.check("input[name=kind][value=summary]")
+        with page.expect_download() as info:
+            page.click("#timeline-download")
+        info.value.save_as(str(path))
+        summary = json.load(open(path))
+        assert 0 < len(summary) < len(events)
+        assert all(e["args"]["name"].startswith("Rank 0: ") for e in summary if e.get("name") == "process_name")
+    finally:
+        tab.close()
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hostile")
+    make_fixture(str(base / "evil" / "rank_0" / "profiler"), rank=0, steps=15, rank_size=2)
+    make_fixture(str(base / "evil" / "rank_1" / "profiler"), rank=1, steps=15, rank_size=2, slow=1.4)
+    make_fixture(str(base / EVIL / "profiler"), rank=0, steps=5)  # a run whose folder name is markup
+    server = Live(base)
+    yield base, server
+    server.close()
+
+
+def test_hostile_names_never_run_and_show_as_text(browser, hostile, artifacts):
+    base, server = hostile
+    tab = Tab(browser, server.url)
+    try:
+        for rank in (0, 1):
+            for name in PAGES:
+                page = tab.open(f"/run/{name}?{_q('evil', rank)}")
+                page.wait_for_timeout(100)
+                assert page.locator("img[src=x]").count() == 0, name
+                if rank == 0:
+                    page.screenshot(path=os.path.join(artifacts, f"fixture_{name}.png"), full_page=True)
+        page = tab.open(f"/run/operators?{_q('evil', 0)}")
+        page.click("button[data-tab=tab-ops]")
+        page.fill("#op-search", "img")
+        assert EVIL in page.locator("#op-detail tbody tr:visible td[data-col=op_name]").all_inner_texts()
+        page = tab.open(f"/run/overview?{_q('evil', 0)}")
+        assert "</script><script>alert(2)</script>" in tab.text(".suggestion p")
+        page.hover("#chart-ov-oppie .slice >> nth=0")
+        page = tab.open(f"/run/cluster?{_q('evil', 0)}")
+        assert "slowest" in tab.text("#cluster-ranks")
+        page = tab.open("/")
+        assert EVIL in page.locator("#runs tbody td").all_inner_texts()
+        page.click(f"#runs tbody tr[data-run='{EVIL}'] a")
+        page.wait_for_selector("body[data-ready='1']")
+        assert tab.text(".run-id") == EVIL and page.locator("img[src=x]").count() == 0
+        assert tab.dialogs == [] and tab.errors == []
+    finally:
+        tab.close()
+
+
+def test_report_opens_offline(browser, tmp_path, artifacts):
+    from msprof_agent.viewer import write_report
+
+    report = write_report(make_fixture(str(tmp_path / "profiler"), rank=0), 0)
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, offline=True)
+    requests, dialogs, errors = [], [], []
+    try:
+        page = context.new_page()
+        page.on("request", lambda req: requests.append(req.url))
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto("file://" + report)
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        assert page.locator(".js-plotly-plot").count() >= 6
+        assert page.locator("img[src=x]").count() == 0
+        step = read_csv(os.path.join(os.path.dirname(report), "step_trace_raw_0_detail_time.csv"))[3]
+        page.select_option("#step-pick", step[0])
+        assert page.inner_text("#st-total").strip() == f"{float(step[3]) / 1e5:.3f}"
+        page.screenshot(path=os.path.join(artifacts, "report.png"), full_page=True)
+        assert [u for u in requests if not u.startswith(("file:", "data:", "blob:"))] == []
+        assert dialogs == [] and errors == []
+    finally:
+        context.close()
+
