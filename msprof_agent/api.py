@@ -17,27 +17,31 @@ from .options import OptionsError, from_mapping
 class Profiler:
     def __init__(self, start_profile=True, output_path="./data", **options):
         self.options = from_mapping(dict(options, output_path=output_path))
-        try:
-            os.makedirs(os.path.join(self.options.output_path, "profiler"), exist_ok=True)
-        except OSError as exc:
-            raise OptionsError(f'key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
-                               "accepted: a directory this process can create and write") from None
         self._session = self._attach_session()
         self._run = self._session.run
         self._run.explicit = True
         if start_profile:
             self.start()
 
+    def _writable_output(self):
+        try:
+            os.makedirs(os.path.join(self.options.output_path, "profiler"), exist_ok=True)
+        except OSError as exc:
+            raise OptionsError(f'key "output_path": cannot write to {self.options.output_path!r} ({exc.strerror}); '
+                               "accepted: a directory this process can create and write") from None
+
     def _attach_session(self):
         current = S.current()
         if current is None:
+            self._writable_output()
             from .frameworks import install_post_import_hooks
 
             current = S.start(self.options, origin="api")
             install_post_import_hooks(current)  # fires at once for frameworks imported already
             return current
         run = current.run
-        if run is None or run.state == S.ANALYSED:
+        if run.state == S.ANALYSED or (run.origin == "dynamic" and not run.intervals):
+            self._writable_output()
             current.open_run(self.options, "api")
         elif run.origin == "env" and run.explicit is False:
             where = "" if run.options.output_path == self.options.output_path else \

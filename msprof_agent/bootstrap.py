@@ -3,6 +3,9 @@
 What happens after bad input: the one-line error names the key, the value and what is accepted,
 and profiling stays **off** for that process; the job runs as if the agent were absent. We never
 guess at settings the user did not write (a typo'd ``output_path`` must not scatter files).
+
+``MSPROF_DYNAMIC_CFG=DIR`` (with or without the variable) starts the dynamic monitor on the
+session's own step boundaries: zero-code Method 3, windows set by editing ``DIR/profiler_config.json``.
 """
 import os
 
@@ -30,10 +33,10 @@ def activate_from_environment():
     dynamic_cfg = os.environ.get("MSPROF_DYNAMIC_CFG")
     if not opts.start and not dynamic_cfg:
         return None
-    probe_dir = os.path.join(opts.output_path, "profiler") if opts.start else opts.output_path
+    profiler_dir = os.path.join(opts.output_path, "profiler")
     try:
-        os.makedirs(probe_dir, exist_ok=True)
-        probe = os.path.join(probe_dir, f".write-test-{os.getpid()}")
+        os.makedirs(profiler_dir, exist_ok=True)
+        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
         with open(probe, "wb"):
             pass
         os.remove(probe)
@@ -44,7 +47,7 @@ def activate_from_environment():
     from . import session
     from .frameworks import install_post_import_hooks
 
-    current = session.start(opts, origin="env" if opts.start else "dynamic", run=opts.start)
+    current = session.start(opts, origin="env" if opts.start else "dynamic")
     if dynamic_cfg:
         _start_dynamic_monitor(current, dynamic_cfg, opts.output_path)
     install_post_import_hooks(current)

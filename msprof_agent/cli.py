@@ -92,8 +92,12 @@ def cmd_run(args):
 def cmd_analyse(args):
     from .analysis import offline_analyse
 
-    step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None
-    offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True)
+    try:
+        step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None
+        offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True)
+    except (ValueError, FileNotFoundError) as exc:
+        log.say(f"analyse: {exc}")
+        return 2
     return 0
 
 

@@ -129,7 +129,7 @@ class DynamicProfilerMonitor:
         from .frameworks import install_post_import_hooks
 
         base = from_mapping({"output_path": self.output_path})
-        current = S.start(base, origin="dynamic", run=False)
+        current = S.start(base, origin="dynamic")  # its run keeps the step timing and lists the windows
         install_post_import_hooks(current)
         return current
 

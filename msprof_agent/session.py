@@ -54,6 +54,8 @@ class Collection:
         self.intervals = []  # [start_ns, stop_ns or None] per recording
         self.summary = None
         self.info = {}  # what the owner wants remembered (trigger, steps) for listings
+        self.keep_steps = set()  # steps outside the window whose records it keeps (a slow step that triggered it)
+        self.collected = set()  # numbers of the window's steps
         self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
         self.writer.add(dict(meta, k="meta", origin=origin, options=options.to_dict()))
 
@@ -68,7 +70,7 @@ class Collection:
 
 
 class Session:
-    def __init__(self, options, origin, run=True):
+    def __init__(self, options, origin):
         self.options = options  # live: device sessions read it at start(); a window applies its own keys
         self._base_options = copy.copy(options)
         self.origin = origin
@@ -83,11 +85,12 @@ class Session:
             "started_ns": self.started_ns, "host": platform.node(), "python": platform.python_version(),
             "argv": list(sys.argv), "device_target": "CPU",
         }
-        self.run = Collection(self.meta, options, os.path.join(options.output_path, "profiler"), origin) if run else None
+        self.run = Collection(self.meta, options, os.path.join(options.output_path, "profiler"), origin)
         self.owner = None  # the collection recording now
         self.listeners = []  # objects with step_opened(n, start_ns) / step_closed(step) (dynamic monitor, policies)
         self.background = []  # analyses running in their own process
         self._awaiting = []  # stopped collections analysed once the open step they hold closes
+        self.window_log = []  # windows collected into their own folders, for the run's summary
         self.steps = StepRecorder(self._step_opened, self._step_closed)
         self._cpu = None
 
@@ -98,16 +101,15 @@ class Session:
 
     @property
     def profiler_dir(self):
-        """The run's folder; without a run (dynamic only), where device sessions keep scratch files."""
-        return self.run.profiler_dir if self.run else os.path.join(self._base_options.output_path, "profiler")
+        return self.run.profiler_dir
 
     @property
     def state(self):
-        return self.run.state if self.run else IDLE
+        return self.run.state
 
     @property
     def summary(self):
-        return self.run.summary if self.run else None
+        return self.run.summary
 
     @property
     def recording(self):
@@ -115,6 +117,9 @@ class Session:
 
     def open_run(self, options, origin):
         """A new run in a new folder (the API after an earlier run was analysed, or on a dynamic-only session)."""
+        if self.run.state != ANALYSED:
+            self.run.state = ANALYSED
+            self.run.writer.close()
         self.run = Collection(self.meta, options, os.path.join(options.output_path, "profiler"), origin)
         return self.run
 
@@ -159,7 +164,7 @@ class Session:
         if self.disabled or self.finished:
             return
         run = self.run
-        if run is not None and run.state == IDLE and not run.explicit and run.options.start and self.owner is None:
+        if run.state == IDLE and not run.explicit and run.options.start and self.owner is None:
             stop = run.options.stop_step
             if n >= run.options.start_step and (stop is None or n <= stop):
                 self.start_recording(run, at_ns=start_ns)
@@ -173,9 +178,13 @@ class Session:
         if self.disabled or self.finished:
             return
         for c in self._live():
-            c.writer.add(dict(step, win=c.contains(step)))
+            win = c.contains(step)
+            if win:
+                c.collected.add(step["n"])
+            if win or c is self.run or step["n"] in c.keep_steps:  # a window's store holds its own steps
+                c.writer.add(dict(step, win=win))
         run = self.run
-        if self.owner is run and run is not None and not run.explicit and run.options.stop_step is not None \
+        if self.owner is run and not run.explicit and run.options.stop_step is not None \
                 and step["n"] >= run.options.stop_step:
             self.stop_recording()
         for c in list(self._awaiting):
@@ -275,11 +284,15 @@ class Session:
         if self.owner is c:
             self.stop_recording()
         c.state = ANALYSED
-        if not c.intervals:
+        listing = self.window_log if c is self.run else None
+        if not c.intervals and not listing:
             c.writer.abandon()
             return None
         c.writer.add({"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed})
         c.writer.close()
+        if c is not self.run:
+            self.window_log.append(dict(c.info, dir=os.path.dirname(c.profiler_dir), analyse_mode=c.analyse_mode,
+                                        steps=sorted(c.collected)))
         if c.analyse_mode is None:
             log.say(f"raw data kept in {c.profiler_dir} (no online analysis); analyse it with: msprof-agent analyse {c.profiler_dir}")
             return None
@@ -289,7 +302,19 @@ class Session:
         from .analysis import analyse_rank
 
         c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=True)
+        if listing:
+            self._list_windows(c)
         return c.summary
+
+    def _list_windows(self, run):
+        """The run's summary lists the windows collected into their own folders, and what triggered each."""
+        from .writers import write_json
+
+        run.summary["windows"] = list(self.window_log)
+        write_json(os.path.join(run.profiler_dir, f"summary_{run.options.rank_id}.json"), run.summary)
+        for w in self.window_log:
+            log.say(f"  window      steps {w['steps'][0] if w['steps'] else '-'}..{w['steps'][-1] if w['steps'] else '-'} "
+                    f"({w.get('trigger', 'window')}) -> {w['dir']}")
 
     def _analyse_in_background(self, c):
         """A separate process, so training keeps its CPU time and the GIL; its table goes to our stderr."""
@@ -331,9 +356,7 @@ class Session:
                     finish(reason)
                 except Exception as exc:
                     log.report_error("a step listener at the end", exc)
-        summary = None
-        if self.run is not None:
-            summary = self._analyse_now(self.run, reason)
+        summary = self._analyse_now(self.run, reason)
         if reason == "exit":
             self.wait_for_background()
         return summary
@@ -348,12 +371,12 @@ class Session:
                 c.writer.abandon()
 
 
-def start(options, origin, run=True):
+def start(options, origin):
     """Create the process's session (once) and the exit, signal and fork hooks that protect its data."""
     global _current
     if _current is not None:
         return _current
-    _current = Session(options, origin, run=run)
+    _current = Session(options, origin)
     _install_process_hooks()
     return _current
 

@@ -467,19 +467,11 @@ def _check_real_run(base, run, rank):
         server.close()
 
 
-@pytest.mark.mindspore
-def test_real_mindspore_run(tmp_path):
+@pytest.mark.parametrize("script", [pytest.param("mindspore_lenet.py", marks=pytest.mark.mindspore),
+                                    pytest.param("torch_cnn.py", marks=pytest.mark.torch)])
+def test_real_run(script, tmp_path):
     out = tmp_path / "prof"
-    runs = profiled_run("mindspore_lenet.py", out)
-    assert len(runs) == 1
-    run = next(iter(runs.values()))
-    _check_real_run(str(out), run, min(run.ranks))
-
-
-@pytest.mark.torch
-def test_real_torch_run(tmp_path):
-    out = tmp_path / "prof"
-    runs = profiled_run("torch_cnn.py", out)
+    runs = profiled_run(script, out)
     assert len(runs) == 1
     run = next(iter(runs.values()))
     _check_real_run(str(out), run, min(run.ranks))

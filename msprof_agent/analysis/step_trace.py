@@ -82,6 +82,12 @@ def find_points(step, idx, ops, marks):
         bp = step.get("bp") or finish
     fp = min(max(fp, begin), finish)
     bp = min(max(bp, fp), finish)
+    if len(idx) and fp_op is None:  # host markers set the points; name the ops next to them for point info
+        after = _first_index(ops["start"][idx] >= fp)
+        fp_op = ops["name"][idx[after]] if after is not None else None
+    if len(idx) and bp_op is None:
+        before = _last_index(ops["start"][idx] + ops["dur"][idx] <= bp)
+        bp_op = ops["name"][idx[before]] if before is not None else None
     return Points(fp, bp, fp_op, bp_op)
 
 
@@ -138,8 +144,10 @@ def write(data, ctx):
     meta = data.meta
     result = compute(data, meta.get("options", {}).get("fp_start"), meta.get("options", {}).get("bp_end"))
     rows = result["rows"]
-    table = [[r["n"], r["start"] // 10, r["end"] // 10, r["total"] // 10, r["fp"] // 10, r["bp"] // 10,
-              r["interval"] // 10, r["fp_and_bp"] // 10, r["tail"] // 10] for r in rows]
+    table = []
+    for r in rows:  # points to 10 ns first, then differences, so the stages add up exactly
+        start, end, fp, bp = r["start"] // 10, r["end"] // 10, r["fp"] // 10, r["bp"] // 10
+        table.append([r["n"], start, end, end - start, fp, bp, fp - start, bp - fp, end - bp])
     if table:
         means = np.array([row[1:] for row in table], dtype=np.float64).mean(axis=0)
         table.append(["-"] + [f"{v:.2f}" for v in means])

@@ -47,35 +47,30 @@ def _fixed_events(data, stages):
     return events
 
 
-def _op_selection(data, budget_bytes, fixed_bytes):
-    """Indices of the ops kept under the size budget: longest first when it must cut."""
-    count = data.op_count
-    if not count:
-        return np.arange(0), 0
-    sample = min(count, 200)
-    per_event = max(len(_op_events_json(data, np.arange(sample))) / sample, 1.0)
-    room = int(max(budget_bytes - fixed_bytes, 0) / per_event)
-    if room >= count:
-        return np.arange(count), 0
-    keep = np.sort(np.argpartition(-data.ops["dur"], room - 1)[:room]) if room > 0 else np.arange(0)
-    return keep, count - room
+def _select_within(parts, durations, budget):
+    """Indices of the op events kept under the byte budget: when it must cut, the longest ops stay."""
+    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1  # +1 for the comma
+    if lengths.sum() <= budget:
+        return np.arange(len(parts))
+    order = np.argsort(-durations, kind="stable")
+    return np.sort(order[np.cumsum(lengths[order]) <= budget])
 
 
-def _op_events_json(data, index):
-    """The ops as comma-joined Trace Event objects, built as text from cached per-op-kind prefixes.
+def _op_event_texts(data):
+    """One Trace Event object text per op, built from cached per-op-kind prefixes.
 
     Millions of dicts for orjson would cost several times more, and names repeat every step. Times
     are exact microseconds with three decimals: a float would round epoch times.
     """
-    if not len(index):
-        return b""
+    if not data.op_count:
+        return []
     ops = data.ops
     dumps = orjson.dumps
     prefixes = {}
     parts = []
-    columns = (ops["name_id"][index].tolist(), ops["type_id"][index].tolist(), (ops["device"][index] == "cuda").tolist(),
-               ops["tid"][index].tolist(), ops["start"][index].tolist(), ops["dur"][index].tolist(),
-               ops["step"][index].tolist(), ops["shape"][index].tolist())
+    columns = (ops["name_id"].tolist(), ops["type_id"].tolist(), (ops["device"] == "cuda").tolist(),
+               ops["tid"].tolist(), ops["start"].tolist(), ops["dur"].tolist(),
+               ops["step"].tolist(), ops["shape"].tolist())
     for name_id, type_id, cuda, tid, start, dur, step, shape in zip(*columns):
         key = (name_id, type_id, cuda, tid)
         prefix = prefixes.get(key)
@@ -87,27 +82,28 @@ def _op_events_json(data, index):
         shape_text = "" if shape is None else f',"shape":{dumps(shape).decode()}'
         parts.append(f'{prefix[0]}{start // 1000}.{start % 1000:03d},"dur":{dur // 1000}.{dur % 1000:03d},'
                      f'"args":{{"step":{step}{prefix[1]}{shape_text}}}}}')
-    return ",".join(parts).encode()
+    return parts
 
 
 def write(data, ctx, stages):
     prefix = file_prefix(data.meta.get("device_target", "CPU"))
     limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
     fixed = _fixed_events(data, stages)
-    fixed_bytes = len(orjson.dumps(fixed))
-    keep, dropped = _op_selection(data, limit_mb * 1_000_000 * 0.98, fixed_bytes)
-    op_text = _op_events_json(data, keep)
-    name = f"{prefix}_timeline_display_{ctx.rank}.json"
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)
-    if op_text:
-        payload = payload[:-1] + b"," + op_text + b"]"
+    parts = _op_event_texts(data)
+    keep = _select_within(parts, data.ops["dur"], limit_mb * 1_000_000 - len(payload)) if parts else np.arange(0)
+    dropped = len(parts) - len(keep)
+    if len(keep):
+        payload = payload[:-1] + b"," + ",".join([parts[i] for i in keep.tolist()]).encode() + b"]"
+    del parts
+    name = f"{prefix}_timeline_display_{ctx.rank}.json"
     write_bytes(ctx.path(name), payload)
     threads = set(data.ops["tid"][keep].tolist()) if len(keep) else set()
     names = data.ops["name"][keep][:10000].tolist() if len(keep) else []
     dropped_text = None
     if dropped:
         shortest_kept = float(data.ops["dur"][keep].min()) / 1000.0 if len(keep) else 0.0
-        dropped_text = (f"timeline_limit {limit_mb} MB: dropped the {dropped} shortest ops (all under {shortest_kept:.1f} us); "
+        dropped_text = (f"timeline_limit {limit_mb} MB: dropped the {dropped} shortest ops (each no longer than {shortest_kept:.1f} us); "
                         "the op tables still count every op")
         ctx.notes.append(dropped_text)
     span = (stages[-1]["end"] - stages[0]["start"]) / 1e6 if stages else 0.0

@@ -338,39 +338,29 @@ PAGE_SECTIONS = {
 PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
 
 
+# Each section: the contract files that may hold it (first present wins) and its parser.
+SECTIONS = {
+    "info": (("profiler_info_{r}.json",), _json),
+    "summary": (("summary_{r}.json",), _json),
+    "step_trace": (("step_trace_raw_{r}_detail_time.csv",), _parse_step_trace),
+    "point_info": (("step_trace_point_info_{r}.json",), _json),
+    "op_types": (("cpu_op_type_info_{r}.csv",), _parse_op_types),
+    "op_detail": (("cpu_op_detail_info_{r}.csv",), _parse_op_detail),
+    "flops": (("flops_{r}.txt",), _parse_flops),
+    "flops_summary": (("flops_summary_{r}.json",), _json),
+    "queue": (("dataset_iterator_profiling_{r}.txt", "device_queue_profiling_{r}.txt"), _parse_queue),
+    "pipeline": (("minddata_pipeline_raw_{r}.csv",), _parse_pipeline),
+    "cpu": (("minddata_cpu_utilization_{r}.json",), _parse_cpu),
+    "memory_summary": (("memory_usage_summary_{r}.json",), _json),
+    "memory_details": (("memory_usage_details_{r}.json",), lambda raw: memory_lines(orjson.loads(raw))),
+    "hccl": (("hccl_raw_{r}.csv",), _parse_hccl),
+    "timeline": (tuple(f"{p}_timeline_summary_{{r}}.json" for p in TIMELINE_PREFIXES), _json),
+}
+
+
 def load_section(profiler_dir, rank, name):
-    r = rank
-    if name == "info":
-        return _read_file(profiler_dir, f"profiler_info_{r}.json", _json)
-    if name == "summary":
-        return _read_file(profiler_dir, f"summary_{r}.json", _json)
-    if name == "step_trace":
-        return _read_file(profiler_dir, f"step_trace_raw_{r}_detail_time.csv", _parse_step_trace)
-    if name == "point_info":
-        return _read_file(profiler_dir, f"step_trace_point_info_{r}.json", _json)
-    if name == "op_types":
-        return _first(profiler_dir, [f"cpu_op_type_info_{r}.csv"], _parse_op_types)
-    if name == "op_detail":
-        return _first(profiler_dir, [f"cpu_op_detail_info_{r}.csv"], _parse_op_detail)
-    if name == "flops":
-        return _read_file(profiler_dir, f"flops_{r}.txt", _parse_flops)
-    if name == "flops_summary":
-        return _read_file(profiler_dir, f"flops_summary_{r}.json", _json)
-    if name == "queue":
-        return _first(profiler_dir, [f"dataset_iterator_profiling_{r}.txt", f"device_queue_profiling_{r}.txt"], _parse_queue)
-    if name == "pipeline":
-        return _read_file(profiler_dir, f"minddata_pipeline_raw_{r}.csv", _parse_pipeline)
-    if name == "cpu":
-        return _read_file(profiler_dir, f"minddata_cpu_utilization_{r}.json", _parse_cpu)
-    if name == "memory_summary":
-        return _read_file(profiler_dir, f"memory_usage_summary_{r}.json", _json)
-    if name == "memory_details":
-        return _read_file(profiler_dir, f"memory_usage_details_{r}.json", lambda raw: memory_lines(orjson.loads(raw)))
-    if name == "hccl":
-        return _read_file(profiler_dir, f"hccl_raw_{r}.csv", _parse_hccl)
-    if name == "timeline":
-        return _first(profiler_dir, [f"{p}_timeline_summary_{r}.json" for p in TIMELINE_PREFIXES], _json)
-    raise KeyError(name)
+    patterns, parse = SECTIONS[name]
+    return _first(profiler_dir, [p.format(r=rank) for p in patterns], parse)
 
 
 def load_page(run, rank, page):

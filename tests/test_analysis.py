@@ -1,0 +1,169 @@
+"""The analysed files of real profiled jobs against the MindInsight contract and against each other."""
+import filecmp
+import os
+import subprocess
+
+import orjson
+import pytest
+
+from conftest import EXAMPLES, PY, read_csv, read_json, run_script
+
+TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
+LENET = os.path.join(EXAMPLES, "mindspore_lenet.py")
+
+
+def profiled(script, out_dir, args, **options):
+    result = run_script([script] + args, options=dict({"start": True, "output_path": out_dir}, **options))
+    assert result.returncode == 0, result.stderr
+    assert "failed, the job goes on" not in result.stderr, result.stderr
+    return os.path.join(out_dir, "profiler")
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("torch"))
+    return profiled(TORCH_CNN, out, ["--steps", "8", "--data-sleep-ms", "20"], profile_memory=True, cpu_sampling_interval=50)
+
+
+@pytest.fixture(scope="module")
+def mindspore_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("mindspore"))
+    return profiled(LENET, out, ["--steps", "6", "--quiet"], data_process=True, cpu_sampling_interval=50)
+
+
+def step_table(profiler_dir):
+    rows = read_csv(os.path.join(profiler_dir, "step_trace_raw_0_detail_time.csv"))
+    return rows[0], [r for r in rows[1:] if r[0] != "-"], [r for r in rows[1:] if r[0] == "-"]
+
+
+@pytest.mark.parametrize("run", ["torch_run", "mindspore_run"])
+def test_step_trace_contract(run, request):
+    profiler_dir = request.getfixturevalue(run)
+    header, steps, average = step_table(profiler_dir)
+    assert header == ["step_num", "start_point", "end_point", "total", "fp_point", "bp_point", "iteration_interval", "fp_and_bp", "tail"]
+    assert len(average) == 1 and steps
+    for row in steps:
+        start, end, total, fp, bp, interval, fp_bp, tail = (int(v) for v in row[1:])
+        assert end - start == total
+        assert start <= fp <= bp <= end
+        assert abs(interval + fp_bp + tail - total) <= 0.01 * total
+    for column in range(1, 9):
+        mean = sum(int(r[column]) for r in steps) / len(steps)
+        assert float(average[0][column]) == pytest.approx(mean, rel=1e-9, abs=0.01)
+    points = read_json(os.path.join(profiler_dir, "step_trace_point_info_0.json"))
+    assert set(points) == {"fp_start", "bp_end"} and points["fp_start"] and points["bp_end"]
+
+
+@pytest.mark.parametrize("run", ["torch_run", "mindspore_run"])
+def test_operator_tables(run, request):
+    profiler_dir = request.getfixturevalue(run)
+    types = read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))
+    assert types[0] == ["op_type", "type_occurrences", "execution_frequency(per-step)", "total_compute_time(ms)", "avg_time(ms)", "percent"]
+    assert sum(float(r[5]) for r in types[1:]) == pytest.approx(1.0, abs=1e-3)
+    for row in types[1:]:
+        assert float(row[4]) == pytest.approx(float(row[3]) / int(row[1]), rel=1e-3, abs=1e-6)
+    detail = read_csv(os.path.join(profiler_dir, "cpu_op_detail_info_0.csv"))
+    assert detail[0][:4] == ["op_side", "op_type", "op_name", "full_op_name"]
+    assert sum(float(r[7]) for r in detail[1:]) == pytest.approx(1.0, abs=1e-3)
+    per_type = {}
+    for row in detail[1:]:
+        per_type[row[1]] = per_type.get(row[1], 0) + int(row[4])
+    assert per_type == {r[0]: int(r[1]) for r in types[1:]}
+
+
+@pytest.mark.parametrize("run", ["torch_run", "mindspore_run"])
+def test_timeline_is_trace_event_json_matching_the_step_trace(run, request):
+    profiler_dir = request.getfixturevalue(run)
+    with open(os.path.join(profiler_dir, "cpu_timeline_display_0.json"), "rb") as handle:
+        events = orjson.loads(handle.read())
+    assert isinstance(events, list)
+    for event in events:
+        assert event["ph"] in ("X", "M", "C") and "pid" in event and "name" in event
+        if event["ph"] == "X":
+            assert isinstance(event["ts"], (int, float)) and event["dur"] >= 0
+    steps = {e["args"]["step"]: e for e in events if e.get("cat") == "step"}
+    _, rows, _ = step_table(profiler_dir)
+    assert sorted(steps) == [int(r[0]) for r in rows]
+    for row in rows:
+        event = steps[int(row[0])]
+        assert event["ts"] == pytest.approx(int(row[1]) / 100.0, abs=0.5)  # 10 ns units -> us; a double holds epoch us to 0.25
+        assert event["dur"] == pytest.approx(int(row[3]) / 100.0, abs=0.01)
+    assert any(e.get("pid") == 2 and e["ph"] == "X" for e in events), "no op events"
+    assert any(e["ph"] == "C" for e in events), "no CPU counter events"
+    summary = read_json(os.path.join(profiler_dir, "cpu_timeline_summary_0.json"))
+    assert summary["num_of_ops"] == sum(1 for e in events if e.get("pid") == 2 and e["ph"] == "X")
+
+
+def test_summary_and_other_pages(torch_run):
+    summary = read_json(os.path.join(torch_run, "summary_0.json"))
+    assert summary["steps_profiled"] == 8 and summary["framework"] == "torch"
+    assert sum(summary["stage_share"].values()) == pytest.approx(1.0, abs=0.01)
+    assert summary["data_wait_ms"]["p50"] >= 20 * 0.9
+    assert summary["verdict"] in ("data-bound", "compute-bound", "host-bound", "balanced")
+    assert all("evidence" in s and s["text"] for s in summary["suggestions"])
+    cpu = read_json(os.path.join(torch_run, "minddata_cpu_utilization_0.json"))
+    assert len(cpu["time_stamp"]) == len(cpu["device_info"]["user_utilization"]) >= 2
+    assert all(isinstance(v, int) for v in cpu["process_info"]["user_utilization"])
+    memory = read_json(os.path.join(torch_run, "memory_usage_summary_0.json"))
+    assert memory["peak_mem"] > 0
+    flops = read_json(os.path.join(torch_run, "flops_summary_0.json"))
+    assert flops["FLOPs"] > 0
+    iterator = open(os.path.join(torch_run, "dataset_iterator_profiling_0.txt")).read().split("\n")
+    gets = [line.split() for line in iterator if line.startswith("0 0 ")]
+    assert len(gets) == 8 and all(float(g[3]) >= 18 for g in gets)
+
+
+def test_mindspore_pipeline_files(mindspore_run):
+    rows = read_csv(os.path.join(mindspore_run, "minddata_pipeline_raw_0.csv"))
+    assert rows[0][:3] == ["op_id", "op_type", "num_workers"]
+    assert {"GeneratorOp", "BatchOp"} <= {r[1] for r in rows[1:]}
+    pipeline = read_json(os.path.join(mindspore_run, "pipeline_profiling_0.json"))
+    assert pipeline["op_info"] and "sampling_interval" in pipeline
+    assert read_json(os.path.join(mindspore_run, "profiler_info_0.json"))["rank_id"] == 0
+
+
+def analysed_files(profiler_dir):
+    return sorted(f for f in os.listdir(profiler_dir) if f != "raw" and not f.startswith("report_") and not f.startswith("summary_"))
+
+
+def test_offline_analysis_is_rerunnable_and_equals_the_exit_analysis(torch_run, tmp_path):
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", os.path.dirname(torch_run), str(copy)], check=True)
+    for _ in range(2):
+        result = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy)], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        files = analysed_files(str(copy / "profiler"))
+        assert files == analysed_files(torch_run)
+        _, mismatch, errors = filecmp.cmpfiles(torch_run, str(copy / "profiler"), files, shallow=False)
+        assert mismatch == [] and errors == []
+
+
+def test_step_list_restricts_every_step_based_file(torch_run, tmp_path):
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", os.path.dirname(torch_run), str(copy)], check=True)
+    result = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy), "--step-list", "3,4,5"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    profiler_dir = str(copy / "profiler")
+    assert [r[0] for r in step_table(profiler_dir)[1]] == ["3", "4", "5"]
+    gets = [line.split()[2] for line in open(os.path.join(profiler_dir, "dataset_iterator_profiling_0.txt")) if line.startswith("0 0 ")]
+    assert gets == ["3", "4", "5"]
+    with open(os.path.join(profiler_dir, "cpu_timeline_display_0.json"), "rb") as handle:
+        steps = {e["args"]["step"] for e in orjson.loads(handle.read()) if e["ph"] == "X" and "step" in e.get("args", {})}
+    assert steps <= {3, 4, 5}
+    types = read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))
+    full = read_csv(os.path.join(torch_run, "cpu_op_type_info_0.csv"))
+    conv = lambda rows: next(int(r[1]) for r in rows[1:] if r[0] == "aten::conv2d")  # noqa: E731
+    assert conv(types) * 8 == conv(full) * 3
+    bad = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy), "--step-list", "3,5"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "consecutive" in bad.stderr
+
+
+def test_timeline_limit_drops_the_shortest_ops_and_says_so(tmp_path):
+    profiler_dir = profiled(TORCH_CNN, str(tmp_path), ["--steps", "40"], timeline_limit=1)
+    size = os.path.getsize(os.path.join(profiler_dir, "cpu_timeline_display_0.json"))
+    assert size <= 1_000_000
+    summary = read_json(os.path.join(profiler_dir, "summary_0.json"))
+    assert summary["timeline"]["truncated"] is True
+    assert any("timeline_limit 1 MB: dropped the" in note for note in summary["notes"])
+    detail = read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))
+    assert next(int(r[1]) for r in detail[1:] if r[0] == "aten::conv2d") == 2 * 40  # the tables keep every op

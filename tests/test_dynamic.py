@@ -1,0 +1,157 @@
+"""Method 3: the dynamic monitor in a PyTorch loop, in MindSpore's Model.train, and zero-code; live edits."""
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import pytest
+
+from conftest import EXAMPLES, PY, ROOT, hook_env, read_csv, read_json, run_script
+
+SCRIPTS = os.path.join(ROOT, "tests", "scripts")
+DYN_TORCH = os.path.join(SCRIPTS, "dynamic_torch.py")
+DYN_MS = os.path.join(EXAMPLES, "api_dynamic_mindspore.py")
+TINY = os.path.join(SCRIPTS, "tiny_torch.py")
+
+
+def window(start, stop, mode=0, **extra):
+    return json.dumps(dict({"start_step": start, "stop_step": stop, "analyse_mode": mode}, **extra))
+
+
+def steps_in(folder, rank=0):
+    rows = read_csv(os.path.join(folder, "profiler", f"step_trace_raw_{rank}_detail_time.csv"))
+    return [int(r[0]) for r in rows[1:] if r[0] != "-"]
+
+
+def windows_made(out):
+    return sorted(name for name in os.listdir(out) if name.startswith("window_"))
+
+
+def warnings(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("msprof-agent:") and "keeping the previous settings" in line]
+
+
+# -- the configuration file ---------------------------------------------------------------------------
+
+def test_default_config_is_written_once_and_never_overwritten(tmp_path):
+    from msprof_agent.dynamic import DEFAULTS, write_default_config
+
+    path = str(tmp_path / "cfg" / "profiler_config.json")
+    assert write_default_config(path) is True
+    assert read_json(path) == DEFAULTS
+    with open(path, "w") as handle:
+        handle.write(window(3, 4))
+    assert write_default_config(path) is False  # another rank (or the user) was first: keep theirs
+    assert read_json(path)["start_step"] == 3
+    assert os.listdir(tmp_path / "cfg") == ["profiler_config.json"]
+
+
+@pytest.mark.parametrize("values, expected", [
+    ({"start_step": 5, "stop_step": 2}, '"start_step" 5 is after "stop_step" 2'),
+    ({"start_step": 5}, "set both"),
+    ({"start_step": 0, "stop_step": 2}, 'key "start_step": got 0'),
+    ({"start_step": 1, "stop_step": 2, "analyse_mode": 3}, 'key "analyse_mode": got 3; accepted: -1, 0, 1'),
+    ({"start_step": 1, "stop_step": 2, "with_stack": "yes"}, 'key "with_stack": got \'yes\''),
+    ({"start_step": 1, "stop_step": 2, "strat_step": 1}, 'unknown key "strat_step"'),
+    ([1, 2], "expected a JSON object"),
+])
+def test_bad_configurations_are_named(values, expected):
+    from msprof_agent.dynamic import ConfigError, parse_config
+    from msprof_agent.options import Options
+
+    with pytest.raises(ConfigError, match=None) as info:
+        parse_config(values, Options())
+    assert expected in str(info.value)
+
+
+def test_seed_keys_map_onto_the_window_options():
+    from msprof_agent.dynamic import parse_config
+    from msprof_agent.options import Options
+
+    start, stop, options, mode = parse_config({"start_step": 10, "stop_step": 10, "analyse_mode": 1, "profile_framework": 1,
+                                               "with_stack": True, "parallel_strategy": True, "profile_memory": True}, Options())
+    assert (start, stop, mode) == (10, 10, "async")
+    assert options.profile_framework == "time" and options.with_stack and options.profile_memory and options.parallel_strategy
+
+
+# -- live edits in real training runs -------------------------------------------------------------------
+
+def test_torch_loop_two_windows_a_bad_edit_and_a_window_in_the_past(tmp_path):
+    cfg, out = str(tmp_path / "cfg"), str(tmp_path / "out")
+    edits = ["2:" + window(4, 6), "7:{not json", "8:" + window(3, 4), "9:" + window(12, 13, with_stack=True),
+             "10:" + window(15, 14), "11:" + window(16, 17, bogus=1)]
+    result = run_script([DYN_TORCH, "--cfg", cfg, "--out", out, "--steps", "20"] + [f"--edit={e}" for e in edits], hook=False)
+    assert result.returncode == 0 and "trained 20 steps" in result.stdout, result.stderr
+    assert windows_made(out) == ["window_12_13", "window_4_6"]
+    assert steps_in(os.path.join(out, "window_4_6")) == [4, 5, 6]
+    assert steps_in(os.path.join(out, "window_12_13")) == [12, 13]
+    lines = warnings(result.stderr)
+    assert len(lines) == 4, result.stderr
+    assert "not valid JSON" in lines[0] and "window 3..4 is in the past: step 8 has run already" in lines[1]
+    assert '"start_step" 15 is after "stop_step" 14' in lines[2] and 'unknown key "bogus"' in lines[3]
+    assert read_json(os.path.join(out, "window_12_13", "profiler", "profiler_info_0.json")) is not None
+    run = read_json(os.path.join(out, "profiler", "summary_0.json"))
+    assert run["steps_total"] == 20
+    assert [(w["start"], w["stop"], w["steps"], w["trigger"]) for w in run["windows"]] == [(4, 6, [4, 5, 6], "dynamic"), (12, 13, [12, 13], "dynamic")]
+
+
+@pytest.mark.mindspore
+def test_seed_method_3_example_on_mindspore_model_train(tmp_path):
+    pytest.importorskip("mindspore")
+    cfg, out = str(tmp_path / "dyn_cfg"), str(tmp_path / "dynprof_data")
+    edits = ["2:" + window(4, 6, 0), "7:" + window(9, 9, 1), "8:" + '{"start_step": 12, "stop_step": 11}',
+             "12:" + window(14, 15, bogus=1), "13:{", "14:" + window(16, 17, 0)]
+    result = run_script([DYN_MS, "--cfg", cfg, "--output", out] + [f"--edit={e}" for e in edits], hook=False, timeout=300)
+    assert result.returncode == 0 and "done" in result.stdout, result.stderr[-3000:]
+    assert windows_made(out) == ["window_16_17", "window_4_6", "window_9_9"]
+    assert steps_in(os.path.join(out, "window_4_6")) == [4, 5, 6]
+    assert steps_in(os.path.join(out, "window_9_9")) == [9]  # analysed in the background, finished by exit
+    assert steps_in(os.path.join(out, "window_16_17")) == [16, 17]
+    assert read_json(os.path.join(out, "window_4_6", "profiler", "summary_0.json"))["framework"] == "mindspore"
+    assert len(warnings(result.stderr)) == 3
+
+
+def test_zero_code_dynamic_profiling_of_an_unmodified_script(tmp_path):
+    """MSPROF_DYNAMIC_CFG alone: the hook runs the monitor on the session's steps; edits come from outside."""
+    from msprof_agent.dynamic import DEFAULTS
+
+    cfg, out = tmp_path / "cfg", tmp_path / "data"
+    config = cfg / "profiler_config.json"
+    proc = subprocess.Popen([PY, TINY, "--steps", "40", "--sleep-ms", "80"], env=hook_env(extra={"MSPROF_DYNAMIC_CFG": str(cfg)}),
+                            cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not config.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert json.loads(config.read_text()) == DEFAULTS  # written at interpreter start, before torch loads
+        config.write_text(window(8, 9))
+        first = out / "window_8_9" / "profiler" / "summary_0.json"
+        while not first.exists() and proc.poll() is None:
+            time.sleep(0.01)
+        config.write_text(window(30, 31))
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "trained 40 steps" in stdout, stderr
+    assert windows_made(str(out)) == ["window_30_31", "window_8_9"]
+    assert steps_in(str(out / "window_8_9")) == [8, 9]
+    assert steps_in(str(out / "window_30_31")) == [30, 31]
+    assert read_json(str(out / "profiler" / "summary_0.json"))["steps_total"] == 40
+
+
+def test_background_analysis_does_not_stall_the_window_end(tmp_path):
+    """analyse_mode 1: the steps at the window's end (its stop step, and the next, which pays for the stop)
+    stay within 20 % of the median of the steps around them outside the window."""
+    from msprof_agent.store import read_records
+
+    cfg, out = str(tmp_path / "cfg"), str(tmp_path / "out")
+    result = run_script([DYN_TORCH, "--cfg", cfg, "--out", out, "--steps", "30", "--sleep-ms", "100",
+                         "--edit=2:" + window(10, 12, 1)], hook=False)
+    assert result.returncode == 0, result.stderr
+    assert steps_in(os.path.join(out, "window_10_12")) == [10, 11, 12]  # the background analysis finished by exit
+    times = {r["n"]: (r["end"] - r["start"]) / 1e6 for r in read_records(os.path.join(out, "profiler"), 0) if r["k"] == "step"}
+    neighbours = statistics.median([times[n] for n in (5, 6, 7, 8, 15, 16, 17, 18, 19, 20)])
+    for n in (12, 13):
+        assert times[n] <= 1.2 * neighbours, (n, times[n], neighbours, times)
