@@ -167,3 +167,29 @@ def test_timeline_limit_drops_the_shortest_ops_and_says_so(tmp_path):
     assert any("timeline_limit 1 MB: dropped the" in note for note in summary["notes"])
     detail = read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))
     assert next(int(r[1]) for r in detail[1:] if r[0] == "aten::conv2d") == 2 * 40  # the tables keep every op
+
+
+def stage_means(profiler_dir):
+    _, _, average = step_table(profiler_dir)
+    return {"interval": float(average[0][6]), "fp_and_bp": float(average[0][7]), "tail": float(average[0][8])}
+
+
+@pytest.mark.mindspore
+def test_fp_bp_variables_change_the_split(mindspore_run, tmp_path):
+    """PROFILING_BP_END on the first backward MatMul moves most of backward into the tail; a name that
+    never occurs is reported and the automatic points are kept."""
+    automatic = stage_means(mindspore_run)
+    assert read_json(os.path.join(mindspore_run, "step_trace_point_info_0.json"))["bp_end"].endswith("Conv2DBackpropFilter-op0")
+    result = run_script([LENET, "--steps", "6", "--quiet"], options={"start": True, "output_path": str(tmp_path / "a")},
+                        extra_env={"PROFILING_BP_END": "Grad_MatMul/MatMul-op3", "PROFILING_FP_START": "fc1-Dense/MatMul-op0"})
+    assert result.returncode == 0, result.stderr
+    moved = stage_means(str(tmp_path / "a" / "profiler"))
+    points = read_json(os.path.join(str(tmp_path / "a" / "profiler"), "step_trace_point_info_0.json"))
+    assert points == {"fp_start": "fc1-Dense/MatMul-op0", "bp_end": "Grad_MatMul/MatMul-op3"}
+    assert moved["tail"] > automatic["tail"] + 0.5 * automatic["fp_and_bp"] / 2  # both convolutions' backward moved to the tail
+    assert moved["interval"] > automatic["interval"]  # conv1, conv2 now before the forward start
+    result = run_script([LENET, "--steps", "4", "--quiet"], options={"start": True, "output_path": str(tmp_path / "b")},
+                        extra_env={"PROFILING_BP_END": "NoSuchOp-op9"})
+    summary = read_json(os.path.join(str(tmp_path / "b" / "profiler"), "summary_0.json"))
+    assert any("PROFILING_BP_END='NoSuchOp-op9' matched no op" in note for note in summary["notes"])
+    assert "PROFILING_BP_END='NoSuchOp-op9' matched no op" in result.stderr

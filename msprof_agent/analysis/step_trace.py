@@ -8,6 +8,8 @@ op, or at the host's backward marker. Stage times always add up to the step time
 Files: ``step_trace_raw_{r}_detail_time.csv`` (10 ns units, average row last) and
 ``step_trace_point_info_{r}.json``.
 """
+import collections
+
 import numpy as np
 
 from ..writers import write_csv, write_json
@@ -56,15 +58,21 @@ class OpMarks:
 
 
 def find_points(step, idx, ops, marks):
-    """FP/BP points of one step from its ops (indices ``idx``, sorted by start) and the host markers."""
+    """FP/BP points of one step from its ops (indices ``idx``, sorted by start) and the host markers.
+
+    Forward starts at the first op after the host's forward marker (the training callback or module
+    pre-hook), else after the data fetch (and any GetNext op). Backward ends at the end of the last
+    op before the host's backward marker, else by the seed's all-reduce / optimizer rule.
+    """
     begin, finish = step["start"], step["end"]
     last_wait_end = max((e for _, e in step.get("waits") or ()), default=None)
     fp = fp_op = bp = bp_op = None
     if len(idx):
         starts = ops["start"][idx]
+        ends = starts + ops["dur"][idx]
         index = _first_index(marks.fp[idx]) if marks.fp is not None else None
-        if index is None and step.get("fp") is None:
-            after = starts >= (last_wait_end or begin)
+        if index is None:
+            after = starts >= (step.get("fp") or last_wait_end or begin)
             get_next = _last_index(marks.get_next[idx])
             if get_next is not None:
                 after &= np.arange(len(idx)) > get_next
@@ -72,22 +80,17 @@ def find_points(step, idx, ops, marks):
         if index is not None:
             fp, fp_op = int(starts[index]), ops["name"][idx[index]]
         index = _last_index(marks.bp[idx]) if marks.bp is not None else None
-        if index is None and step.get("bp") is None:
+        if index is None and step.get("bp") is not None:
+            index = _last_index(ends <= step["bp"])
+        if index is None:
             index = _auto_bp_index(marks.all_reduce[idx], marks.optimizer[idx])
-        if index is not None:
-            bp, bp_op = int(starts[index] + ops["dur"][idx[index]]), ops["name"][idx[index]]
+        bp, bp_op = int(ends[index]), ops["name"][idx[index]]
     if fp is None:
         fp = step.get("fp") or last_wait_end or begin
     if bp is None:
         bp = step.get("bp") or finish
     fp = min(max(fp, begin), finish)
     bp = min(max(bp, fp), finish)
-    if len(idx) and fp_op is None:  # host markers set the points; name the ops next to them for point info
-        after = _first_index(ops["start"][idx] >= fp)
-        fp_op = ops["name"][idx[after]] if after is not None else None
-    if len(idx) and bp_op is None:
-        before = _last_index(ops["start"][idx] + ops["dur"][idx] <= bp)
-        bp_op = ops["name"][idx[before]] if before is not None else None
     return Points(fp, bp, fp_op, bp_op)
 
 
@@ -107,8 +110,7 @@ def compute(data, fp_name=None, bp_name=None):
     steps = data.window_steps or []
     ops = data.ops
     rows, notes = [], []
-    fp_seen = bp_seen = False
-    fp_op = bp_op = None
+    fp_ops, bp_ops = collections.Counter(), collections.Counter()
     empty = np.array([], dtype=np.int64)
     marks = None
     if data.op_count:
@@ -122,22 +124,21 @@ def compute(data, fp_name=None, bp_name=None):
             lo, hi = np.searchsorted(step_sorted, [step["n"], step["n"] + 1])
             idx = host[lo:hi]
         points = find_points(step, idx, ops, marks)
-        if fp_name and points.fp_op is not None:
-            fp_seen = True
-        if bp_name and points.bp_op is not None:
-            bp_seen = True
-        fp_op = fp_op or points.fp_op
-        bp_op = bp_op or points.bp_op
+        fp_ops[points.fp_op] += 1
+        bp_ops[points.bp_op] += 1
         rows.append({
             "n": step["n"], "start": step["start"], "end": step["end"], "fp": points.fp, "bp": points.bp,
             "total": step["end"] - step["start"], "interval": points.fp - step["start"],
             "fp_and_bp": points.bp - points.fp, "tail": step["end"] - points.bp, "wait": step.get("wait", 0),
         })
+    fp_seen = marks is not None and marks.fp is not None and bool(marks.fp.any())
+    bp_seen = marks is not None and marks.bp is not None and bool(marks.bp.any())
     if fp_name and steps and not fp_seen:
         notes.append(f"PROFILING_FP_START={fp_name!r} matched no op; forward start was found automatically")
     if bp_name and steps and not bp_seen:
         notes.append(f"PROFILING_BP_END={bp_name!r} matched no op; backward end was found automatically")
-    return {"rows": rows, "fp_start": fp_name if fp_seen else fp_op, "bp_end": bp_name if bp_seen else bp_op, "notes": notes}
+    typical = lambda counts: next((name for name, _ in counts.most_common() if name), None)  # noqa: E731 (step 1 compiles: use the usual op)
+    return {"rows": rows, "fp_start": fp_name if fp_seen else typical(fp_ops), "bp_end": bp_name if bp_seen else typical(bp_ops), "notes": notes}
 
 
 def write(data, ctx):
