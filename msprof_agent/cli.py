@@ -122,6 +122,8 @@ def build_parser():
     run.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help="any MS_PROFILER_OPTIONS key, value as JSON")
     run.add_argument("--baseline", help="after the job, compare its profile with this earlier output directory")
     run.add_argument("--fail-on", default=None, help='gate for --baseline, e.g. "step_time>5%%,data_wait>10%%"')
+    run.add_argument("--markdown", action="store_true", help="with --baseline: print the comparison as Markdown")
+    run.add_argument("--json", dest="json_out", help="with --baseline: also write the comparison as JSON to this file")
     run.add_argument("command", nargs=argparse.REMAINDER)
     run.set_defaults(func=cmd_run)
 

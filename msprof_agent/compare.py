@@ -31,7 +31,6 @@ from . import log
 STAGES = ("iteration_interval", "fp_and_bp", "tail")
 TIME_METRICS = ("step_time",) + STAGES + ("data_wait",)
 METRICS = TIME_METRICS + ("peak_memory",)
-STATS = ("p50", "p90", "mean")
 SHOWN = [("step_time", "p50"), ("step_time", "p90")] + [(s, "p50") for s in STAGES] + [("data_wait", "p50"), ("data_wait", "p90"), ("peak_memory", "peak")]
 RESAMPLES = 2000
 TOP_OPS = 8
@@ -172,7 +171,8 @@ def _limit(text):
         stat = "peak"
     elif unit == "mb":
         raise CompareError(f"limit {text.strip()!r}: {metric} takes % or ms")
-    return {"metric": metric, "stat": stat or "p50", "value": value, "unit": unit, "text": f"{metric}>{value:g}{'%' if unit == '%' else ' ' + unit}"}
+    named = f"{metric}.{stat}" if stat and stat != "peak" else metric
+    return {"metric": metric, "stat": stat or "p50", "value": value, "unit": unit, "text": f"{named}>{value:g}{'%' if unit == '%' else ' ' + unit}"}
 
 
 def parse_limits(spec):

@@ -3,9 +3,9 @@
 The gate used on identical jobs is generous on purpose: on a shared 2-core machine a whole run can
 be slower than the previous one as a whole (measured: identical 20-step runs, ~50 ms of training,
 differed by up to 20 % in p50 step time and 40 % in a ~0.07 ms data wait; 150-step runs by up to
-10 %), a shift the within-run noise estimate cannot see. So the identical jobs run 150 steps and
-the gate is step_time>50 % with an absolute data_wait>2 ms; the 50 ms data sleep breaches both by
-far (~1500 % and ~50 ms), while the identical job stays clear of them.
+10 %, but up to 60 % while other jobs loaded the machine), a shift the within-run noise estimate
+cannot see. So the identical jobs run 150 steps and the gate is step_time>100 % with an absolute
+data_wait>2 ms; the 50 ms data sleep still breaches both by far (~2000 % and ~50 ms).
 """
 import glob
 import json
@@ -23,7 +23,7 @@ from msprof_agent import compare
 
 TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
 TINY = os.path.join(ROOT, "tests", "scripts", "tiny_torch.py")
-GATE = "step_time>50%,data_wait>2ms,peak_memory>20%"
+GATE = "step_time>100%,data_wait>2ms,peak_memory>20%"
 STEPS, SLOW_STEPS = "150", "20"
 
 
@@ -72,7 +72,7 @@ def test_data_sleep_fails_the_gate_through_run_baseline(runs):
     assert "msprof-agent compare: FAIL (2 limits breached)" in slow.stdout
     lines = fails(slow.stderr)
     assert len(lines) == 2, slow.stderr
-    assert lines[0].startswith("msprof-agent: FAIL step_time p50 regressed:") and "limit step_time>50%" in lines[0]
+    assert lines[0].startswith("msprof-agent: FAIL step_time p50 regressed:") and "limit step_time>100%" in lines[0]
     assert lines[1].startswith("msprof-agent: FAIL data_wait p50 regressed:") and "limit data_wait>2 ms" in lines[1]
 
 
@@ -229,6 +229,7 @@ def test_limits_from_a_string_and_from_toml_agree(tmp_path):
     assert from_toml == compare.parse_limits("step_time>5%, data_wait.p90>2ms, peak_memory>10%")
     assert [(l["metric"], l["stat"], l["value"], l["unit"]) for l in from_toml] == [
         ("step_time", "p50", 5.0, "%"), ("data_wait", "p90", 2.0, "ms"), ("peak_memory", "peak", 10.0, "%")]
+    assert [l["text"] for l in from_toml] == ["step_time>5%", "data_wait.p90>2 ms", "peak_memory>10%"]
 
 
 @pytest.mark.parametrize("spec, message", [
