@@ -31,12 +31,11 @@ import shutil
 import time
 import weakref
 
-import wrapt
-
 from .. import log
 from . import mindspore_native as native
+from .patching import Patches
 
-_patches = []  # (owner, attribute, original, wrapper) for uninstall()
+_patches = Patches()
 _state = None
 
 
@@ -78,10 +77,10 @@ def install(session):
     if not session.attach("mindspore", device=device, ms_version=mindspore.__version__):
         _state = None
         return
-    _wrap(model_module.Model, "_train", _model_train)
-    _wrap(model_module.Model, "eval", _model_eval)
-    _wrap(model_module.Model, "_train_dataset_sink_process", _model_sink_process)
-    _wrap(iterators.Iterator, "__next__", _iterator_next)
+    _patches.wrap(model_module.Model, "_train", _model_train)
+    _patches.wrap(model_module.Model, "eval", _model_eval)
+    _patches.wrap(model_module.Model, "_train_dataset_sink_process", _model_sink_process)
+    _patches.wrap(iterators.Iterator, "__next__", _iterator_next)
     if session.options.data_process:
         device.start_dataset_profiler()
 
@@ -89,21 +88,8 @@ def install(session):
 def uninstall():
     """Restore every patched attribute that still holds our wrapper."""
     global _state
-    while _patches:
-        owner, name, original, wrapper = _patches.pop()
-        if owner.__dict__.get(name) is wrapper:
-            setattr(owner, name, original)
+    _patches.remove_all()
     _state = None
-
-
-def _wrap(owner, name, wrapper_function):
-    original = owner.__dict__.get(name)
-    if original is None:  # another MindSpore version: say what is not measured, patch the rest
-        log.warn_once(f"MindSpore has no {owner.__name__}.{name}; that part of the run loop is not instrumented")
-        return
-    wrapper = wrapt.FunctionWrapper(original, wrapper_function)
-    setattr(owner, name, wrapper)
-    _patches.append((owner, name, original, wrapper))
 
 
 # -- Model.train / Model.eval -------------------------------------------------------------------

@@ -23,6 +23,7 @@ import weakref
 import orjson
 
 from .. import log
+from .patching import Patches
 
 OPS_CHUNK = 65536
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
@@ -91,7 +92,7 @@ class _Integration:
         self._handles = []
         self._fp_handle = None
         self._fp_lock = threading.Lock()
-        self._wrapped = []  # (owner, attribute, our FunctionWrapper)
+        self._patches = Patches()
         self._in_comm = threading.local()
 
     # -- installing ------------------------------------------------------------------------------
@@ -104,24 +105,13 @@ class _Integration:
         self._register_fp = module_mod.register_module_forward_pre_hook
         self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
         self._arm_fp()
-        self._wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
-        self._wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
-        self._wrap(torch.autograd, "backward", self._backward)
+        self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
+        self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
+        self._patches.wrap(torch.autograd, "backward", self._backward)
         if torch.distributed.is_available():
             for name in COMM_FUNCTIONS:
                 if callable(getattr(torch.distributed, name, None)):
-                    self._wrap(torch.distributed, name, self._comm_wrapper(name))
-
-    def _wrap(self, owner, attribute, wrapper):
-        import wrapt
-
-        current = getattr(owner, attribute)
-        if isinstance(current, wrapt.FunctionWrapper) and getattr(current, "_self_msprof", False):
-            return  # already ours (module reloaded or installed twice): never wrap twice
-        wrapped = wrapt.FunctionWrapper(current, wrapper)
-        wrapped._self_msprof = True
-        setattr(owner, attribute, wrapped)
-        self._wrapped.append((owner, attribute, wrapped))
+                    self._patches.wrap(torch.distributed, name, self._comm_wrapper(name))
 
     def uninstall(self):
         for handle in self._handles:
@@ -129,10 +119,7 @@ class _Integration:
         self._handles = []
         self._disarm_fp()
         self._fp_handle = False  # never re-armed after uninstall
-        for owner, attribute, wrapped in reversed(self._wrapped):
-            if vars(owner).get(attribute) is wrapped:
-                setattr(owner, attribute, wrapped.__wrapped__)
-        self._wrapped = []
+        self._patches.remove_all()
 
     # -- forward start ---------------------------------------------------------------------------
     def _arm_fp(self):

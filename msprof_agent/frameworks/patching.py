@@ -1,0 +1,35 @@
+"""The wrapt wrappers an integration installs: each attribute is wrapped once, and unwrapped only
+while it still holds our wrapper (someone may have wrapped it again on top of us).
+
+wrapt does nothing against double wrapping, hence the marker attribute; arguments go positionally
+because wrapt 2.0 renamed ``wrap_function_wrapper``'s first parameter.
+"""
+import wrapt
+
+from .. import log
+
+
+class Patches:
+    def __init__(self):
+        self._applied = []  # (owner, attribute, our FunctionWrapper)
+
+    def wrap(self, owner, attribute, wrapper):
+        current = getattr(owner, attribute, None)
+        if current is None:  # another framework version: say what is not measured, patch the rest
+            log.warn_once(f"{getattr(owner, '__name__', owner)} has no {attribute}; that part of the run loop is not instrumented")
+            return
+        if isinstance(current, wrapt.FunctionWrapper) and getattr(current, "_self_msprof", False):
+            return  # already ours (installed twice, or a module reloaded)
+        wrapped = wrapt.FunctionWrapper(current, wrapper)
+        wrapped._self_msprof = True
+        setattr(owner, attribute, wrapped)
+        self._applied.append((owner, attribute, wrapped))
+
+    def __bool__(self):
+        return bool(self._applied)
+
+    def remove_all(self):
+        while self._applied:
+            owner, attribute, wrapped = self._applied.pop()
+            if vars(owner).get(attribute) is wrapped:
+                setattr(owner, attribute, wrapped.__wrapped__)
