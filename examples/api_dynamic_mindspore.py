@@ -27,7 +27,6 @@ parser.add_argument("--samples", type=int, default=2, help="samples (= steps) pe
 parser.add_argument("--sleep-ms", type=float, default=0.0, help="host time per step")
 parser.add_argument("--edit", action="append", help="STEP:TEXT, written over the config file at the end of STEP")
 args = parser.parse_args()
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "scripts"))
 
 
 class Net(nn.Cell):
@@ -51,6 +50,7 @@ class Editor(Callback):
 
     def __init__(self, edits):
         super().__init__()
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "scripts"))
         from config_editor import parse_edits
 
         self.edits = parse_edits(edits)

@@ -16,6 +16,9 @@ from .options import OptionsError, from_mapping
 
 class Profiler:
     def __init__(self, start_profile=True, output_path="./data", **options):
+        if "capture" in options:
+            raise OptionsError('key "capture": a capture policy is set in MS_PROFILER_OPTIONS (zero-code); '
+                               "the Profiler API chooses its window with start() and stop()")
         self.options = from_mapping(dict(options, output_path=output_path))
         self._session = self._attach_session()
         self._run = self._session.run

@@ -48,6 +48,10 @@ def activate_from_environment():
     from .frameworks import install_post_import_hooks
 
     current = session.start(opts, origin="env" if opts.start else "dynamic")
+    if opts.capture is not None:
+        from .policies import attach
+
+        attach(current)
     if dynamic_cfg:
         _start_dynamic_monitor(current, dynamic_cfg, opts.output_path)
     install_post_import_hooks(current)

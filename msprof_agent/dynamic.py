@@ -20,7 +20,7 @@ import sys
 
 from . import log
 from . import session as S
-from .options import CHECKS, OptionsError, from_mapping
+from .options import OptionsError, from_mapping
 
 CONFIG_NAME = "profiler_config.json"
 DEFAULTS = {
@@ -112,11 +112,15 @@ class DynamicProfilerMonitor:
         self.count = 0  # steps completed, as this monitor counts them
         self.settings = None  # (start, stop, options, mode) of the last valid edit
         self.window = None  # (start, stop, collection) while one is active
-        self.windows = []  # [{"start", "stop", "dir", "analyse_mode"}] in order
         self._seen = None
         self._follow = follow_session
-        write_default_config(self.config_file)
         self.session = S.current() or self._start_session()
+        self.passive = not follow_session and any(isinstance(l, DynamicProfilerMonitor) for l in self.session.listeners)
+        if self.passive:  # one monitor per process, or two would fight over the window
+            log.say(f"DynamicProfilerMonitor: MSPROF_DYNAMIC_CFG already runs the dynamic monitor; this one "
+                    f"({self.config_file}) stays passive")
+            return
+        write_default_config(self.config_file)
         self._check()
         if follow_session:
             self.session.listeners.append(self)
@@ -170,7 +174,7 @@ class DynamicProfilerMonitor:
         if self.window is not None or self.settings is None:
             return
         start, stop, options, mode = self.settings
-        if start != self.count + 1 or any(w["start"] == start and w["stop"] == stop for w in self.windows):
+        if start != self.count + 1:
             return
         folder = os.path.join(self.output_path, f"window_{start}_{stop}")
         options.output_path = folder
@@ -182,7 +186,6 @@ class DynamicProfilerMonitor:
                           f"({self.session.owner.origin if self.session.owner else 'finished'})")
             return
         self.window = (start, stop, collection)
-        self.windows.append({"start": start, "stop": stop, "dir": folder, "analyse_mode": mode})
 
     def _maybe_stop(self):
         """After step ``count``: the window ends at its stop step."""
@@ -194,6 +197,8 @@ class DynamicProfilerMonitor:
     # -- step sources --------------------------------------------------------------------------------
     def step(self):
         """End of one training step (call it once per step in a custom loop)."""
+        if self.passive:
+            return
         try:
             if not self._follow and self.session.framework is None:
                 self.session.steps.close()
@@ -218,6 +223,8 @@ class DynamicProfilerMonitor:
 
     # -- the MindSpore callback surface ----------------------------------------------------------------
     def on_train_begin(self, run_context):
+        if self.passive:
+            return
         try:
             self._check()
             self._maybe_start(at_ns=None)

@@ -56,6 +56,41 @@ def _stop_step(key, value):
     return _int_in(1)(key, value)
 
 
+CAPTURE_ACCEPTED = ('accepted: {"every": N, "steps": M, "first": F} (periodic windows F..F+M-1, F+N.., ...) or '
+                    '{"slow_step": X, "steps": M, "max_windows": K} (the M steps after a step slower than X times the running '
+                    'median), each with optional "max_windows" and "max_trace_mb"')
+CAPTURE_KEYS = {"every": ("every", "steps", "first", "max_windows", "max_trace_mb"),
+                "slow_step": ("slow_step", "steps", "warmup", "max_windows", "max_trace_mb")}
+
+
+def _capture(key, value):
+    """A capture policy, with its defaults filled in (steps 3; first = every; warmup 5; max_windows 5 for slow steps)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or ("every" in value) == ("slow_step" in value):
+        raise OptionsError(f'key "{key}": got {value!r}; {CAPTURE_ACCEPTED}')
+    kind = "every" if "every" in value else "slow_step"
+    unknown = [k for k in value if k not in CAPTURE_KEYS[kind]]
+    if unknown:
+        raise OptionsError(f'key "{key}": unknown key "{unknown[0]}" in a {kind} policy; accepted keys: {", ".join(CAPTURE_KEYS[kind])}')
+    policy = {"steps": 3, "max_windows": None if kind == "every" else 5, "max_trace_mb": None}
+    if kind == "every":
+        policy["first"] = value.get("every")
+    else:
+        policy["warmup"] = 5
+    policy.update(value)
+    for name in ("every", "steps", "first", "max_windows", "warmup"):
+        if name in policy and policy[name] is not None:
+            _int_in(1)(f"{key}.{name}", policy[name])
+    for name, low in (("slow_step", 1.0), ("max_trace_mb", 0.0)):
+        number = policy.get(name)
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float)) or number <= low):
+            raise OptionsError(f'key "{key}.{name}": got {number!r}; accepted: a number above {low:g}')
+    if kind == "every" and policy["steps"] > policy["every"]:
+        raise OptionsError(f'key "{key}.steps": got {policy["steps"]}, more than "every" {policy["every"]}; accepted: steps <= every (windows never overlap)')
+    return policy
+
+
 @dataclass
 class Options:
     """One session's settings. Defaults are the seed guide's (Method 2), plus our step window keys."""
@@ -76,6 +111,7 @@ class Options:
     start_step: int = 1
     stop_step: object = None
     cpu_sampling_interval: int = 1000
+    capture: object = None  # a capture policy (periodic or slow-step windows) instead of start_step..stop_step
     # From the environment, not from the JSON object.
     fp_start: object = None
     bp_end: object = None
@@ -116,6 +152,7 @@ CHECKS = {
     "start_step": _int_in(1),
     "stop_step": _stop_step,
     "cpu_sampling_interval": _int_in(10, 60_000),
+    "capture": _capture,
 }
 NEEDS_OP_TIME = ("profile_memory", "profile_communication", "with_stack")
 
@@ -142,6 +179,8 @@ def from_mapping(values, environ=None):
         for key in NEEDS_OP_TIME:
             if getattr(opts, key):
                 raise OptionsError(f'key "{key}": true needs "op_time": true (the seed\'s rule); got "op_time": false')
+    if opts.capture is not None and ("start_step" in values or "stop_step" in values):
+        raise OptionsError('key "capture": the policy chooses its own windows; accepted: "capture" or "start_step"/"stop_step", not both')
     if opts.stop_step is not None and opts.stop_step < opts.start_step:
         raise OptionsError(f'key "stop_step": got {opts.stop_step}, before "start_step" {opts.start_step}; accepted: stop_step >= start_step, or -1 for the end of training')
     _apply_environment(opts, os.environ if environ is None else environ)

@@ -3,10 +3,12 @@
 The variable, the ``Profiler`` API and the dynamic monitor all go through the single ``current()``
 session, so a process never collects twice: only one collection records at a time (``owner``).
 
-- The *run* (variable or API) is ``output_path/profiler``: it receives every step record (always-on
-  step timing) and is analysed at its stop, at ``analyse()``, or at exit.
-- A *window* (dynamic monitor, capture policy) is its own collection in its own folder, holding
-  the records of its window only, analysed there when it stops.
+- The *run* (variable, API, or the dynamic monitor's) is ``output_path/profiler``: it receives every
+  step record (always-on step timing) and is analysed at its stop, at ``analyse()``, or at exit; its
+  summary lists the windows below under ``"windows"``.
+- A *window* (dynamic monitor, capture policy) is its own collection in its own folder
+  (``output_path/window_{start}_{stop}/profiler``), holding the records of its window only,
+  analysed there when it stops: in this process, in a separate one (``async``), or not at all.
 
 Which steps belong to a window is decided by time: a step is in the window when recording was on
 at its start (its host-side forward start where the integration marks one, else its opening). So
@@ -34,6 +36,7 @@ SYNC, ASYNC = "sync", "async"
 _PROCESS_KEYS = ("rank_id", "device_id", "world_size", "fp_start", "bp_end")
 
 _current = None
+STACK_SAMPLING_MS = 5  # fine enough for a flame chart of a ~10 ms step, ~1 % of one core
 
 
 def current():
@@ -54,14 +57,9 @@ class Collection:
         self.intervals = []  # [start_ns, stop_ns or None] per recording
         self.summary = None
         self.info = {}  # what the owner wants remembered (trigger, steps) for listings
-        self.keep_steps = set()  # steps outside the window whose records it keeps (a slow step that triggered it)
         self.collected = set()  # numbers of the window's steps
         self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
         self.writer.add(dict(meta, k="meta", origin=origin, options=options.to_dict()))
-
-    @property
-    def windows(self):
-        return len(self.intervals)
 
     def contains(self, step):
         """True when recording was on at the step's start (forward start if marked, else opening)."""
@@ -92,7 +90,7 @@ class Session:
         self._awaiting = []  # stopped collections analysed once the open step they hold closes
         self.window_log = []  # windows collected into their own folders, for the run's summary
         self.steps = StepRecorder(self._step_opened, self._step_closed)
-        self._cpu = None
+        self._samplers = []  # threads started with a window: CPU, and Python stacks when asked
 
     # -- the run, as integrations and tests know it ---------------------------------------------
     @property
@@ -156,7 +154,7 @@ class Session:
         if self.disabled:
             return
         target = self.owner or self.run
-        if target is not None and target.state != ANALYSED:
+        if target.state != ANALYSED:
             target.writer.add(record)
 
     # -- step boundaries -------------------------------------------------------------------------
@@ -181,7 +179,7 @@ class Session:
             win = c.contains(step)
             if win:
                 c.collected.add(step["n"])
-            if win or c is self.run or step["n"] in c.keep_steps:  # a window's store holds its own steps
+            if win or c is self.run:  # a window's store holds its own steps
                 c.writer.add(dict(step, win=win))
         run = self.run
         if self.owner is run and not run.explicit and run.options.stop_step is not None \
@@ -232,9 +230,9 @@ class Session:
                 self.device.stop(self)
             except Exception as exc:
                 log.report_error("stopping the device profiler", exc)
-        if self._cpu is not None:
-            self._cpu.stop()
-            self._cpu = None
+        for sampler in self._samplers:
+            sampler.stop()
+        self._samplers = []
         self.record({"k": "window", "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
         self.owner = None
         c.state = STOPPED
@@ -256,11 +254,17 @@ class Session:
         return self.device is not None and (self.options.op_time or self.options.data_process)
 
     def _start_sampler(self, writer):
+        """CPU and memory always; the training thread's Python stack with with_stack / profile_framework."""
         try:
             from .collectors.cpu import CpuSampler
 
-            self._cpu = CpuSampler(writer.queue, self.options.cpu_sampling_interval)
-            self._cpu.start()
+            self._samplers = [CpuSampler(writer.queue, self.options.cpu_sampling_interval)]
+            if self.options.with_stack or self.options.profile_framework:
+                from .collectors.stacks import StackSampler
+
+                self._samplers.append(StackSampler(writer.queue, STACK_SAMPLING_MS))
+            for sampler in self._samplers:
+                sampler.start()
         except Exception as exc:
             log.report_error("starting CPU sampling", exc)
 
@@ -278,6 +282,16 @@ class Session:
             return None
         return self._analyse_now(collection, reason)
 
+    def discard(self, collection):
+        """Drop a window and its folder (a periodic window the job ended inside)."""
+        if self.owner is collection:
+            self.stop_recording()
+        collection.state = ANALYSED
+        collection.writer.close()
+        import shutil
+
+        shutil.rmtree(os.path.dirname(collection.profiler_dir), ignore_errors=True)
+
     def _analyse_now(self, c, reason):
         if c.state == ANALYSED:
             return c.summary
@@ -291,8 +305,9 @@ class Session:
         c.writer.add({"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed})
         c.writer.close()
         if c is not self.run:
-            self.window_log.append(dict(c.info, dir=os.path.dirname(c.profiler_dir), analyse_mode=c.analyse_mode,
-                                        steps=sorted(c.collected)))
+            entry = dict(c.info, dir=os.path.dirname(c.profiler_dir), analyse_mode=c.analyse_mode, steps=sorted(c.collected))
+            self.window_log.append(entry)
+            self.run.writer.add(dict(entry, k="window", event="collected"))  # the run's summary lists it, offline too
         if c.analyse_mode is None:
             log.say(f"raw data kept in {c.profiler_dir} (no online analysis); analyse it with: msprof-agent analyse {c.profiler_dir}")
             return None
@@ -301,31 +316,32 @@ class Session:
             return None
         from .analysis import analyse_rank
 
-        c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=True)
+        c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=bool(c.intervals))
         if listing:
             self._list_windows(c)
         return c.summary
 
     def _list_windows(self, run):
-        """The run's summary lists the windows collected into their own folders, and what triggered each."""
-        from .writers import write_json
-
-        run.summary["windows"] = list(self.window_log)
-        write_json(os.path.join(run.profiler_dir, f"summary_{run.options.rank_id}.json"), run.summary)
+        """Say where the windows went (the run's summary lists them from its raw store)."""
+        if not run.intervals:
+            log.say(f"step timing of {run.summary['steps_total']} steps (rank {run.options.rank_id}) -> {run.profiler_dir}")
         for w in self.window_log:
             log.say(f"  window      steps {w['steps'][0] if w['steps'] else '-'}..{w['steps'][-1] if w['steps'] else '-'} "
                     f"({w.get('trigger', 'window')}) -> {w['dir']}")
 
     def _analyse_in_background(self, c):
-        """A separate process, so training keeps its CPU time and the GIL; its table goes to our stderr."""
-        code = ("import os, sys; os.nice(5); from msprof_agent.analysis import analyse_rank; "
-                "analyse_rank(sys.argv[1], int(sys.argv[2]), announce=True)")
+        """A separate process, so training keeps its CPU time and the GIL; its table goes to our stderr
+        (one line for capture-policy windows, which may be many)."""
+        code = ("import os, sys; os.nice(5); from msprof_agent import log; from msprof_agent.analysis import analyse_rank; "
+                "loud = sys.argv[3] == '1'; s = analyse_rank(sys.argv[1], int(sys.argv[2]), announce=loud); "
+                "loud or log.say(f\"analysed steps {s['step_range']} -> {s['profiler_dir']}\")")
         env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")}
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         try:
-            self.background.append(subprocess.Popen([sys.executable, "-c", code, c.profiler_dir, str(c.options.rank_id)],
-                                                    env=env, stdin=subprocess.DEVNULL))
+            self.background = [p for p in self.background if p.poll() is None]  # reap finished ones
+            argv = [sys.executable, "-c", code, c.profiler_dir, str(c.options.rank_id), "0" if c.origin == "capture" else "1"]
+            self.background.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL))
         except OSError as exc:
             log.report_error("starting the background analysis", exc)
 
@@ -344,11 +360,6 @@ class Session:
             return None
         self.finished = True
         self.steps.discard_open()
-        stopped = self.stop_recording()
-        pending = list(self._awaiting) + ([stopped] if stopped is not None and stopped is not self.run else [])
-        self._awaiting = []
-        for c in pending:
-            self._analyse_now(c, reason)
         for listener in list(self.listeners):
             finish = getattr(listener, "finish", None)
             if finish is not None:
@@ -356,6 +367,11 @@ class Session:
                     finish(reason)
                 except Exception as exc:
                     log.report_error("a step listener at the end", exc)
+        stopped = self.stop_recording()
+        pending = list(self._awaiting) + ([stopped] if stopped is not None and stopped is not self.run else [])
+        self._awaiting = []
+        for c in pending:
+            self._analyse_now(c, reason)
         summary = self._analyse_now(self.run, reason)
         if reason == "exit":
             self.wait_for_background()
@@ -364,7 +380,7 @@ class Session:
     def forget_in_fork_child(self):
         """A forked worker inherits this object: it must never write, sample or analyse."""
         self.disabled = True
-        self._cpu = None
+        self._samplers = []
         self.background = []
         for c in [self.run, self.owner] + self._awaiting:
             if c is not None:

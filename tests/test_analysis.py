@@ -193,3 +193,27 @@ def test_fp_bp_variables_change_the_split(mindspore_run, tmp_path):
     summary = read_json(os.path.join(str(tmp_path / "b" / "profiler"), "summary_0.json"))
     assert any("PROFILING_BP_END='NoSuchOp-op9' matched no op" in note for note in summary["notes"])
     assert "PROFILING_BP_END='NoSuchOp-op9' matched no op" in result.stderr
+
+
+def test_with_stack_puts_sampled_python_stacks_in_the_timeline(tmp_path):
+    """tiny_torch.py sleeps 60 ms inside each step: its module frame must cover that time on the Python
+    track, and the track must be a flame chart (each frame inside another or outermost)."""
+    script = os.path.join(os.path.dirname(__file__), "scripts", "tiny_torch.py")
+    profiler_dir = profiled(script, str(tmp_path), ["--steps", "5", "--sleep-ms", "60"], with_stack=True)
+    with open(os.path.join(profiler_dir, "cpu_timeline_display_0.json"), "rb") as handle:
+        events = orjson.loads(handle.read())
+    python = [e for e in events if e.get("cat") == "python"]
+    assert python, "no Python stack events"
+    outer = [e for e in python if e["name"].startswith("<module> (tiny_torch.py:")]
+    assert outer and sum(e["dur"] for e in outer) >= 5 * 60_000 * 0.9
+    def inside(inner, outer_event):
+        return inner is not outer_event and outer_event["ts"] - 1 <= inner["ts"] and inner["ts"] + inner["dur"] <= outer_event["ts"] + outer_event["dur"] + 1
+
+    def overlap(a, b):
+        return a["ts"] + 1 < b["ts"] + b["dur"] and b["ts"] + 1 < a["ts"] + a["dur"]
+
+    for a in python:  # frames on one track never partly overlap: nested or disjoint
+        for b in python:
+            if a is not b and overlap(a, b):
+                assert inside(a, b) or inside(b, a), (a, b)
+    assert not any("msprof_agent" in e["name"] for e in python)

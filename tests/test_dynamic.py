@@ -60,7 +60,7 @@ def test_bad_configurations_are_named(values, expected):
     from msprof_agent.dynamic import ConfigError, parse_config
     from msprof_agent.options import Options
 
-    with pytest.raises(ConfigError, match=None) as info:
+    with pytest.raises(ConfigError) as info:
         parse_config(values, Options())
     assert expected in str(info.value)
 
@@ -143,11 +143,15 @@ def test_zero_code_dynamic_profiling_of_an_unmodified_script(tmp_path):
 
 def test_background_analysis_does_not_stall_the_window_end(tmp_path):
     """analyse_mode 1: the steps at the window's end (its stop step, and the next, which pays for the stop)
-    stay within 20 % of the median of the steps around them outside the window."""
+    stay within 20 % of the median of the steps around them outside the window.
+
+    The stop itself (torch.profiler's stop and read-back, the CPU sampler's last sample, starting the
+    analysis process) costs about 7 ms on an idle 2-core machine and up to ~45 ms with both cores
+    saturated by other work: 200 ms steps keep the check about the design, not the machine's load."""
     from msprof_agent.store import read_records
 
     cfg, out = str(tmp_path / "cfg"), str(tmp_path / "out")
-    result = run_script([DYN_TORCH, "--cfg", cfg, "--out", out, "--steps", "30", "--sleep-ms", "100",
+    result = run_script([DYN_TORCH, "--cfg", cfg, "--out", out, "--steps", "22", "--sleep-ms", "200",
                          "--edit=2:" + window(10, 12, 1)], hook=False)
     assert result.returncode == 0, result.stderr
     assert steps_in(os.path.join(out, "window_10_12")) == [10, 11, 12]  # the background analysis finished by exit
@@ -155,3 +159,38 @@ def test_background_analysis_does_not_stall_the_window_end(tmp_path):
     neighbours = statistics.median([times[n] for n in (5, 6, 7, 8, 15, 16, 17, 18, 19, 20)])
     for n in (12, 13):
         assert times[n] <= 1.2 * neighbours, (n, times[n], neighbours, times)
+
+
+def test_a_script_monitor_under_zero_code_dynamic_profiling_stays_passive(tmp_path):
+    cfg, out = str(tmp_path / "cfg"), str(tmp_path / "out")
+    os.makedirs(cfg)
+    with open(os.path.join(cfg, "profiler_config.json"), "w") as handle:
+        handle.write(window(3, 4))
+    result = run_script([DYN_TORCH, "--cfg", str(tmp_path / "other"), "--out", out, "--steps", "6"], cwd=str(tmp_path),
+                        extra_env={"MSPROF_DYNAMIC_CFG": cfg})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("stays passive") == 1
+    assert not os.path.exists(tmp_path / "other")
+    assert steps_in(str(tmp_path / "data" / "window_3_4")) == [3, 4]
+
+
+def test_two_ranks_share_one_config_file(tmp_path):
+    """Both ranks read the same file (written once); analyse_mode -1 keeps raw data for offline analysis."""
+    cfg, out = str(tmp_path / "cfg"), str(tmp_path / "out")
+    os.makedirs(cfg)
+    with open(os.path.join(cfg, "profiler_config.json"), "w") as handle:
+        handle.write(window(4, 5, -1))
+    procs = [subprocess.Popen([PY, DYN_TORCH, "--cfg", cfg, "--out", out, "--steps", "8"],
+                              env=hook_env(hook=False, extra={"RANK_ID": str(rank), "RANK_SIZE": "2"}), cwd=SCRIPTS,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    outputs = [proc.communicate(timeout=300) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    assert json.loads(open(os.path.join(cfg, "profiler_config.json")).read())["start_step"] == 4  # nobody overwrote it
+    folder = os.path.join(out, "window_4_5", "profiler")
+    assert not os.path.exists(os.path.join(folder, "summary_0.json"))
+    assert all("raw data kept in " + folder in err for _, err in outputs)
+    analysed = subprocess.run([PY, "-m", "msprof_agent", "analyse", os.path.join(out, "window_4_5")], capture_output=True, text=True, timeout=300)
+    assert analysed.returncode == 0, analysed.stderr
+    for rank in (0, 1):
+        rows = read_csv(os.path.join(folder, f"step_trace_raw_{rank}_detail_time.csv"))
+        assert [int(r[0]) for r in rows[1:] if r[0] != "-"] == [4, 5]

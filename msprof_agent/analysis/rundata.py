@@ -17,7 +17,7 @@ class RunData:
         self.steps = []  # all steps (always-on timing), sorted by n
         self.ops = {}
         self.op_names = self.op_types = None  # the string of each name_id / type_id code
-        self.cpu, self.mem, self.queue, self.pipeline, self.comm = [], [], [], [], []
+        self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
         self.windows, self.notes = [], []
         self.end = None
 
@@ -42,10 +42,12 @@ class RunData:
         if self.steps:
             lo, hi = self.steps[0]["start"] // 1_000_000, self.steps[-1]["end"] // 1_000_000
             self.cpu = [c for c in self.cpu if lo <= c["ts"] <= hi]
+            self.stacks = [c for c in self.stacks if lo * 1_000_000 <= c["ts"] <= hi * 1_000_000]
 
 
 _OP_COLUMNS = ("name", "type", "start", "dur", "tid", "shape", "flops", "stream", "device")
-_LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "window": "windows", "note": "notes"}
+_LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "stack": "stacks",
+          "window": "windows", "note": "notes"}
 
 
 def load_rank(profiler_dir, rank):

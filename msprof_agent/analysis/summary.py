@@ -99,6 +99,7 @@ def build(data, ctx, results):
         "communication": comm, "verdict": verdict(share, wait_ms / step_ms["mean"] if step_ms else 0.0, comm_share) if rows else None,
         "suggestions": suggestions(stages_ms, wait_ms, results["data_prep"], results.get("cpu"), ops, step_ms),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes],
+        "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")), "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
     }
     write_json(ctx.path(f"summary_{ctx.rank}.json"), summary, ctx.pretty)

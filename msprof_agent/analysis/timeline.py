@@ -9,9 +9,9 @@ import orjson
 
 from ..writers import write_bytes, write_json
 
-STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID = 1, 2, 3, 4, 5, 6
+STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID = 1, 2, 3, 4, 5, 6, 7
 TRACK_NAMES = {STEP_PID: "Step Trace", OPS_PID: "Host Ops", DATA_PID: "Data Wait", CPU_PID: "CPU Utilization",
-               COMM_PID: "Communication", DEVICE_PID: "Device Kernels"}
+               COMM_PID: "Communication", DEVICE_PID: "Device Kernels", PYTHON_PID: "Python Stack (sampled)"}
 
 
 def file_prefix(device_target):
@@ -41,9 +41,25 @@ def _fixed_events(data, stages):
     for sample in data.cpu:
         events.append({"ph": "C", "name": "CPU %", "pid": CPU_PID, "tid": 0, "ts": sample["ts"] * 1000.0,
                        "args": {"machine busy": round(100 - sample.get("idle", 0), 1), "process": round(sample.get("puser", 0) + sample.get("psys", 0), 1)}})
+    events += _stack_events(data.stacks)
     for call in data.comm:
         events.append({"ph": "X", "name": call.get("name", "comm"), "cat": "communication", "pid": COMM_PID, "tid": 1,
                        "ts": _us(call["start"]), "dur": _us(call["dur"]), "args": {"step": call.get("step"), "bytes": call.get("bytes")}})
+    return events
+
+
+def _stack_events(samples):
+    """Sampled Python stacks as a flame chart: a frame lasts from the sample where it appeared to the
+    first sample without it (samples are only taken when the stack changed)."""
+    events, open_frames = [], []  # open_frames: [(frame text, start ns)] outermost first
+    for sample in sorted(samples, key=lambda s: s["ts"]):
+        frames, now = sample["frames"], sample["ts"]
+        same = 0
+        while same < min(len(open_frames), len(frames)) and open_frames[same][0] == frames[same]:
+            same += 1
+        for name, begin in reversed(open_frames[same:]):
+            events.append({"ph": "X", "name": name, "cat": "python", "pid": PYTHON_PID, "tid": 1, "ts": _us(begin), "dur": _us(now - begin)})
+        open_frames = open_frames[:same] + [(frame, now) for frame in frames[same:]]
     return events
 
 

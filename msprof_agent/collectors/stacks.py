@@ -1,0 +1,64 @@
+"""Host Python stacks of the training thread, sampled for the timeline (``with_stack`` / ``profile_framework``).
+
+A daemon thread reads the main thread's frame every few milliseconds with ``sys._current_frames``
+(no tracing hook, so the training code runs at full speed between samples) and queues the stack
+as "function (file:line)" strings, outermost first. The timeline merges consecutive samples into
+a flame chart. The frames of the agent itself are left out.
+"""
+import os
+import sys
+import threading
+import time
+
+AGENT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_DEPTH = 64
+
+
+def _describe(frame):
+    code = frame.f_code
+    return f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+
+
+def stack_of(frame):
+    """The frame's stack, outermost first, without the agent's own frames."""
+    frames = []
+    while frame is not None and len(frames) < MAX_DEPTH:
+        if not frame.f_code.co_filename.startswith(AGENT_DIR):
+            frames.append(_describe(frame))
+        frame = frame.f_back
+    frames.reverse()
+    return frames
+
+
+class StackSampler:
+    def __init__(self, queue, interval_ms, thread_id=None):
+        self._queue = queue
+        self._interval = interval_ms / 1000.0
+        self._target = thread_id if thread_id is not None else threading.main_thread().ident
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="msprof-agent-stacks", daemon=True)
+            self._thread.start()
+
+    def stop(self):
+        """Stop sampling; an empty stack closes every open frame at the window's end."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=1.0)
+            self._thread = None
+            self._queue.append({"k": "stack", "ts": time.time_ns(), "frames": []})
+
+    def _run(self):
+        previous = None
+        while not self._stop.wait(self._interval):
+            frame = sys._current_frames().get(self._target)
+            if frame is None:
+                continue
+            frames = stack_of(frame)
+            del frame
+            if frames != previous:  # an unchanged stack adds nothing: the timeline extends the last one
+                self._queue.append({"k": "stack", "ts": time.time_ns(), "frames": frames})
+                previous = frames
