@@ -5,7 +5,7 @@ import pytest
 
 from conftest import ROOT, read_csv, read_json, run_script
 
-POLICY_TORCH = os.path.join(ROOT, "tests", "scripts", "policy_torch.py")
+TINY = os.path.join(ROOT, "tests", "scripts", "tiny_torch.py")
 
 
 def steps_in(folder, rank=0):
@@ -19,7 +19,7 @@ def windows_made(out):
 
 def test_periodic_windows_in_a_60_step_torch_job(out_dir):
     capture = {"every": 20, "steps": 3, "first": 20}
-    result = run_script([POLICY_TORCH, "--steps", "60", "--sleep-ms", "5"], {"start": True, "output_path": out_dir, "capture": capture})
+    result = run_script([TINY, "--steps", "60", "--sleep-ms", "5"], {"start": True, "output_path": out_dir, "capture": capture})
     assert result.returncode == 0 and "trained 60 steps" in result.stdout, result.stderr
     assert windows_made(out_dir) == ["window_20_22", "window_40_42"]  # 60-62 would be cut short by the end: dropped
     assert steps_in(os.path.join(out_dir, "window_20_22")) == [20, 21, 22]
@@ -32,7 +32,7 @@ def test_periodic_windows_in_a_60_step_torch_job(out_dir):
 
 def test_a_slow_step_triggers_the_next_steps(out_dir):
     capture = {"slow_step": 4, "steps": 3, "max_windows": 1}
-    result = run_script([POLICY_TORCH, "--steps", "20", "--sleep-ms", "25", "--slow-at", "9", "--slow-ms", "300"],
+    result = run_script([TINY, "--steps", "20", "--sleep-ms", "25", "--slow-at", "9", "--slow-ms", "300"],
                         {"start": True, "output_path": out_dir, "capture": capture})
     assert result.returncode == 0 and "trained 20 steps" in result.stdout, result.stderr
     assert windows_made(out_dir) == ["window_10_12"]
@@ -55,7 +55,7 @@ def test_a_slow_step_triggers_the_next_steps(out_dir):
     ("often", 'key "capture": got \'often\''),
 ])
 def test_a_policy_error_gets_one_line_and_the_job_is_unharmed(capture, expected, tmp_path):
-    result = run_script([POLICY_TORCH, "--steps", "6", "--sleep-ms", "0"], {"start": True, "output_path": str(tmp_path / "p"), "capture": capture})
+    result = run_script([TINY, "--steps", "6", "--sleep-ms", "0"], {"start": True, "output_path": str(tmp_path / "p"), "capture": capture})
     assert result.returncode == 0 and "trained 6 steps" in result.stdout
     lines = [line for line in result.stderr.splitlines() if line.startswith("msprof-agent:")]
     assert len(lines) == 1 and expected in lines[0] and "Profiling is off for this run." in lines[0], result.stderr
@@ -72,7 +72,7 @@ def test_capture_excludes_a_step_window():
 
 def test_max_trace_mb_stops_further_windows(out_dir):
     capture = {"every": 4, "steps": 2, "first": 2, "max_trace_mb": 0.001}
-    result = run_script([POLICY_TORCH, "--steps", "16", "--sleep-ms", "5"], {"start": True, "output_path": out_dir, "capture": capture})
+    result = run_script([TINY, "--steps", "16", "--sleep-ms", "5"], {"start": True, "output_path": out_dir, "capture": capture})
     assert result.returncode == 0, result.stderr
     assert windows_made(out_dir) == ["window_2_3"]
     assert result.stderr.count("max_trace_mb 0.001 reached") == 1

@@ -10,6 +10,8 @@ import torch
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--sleep-ms", type=float, default=0.0, help="sleep inside each step")
+parser.add_argument("--slow-at", type=int, default=0, help="this step sleeps --slow-ms instead")
+parser.add_argument("--slow-ms", type=float, default=300.0)
 parser.add_argument("--raise-at", type=int, default=0, help="raise RuntimeError at this step")
 parser.add_argument("--sigterm-at", type=int, default=0, help="send SIGTERM to itself at this step")
 parser.add_argument("--sigkill-at", type=int, default=0, help="send SIGKILL to itself at this step")
@@ -41,8 +43,9 @@ for step, (x, y) in enumerate(loader, 1):
     optimizer.zero_grad()
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()
-    if args.sleep_ms:
-        time.sleep(args.sleep_ms / 1000)
+    pause = args.slow_ms if step == args.slow_at else args.sleep_ms
+    if pause:
+        time.sleep(pause / 1000)
     optimizer.step()
 print(f"trained {step} steps", flush=True)
 sys.exit(args.exit_code)
