@@ -108,6 +108,10 @@ def test_summary_and_other_pages(torch_run):
     assert memory["peak_mem"] > 0
     flops = read_json(os.path.join(torch_run, "flops_summary_0.json"))
     assert flops["FLOPs"] > 0
+    mfu = summary["flops"]["mfu"]
+    assert mfu["peak_source"].startswith("calibrated: float32") and mfu["peak_gflops"] > 0
+    assert sorted(int(n) for n in mfu["per_step"]) == list(range(1, 9))
+    assert 0 < mfu["mean"] < 1 and flops["FLOPS_Utilization"] == pytest.approx(100 * mfu["mean"], rel=1e-3)
     iterator = open(os.path.join(torch_run, "dataset_iterator_profiling_0.txt")).read().split("\n")
     gets = [line.split() for line in iterator if line.startswith("0 0 ")]
     assert len(gets) == 8 and all(float(g[3]) >= 18 for g in gets)
@@ -217,3 +221,11 @@ def test_with_stack_puts_sampled_python_stacks_in_the_timeline(tmp_path):
             if a is not b and overlap(a, b):
                 assert inside(a, b) or inside(b, a), (a, b)
     assert not any("msprof_agent" in e["name"] for e in python)
+
+
+def test_accelerator_peaks_come_from_the_table():
+    from msprof_agent.analysis.peak import peak_gflops
+
+    assert peak_gflops("GPU", "NVIDIA H100 80GB HBM3") == (989_000.0, "table: H100, 989 TFLOPS dense FP16/BF16")
+    assert peak_gflops("GPU", "NVIDIA H100 PCIe")[0] == 756_000.0
+    assert peak_gflops("GPU", "Some Future GPU") == (None, "no peak known for Some Future GPU")

@@ -11,6 +11,7 @@ import orjson
 
 from ..writers import write_json, write_text
 from .operators import group_sum, profiled_op_mask
+from .peak import peak_gflops
 
 CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")
 ELEMENTWISE = ("biasadd", "relu", "add", "mul", "sigmoid", "tanh", "gelu", "softmax", "sub", "div")
@@ -90,7 +91,21 @@ def write(data, ctx):
     steps = max(len(data.window_steps), 1)
     mflops_per_step = float(values.sum()) / steps / 1e6
     step_seconds = np.mean([s["end"] - s["start"] for s in data.window_steps]) / 1e9 if data.window_steps else float(durs.sum()) / 1e9
-    summary = {"FLOPs": round(mflops_per_step, 6), "FLOPS": round(mflops_per_step / 1e3 / max(step_seconds, 1e-9), 6),
-               "FLOPS_Utilization": 0.0, "estimated": bool(np.isnan(data.ops["flops"][mask]).any())}
+    gflops_per_s = mflops_per_step / 1e3 / max(step_seconds, 1e-9)
+    mfu = _mfu(data, data.ops["step"][mask][known], values)
+    summary = {"FLOPs": round(mflops_per_step, 6), "FLOPS": round(gflops_per_s, 6),
+               "FLOPS_Utilization": round(100.0 * mfu["mean"], 4) if mfu else 0.0,
+               "estimated": bool(np.isnan(data.ops["flops"][mask]).any())}
     write_json(ctx.path(f"flops_summary_{ctx.rank}.json"), summary, ctx.pretty)
-    return {"mflops_per_step": summary["FLOPs"], "gflops_per_s": summary["FLOPS"], "estimated": summary["estimated"]}
+    return {"mflops_per_step": summary["FLOPs"], "gflops_per_s": summary["FLOPS"], "estimated": summary["estimated"], "mfu": mfu}
+
+
+def _mfu(data, op_steps, values):
+    """Model FLOPs of each step over its time, against the device's peak."""
+    peak, how = peak_gflops(data.meta.get("device_target", "CPU"), data.meta.get("device_name"))
+    if not peak or not data.window_steps:
+        return None
+    per_step = np.bincount(op_steps, weights=values, minlength=max(s["n"] for s in data.window_steps) + 1)
+    ratios = {s["n"]: float(per_step[s["n"]]) / max(s["end"] - s["start"], 1) / peak for s in data.window_steps}  # FLOP/ns = GFLOPS
+    return {"mean": round(float(np.mean(list(ratios.values()))), 6), "per_step": {n: round(r, 6) for n, r in ratios.items()},
+            "peak_gflops": round(peak, 2), "peak_source": how}

@@ -119,6 +119,9 @@ def print_table(summary):
             f"fwd+bwd {stages['fp_and_bp']:.2f} ms ({share['fp_and_bp']:.0%}) | tail {stages['tail']:.2f} ms ({share['tail']:.0%})")
     if summary["top_op_types"]:
         say("  top ops     " + ", ".join(f"{o['op_type']} {o['percent']:.0%}" for o in summary["top_op_types"][:4]))
+    mfu = (summary["flops"] or {}).get("mfu")
+    if mfu:
+        say(f"  MFU         {mfu['mean']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']})")
     if summary["verdict"]:
         say(f"  verdict     {summary['verdict']}")
     for item in summary["suggestions"][:3]:

@@ -173,7 +173,9 @@ class _Integration:
             if primary is None:  # first optimizer ever, or the primary one was garbage-collected
                 self._primary = weakref.ref(optimizer)
                 if _cuda_in_use() and not self.session.disabled:
-                    self.session.add_meta(device_target="GPU")
+                    import torch
+
+                    self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name())
             elif primary is not optimizer:
                 return
             if self.session.disabled:

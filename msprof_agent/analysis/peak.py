@@ -1,0 +1,64 @@
+"""The device's peak FLOPS, the denominator of MFU (model FLOPs utilization).
+
+Accelerators: a table of dense FP16/BF16 tensor peaks from the vendors' data sheets, matched on the
+device name the framework reports. CPU: no table fits every machine, so a short calibration (a
+float32 matrix multiply through numpy's BLAS on every core) is measured once per machine and
+cached in ``~/.cache/msprof-agent/cpu_peak.json``; it is an achievable peak, said as such.
+"""
+import json
+import os
+import platform
+import time
+
+# Dense FP16/BF16 peak, TFLOPS.
+ACCELERATOR_PEAK_TFLOPS = (
+    ("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0), ("A800", 312.0), ("L40S", 362.0),
+    ("L4", 121.0), ("A10", 125.0), ("V100", 125.0), ("T4", 65.0), ("RTX 4090", 165.0), ("RTX 3090", 71.0),
+    ("Ascend910B", 313.0), ("Ascend910", 256.0),
+)
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent", "cpu_peak.json")
+MATRIX = 1024
+
+
+def peak_gflops(device_target, device_name=None):
+    """(peak GFLOPS, how it was obtained), or (None, why not)."""
+    if device_target in ("GPU", "Ascend"):
+        for key, tflops in ACCELERATOR_PEAK_TFLOPS:
+            if device_name and key.lower() in device_name.lower():
+                return tflops * 1000.0, f"table: {key}, {tflops:g} TFLOPS dense FP16/BF16"
+        return None, f"no peak known for {device_name or device_target}"
+    return _cpu_peak()
+
+
+def _machine_key():
+    return f"{platform.node()}|{platform.processor() or platform.machine()}|{os.cpu_count()}"
+
+
+def _cpu_peak():
+    try:
+        with open(CACHE) as handle:
+            cached = json.load(handle)
+        if cached.get("machine") == _machine_key():
+            return cached["gflops"], cached["how"]
+    except (OSError, ValueError, KeyError):
+        pass
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((MATRIX, MATRIX), dtype=np.float32)
+    a @ a  # warm the BLAS threads
+    best = float("inf")
+    for _ in range(5):
+        began = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - began)
+    gflops = 2.0 * MATRIX ** 3 / best / 1e9
+    how = f"calibrated: float32 {MATRIX}x{MATRIX} matmul via numpy on {os.cpu_count()} cores, best of 5"
+    try:
+        os.makedirs(os.path.dirname(CACHE), exist_ok=True)
+        tmp = f"{CACHE}.{os.getpid()}"
+        with open(tmp, "w") as handle:
+            json.dump({"machine": _machine_key(), "gflops": gflops, "how": how}, handle)
+        os.replace(tmp, CACHE)
+    except OSError:
+        pass
+    return gflops, how
