@@ -1,7 +1,6 @@
 """The agent's only voice on stderr: every line starts with ``msprof-agent:`` and each distinct problem is said once."""
 import os
 import sys
-import traceback
 
 PREFIX = "msprof-agent: "
 _said = set()
@@ -28,5 +27,7 @@ def warn_once(message, key=None):
 def report_error(where, exc):
     """An agent failure: reported once, never raised into the user's job (MSPROF_AGENT_DEBUG=1 adds the traceback)."""
     if os.environ.get("MSPROF_AGENT_DEBUG"):
+        import traceback
+
         traceback.print_exception(exc)
     warn_once(f"{where} failed, the job goes on: {type(exc).__name__}: {exc}", key=(where, type(exc).__name__))

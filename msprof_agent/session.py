@@ -20,9 +20,7 @@ child never writes.
 import atexit
 import copy
 import os
-import platform
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import fields
@@ -80,7 +78,7 @@ class Session:
         self.finished = False
         self.meta = {
             "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
-            "started_ns": self.started_ns, "host": platform.node(), "python": platform.python_version(),
+            "started_ns": self.started_ns, "host": os.uname().nodename, "python": sys.version.split()[0],
             "argv": list(sys.argv), "device_target": "CPU",
         }
         self.run = Collection(self.meta, options, os.path.join(options.output_path, "profiler"), origin)
@@ -335,6 +333,8 @@ class Session:
         code = ("import os, sys; os.nice(5); from msprof_agent import log; from msprof_agent.analysis import analyse_rank; "
                 "loud = sys.argv[3] == '1'; s = analyse_rank(sys.argv[1], int(sys.argv[2]), announce=loud); "
                 "loud or log.say(f\"analysed steps {s['step_range']} -> {s['profiler_dir']}\")")
+        import subprocess  # here, not at start-up: most sessions never analyse in the background
+
         env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")}
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -346,6 +346,8 @@ class Session:
             log.report_error("starting the background analysis", exc)
 
     def wait_for_background(self, timeout_s=600):
+        import subprocess
+
         deadline = time.monotonic() + timeout_s
         for proc in self.background:
             try:

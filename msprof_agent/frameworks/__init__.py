@@ -1,5 +1,6 @@
-"""Framework integrations, each installed by a wrapt post-import hook so import order never matters."""
+"""Framework integrations, each installed right after its framework's import, so import order never matters."""
 from .. import log
+from .import_hooks import when_imported
 
 INTEGRATIONS = {
     "mindspore": "msprof_agent.frameworks.mindspore",
@@ -10,8 +11,6 @@ INTEGRATIONS = {
 def install_post_import_hooks(session):
     import importlib
 
-    import wrapt
-
     def hook_for(module_name):
         def on_import(_module):
             try:
@@ -21,4 +20,4 @@ def install_post_import_hooks(session):
         return on_import
 
     for framework, module_name in INTEGRATIONS.items():
-        wrapt.register_post_import_hook(hook_for(module_name), framework)
+        when_imported(framework, hook_for(module_name))
