@@ -224,3 +224,15 @@ def test_run_passes_options_through(out_dir):
                              "--", PY, TINY, "--steps", "5"], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert [r[0] for r in step_rows(out_dir)] == ["2", "3"]
+
+
+def test_framework_import_under_the_hook_is_transparent(out_dir):
+    """The post-import hook wraps torch's loader only while torch/__init__ runs: afterwards the module
+    has its own loader back, resources resolve, and the integration is installed."""
+    code = ("import importlib.resources, sys, torch; "
+            "print(type(torch.__loader__).__name__, type(torch.__spec__.loader).__name__, "
+            "importlib.resources.files('torch').joinpath('__init__.py').is_file(), "
+            "sys.modules['msprof_agent.frameworks.torch']._state is not None)")
+    result = run_script(["-c", code], options=on(out_dir))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["SourceFileLoader", "SourceFileLoader", "True", "True"]
