@@ -5,10 +5,11 @@ and the process's own CPU times and RSS. Samples go to the writer's thread-safe 
 thread writes them at the next flush, so this thread never touches a file or a lock of ours.
 """
 import os
-import threading
 import time
 
 import psutil
+
+from . import SamplerThread
 
 
 def _runnable_processes():
@@ -22,24 +23,10 @@ def _runnable_processes():
     return 0
 
 
-class CpuSampler:
-    def __init__(self, queue, interval_ms):
-        self._queue = queue
-        self._interval = interval_ms / 1000.0
-        self._stop = threading.Event()
-        self._thread = None
+class CpuSampler(SamplerThread):
+    """Machine, process and memory readings; the last one is taken as it stops, so short windows have one."""
 
-    def start(self):
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="msprof-agent-cpu", daemon=True)
-            self._thread.start()
-
-    def stop(self):
-        """Stop and take one last sample, so short windows still have a reading."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=2 * self._interval + 1)
-            self._thread = None
+    thread_name = "msprof-agent-cpu"
 
     def _run(self):
         process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process

@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 
+from . import SamplerThread
+
 AGENT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_DEPTH = 64
 
@@ -30,26 +32,16 @@ def stack_of(frame):
     return frames
 
 
-class StackSampler:
+class StackSampler(SamplerThread):
+    thread_name = "msprof-agent-stacks"
+
     def __init__(self, queue, interval_ms, thread_id=None):
-        self._queue = queue
-        self._interval = interval_ms / 1000.0
+        super().__init__(queue, interval_ms)
         self._target = thread_id if thread_id is not None else threading.main_thread().ident
-        self._stop = threading.Event()
-        self._thread = None
 
-    def start(self):
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="msprof-agent-stacks", daemon=True)
-            self._thread.start()
-
-    def stop(self):
-        """Stop sampling; an empty stack closes every open frame at the window's end."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=1.0)
-            self._thread = None
-            self._queue.append({"k": "stack", "ts": time.time_ns(), "frames": []})
+    def _after_stop(self):
+        """An empty stack closes every open frame at the window's end."""
+        self._queue.append({"k": "stack", "ts": time.time_ns(), "frames": []})
 
     def _run(self):
         previous = None
