@@ -173,25 +173,30 @@ def test_timeline_limit_drops_the_shortest_ops_and_says_so(tmp_path):
     assert next(int(r[1]) for r in detail[1:] if r[0] == "aten::conv2d") == 2 * 40  # the tables keep every op
 
 
-def stage_means(profiler_dir):
-    _, _, average = step_table(profiler_dir)
-    return {"interval": float(average[0][6]), "fp_and_bp": float(average[0][7]), "tail": float(average[0][8])}
+def stage_medians(profiler_dir):
+    """Median of each stage over the steps after the first (step 1 compiles the graph)."""
+    _, steps, _ = step_table(profiler_dir)
+    later = [r for r in steps if r[0] != "1"]
+    median = lambda column: sorted(int(r[column]) for r in later)[len(later) // 2]  # noqa: E731
+    return {"interval": median(6), "fp_and_bp": median(7), "tail": median(8)}
 
 
 @pytest.mark.mindspore
 def test_fp_bp_variables_change_the_split(mindspore_run, tmp_path):
-    """PROFILING_BP_END on the first backward MatMul moves most of backward into the tail; a name that
-    never occurs is reported and the automatic points are kept."""
-    automatic = stage_means(mindspore_run)
+    """FP start on fc1's MatMul moves both convolutions' forward into the interval, BP end on fc3's
+    gradient MatMul moves their backward into the tail; compared within each run, since two runs on a
+    shared machine differ in speed. A name that never occurs is reported, automatic points kept."""
+    automatic = stage_medians(mindspore_run)
+    assert automatic["fp_and_bp"] > 5 * (automatic["interval"] + automatic["tail"])
     assert read_json(os.path.join(mindspore_run, "step_trace_point_info_0.json"))["bp_end"].endswith("Conv2DBackpropFilter-op0")
     result = run_script([LENET, "--steps", "6", "--quiet"], options={"start": True, "output_path": str(tmp_path / "a")},
                         extra_env={"PROFILING_BP_END": "Grad_MatMul/MatMul-op3", "PROFILING_FP_START": "fc1-Dense/MatMul-op0"})
     assert result.returncode == 0, result.stderr
-    moved = stage_means(str(tmp_path / "a" / "profiler"))
+    moved = stage_medians(str(tmp_path / "a" / "profiler"))
     points = read_json(os.path.join(str(tmp_path / "a" / "profiler"), "step_trace_point_info_0.json"))
     assert points == {"fp_start": "fc1-Dense/MatMul-op0", "bp_end": "Grad_MatMul/MatMul-op3"}
-    assert moved["tail"] > automatic["tail"] + 0.5 * automatic["fp_and_bp"] / 2  # both convolutions' backward moved to the tail
-    assert moved["interval"] > automatic["interval"]  # conv1, conv2 now before the forward start
+    assert moved["tail"] > 2 * moved["fp_and_bp"]  # the convolutions' backward is now after the BP end
+    assert moved["interval"] > 2 * moved["fp_and_bp"]  # and their forward before the FP start
     result = run_script([LENET, "--steps", "4", "--quiet"], options={"start": True, "output_path": str(tmp_path / "b")},
                         extra_env={"PROFILING_BP_END": "NoSuchOp-op9"})
     summary = read_json(os.path.join(str(tmp_path / "b" / "profiler"), "summary_0.json"))
