@@ -52,21 +52,14 @@ _LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", 
 
 def load_rank(profiler_dir, rank):
     data = RunData(rank)
-    batches = {c: [] for c in _OP_COLUMNS}
+    batches = _OpBatches()
     steps = {}
     for record in read_records(profiler_dir, rank):
         kind = record.get("k")
         if kind == "step":
             steps[record["n"]] = record  # a step recorded twice (re-run flush) keeps the last copy
         elif kind == "ops":
-            size = len(record.get("start", ()))
-            if not size:
-                continue
-            for column in _OP_COLUMNS:
-                values = record.get(column)
-                if column == "device" and isinstance(values, str):
-                    values = [values] * size
-                batches[column].append(values if values is not None else [None] * size)
+            batches.add(record)
         elif kind == "meta":
             record.pop("k", None)
             data.meta.update(record)
@@ -75,12 +68,52 @@ def load_rank(profiler_dir, rank):
         elif kind in _LISTS:
             getattr(data, _LISTS[kind]).append(record)
     data.steps = [steps[n] for n in sorted(steps)]
-    if batches["start"]:
-        data.ops, lookups = _op_columns(batches)
-        data.op_names, data.op_types = lookups["name"], lookups["type"]
+    if batches.size:
+        data.ops, data.op_names, data.op_types = batches.columns()
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
         data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
     return data
+
+
+class _OpBatches:
+    """Op column batches turned into numpy arrays batch by batch (numbers converted in C, names and
+    types factorized into integer codes against one growing table): op names repeat every step, so
+    the analyses group by small integers instead of sorting millions of strings."""
+
+    def __init__(self):
+        self.size = 0
+        self.parts = {c: [] for c in _OP_COLUMNS + ("name_id", "type_id")}
+        self.codes = {"name": {}, "type": {}}
+
+    def add(self, record):
+        size = len(record.get("start", ()))
+        if not size:
+            return
+        self.size += size
+        parts = self.parts
+        parts["start"].append(np.asarray(record["start"], dtype=np.int64))
+        parts["dur"].append(np.asarray(record["dur"], dtype=np.int64))
+        flops = record.get("flops")
+        parts["flops"].append(np.full(size, np.nan) if flops is None else np.array(flops, dtype=np.float64))  # None -> nan
+        for column in ("tid", "shape", "stream", "device"):
+            values = record.get(column)
+            array = np.empty(size, dtype=object)
+            array[:] = values if isinstance(values, list) else [values] * size
+            parts[column].append(array)
+        for column in ("name", "type"):
+            index = self.codes[column]
+            parts[column + "_id"].append(np.array([index.setdefault(v, len(index)) for v in record[column]], dtype=np.int64))
+
+    def columns(self):
+        """(columns sorted by start, the name of each name code, the name of each type code)."""
+        columns = {c: np.concatenate(v) for c, v in self.parts.items() if v}
+        order = np.argsort(columns["start"], kind="stable")
+        lookups = {}
+        for column in ("name", "type"):
+            lookups[column] = np.empty(len(self.codes[column]), dtype=object)
+            lookups[column][:] = list(self.codes[column])
+            columns[column] = lookups[column][columns[column + "_id"]]
+        return {k: v[order] for k, v in columns.items()}, lookups["name"], lookups["type"]
 
 
 def _self_durations(ops):
@@ -99,33 +132,6 @@ def _self_durations(ops):
             own[stack[-1][1]] -= end - start
         stack.append((end, i))
     return np.maximum(own, 0)
-
-
-def _op_columns(batches):
-    def joined(column, dtype=object):
-        flat = [v for batch in batches[column] for v in batch]
-        return np.array(flat, dtype=dtype)
-
-    start = joined("start", np.int64)
-    order = np.argsort(start, kind="stable")
-    columns = {"start": start, "dur": joined("dur", np.int64), "tid": joined("tid"), "shape": joined("shape"),
-               "stream": joined("stream"), "device": joined("device"),
-               "flops": np.array([np.nan if v is None else v for batch in batches["flops"] for v in batch], dtype=np.float64)}
-    lookups = {}
-    for column in ("name", "type"):
-        columns[column + "_id"], lookups[column] = _factorize([v for batch in batches[column] for v in batch])
-        columns[column] = lookups[column][columns[column + "_id"]]
-    return {k: v[order] for k, v in columns.items()}, lookups
-
-
-def _factorize(values):
-    """Integer codes and the unique values, in first-seen order: op names repeat every step, so the
-    analyses group by small integers (``np.bincount``) instead of sorting millions of strings."""
-    index = {}
-    codes = np.array([index.setdefault(v, len(index)) for v in values], dtype=np.int64)
-    uniques = np.empty(len(index), dtype=object)
-    uniques[:] = list(index)
-    return codes, uniques
 
 
 def _assign_steps(op_start, steps):
