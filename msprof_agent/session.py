@@ -99,18 +99,6 @@ class Session:
     def profiler_dir(self):
         return self.run.profiler_dir
 
-    @property
-    def state(self):
-        return self.run.state
-
-    @property
-    def summary(self):
-        return self.run.summary
-
-    @property
-    def recording(self):
-        return self.owner is not None
-
     def open_run(self, options, origin):
         """A new run in a new folder (the API after an earlier run was analysed, or on a dynamic-only session)."""
         if self.run.state != ANALYSED:

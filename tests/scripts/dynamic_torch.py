@@ -5,6 +5,7 @@ import time
 
 import torch
 
+import tiny_model
 from config_editor import apply_edits, parse_edits
 from msprof_agent import DynamicProfilerMonitor
 
@@ -17,12 +18,7 @@ parser.add_argument("--edit", action="append")
 args = parser.parse_args()
 edits = parse_edits(args.edit)
 
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-data = torch.utils.data.TensorDataset(torch.randn(args.steps * 8, 16), torch.randn(args.steps * 8, 1))
-loader = torch.utils.data.DataLoader(data, batch_size=8)
+model, optimizer, loader = tiny_model.make(args.steps)
 
 monitor = DynamicProfilerMonitor(cfg_path=args.cfg, output_path=args.out)
 for step, (x, y) in enumerate(loader, 1):

@@ -7,6 +7,8 @@ import time
 
 import torch
 
+import tiny_model
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--sleep-ms", type=float, default=0.0, help="sleep inside each step")
@@ -19,12 +21,7 @@ parser.add_argument("--fork-at", type=int, default=0, help="fork a child at this
 parser.add_argument("--exit-code", type=int, default=0)
 args = parser.parse_args()
 
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-data = torch.utils.data.TensorDataset(torch.randn(args.steps * 8, 16), torch.randn(args.steps * 8, 1))
-loader = torch.utils.data.DataLoader(data, batch_size=8)
+model, optimizer, loader = tiny_model.make(args.steps)
 
 for step, (x, y) in enumerate(loader, 1):
     if step == args.raise_at:
