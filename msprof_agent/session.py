@@ -166,7 +166,7 @@ class Session:
             if win:
                 c.collected.add(step["n"])
             if win or c is self.run:  # a window's store holds its own steps
-                c.writer.add(dict(step, win=win))
+                c.writer.add_later(dict(step, win=win))
         run = self.run
         if self.owner is run and not run.explicit and run.options.stop_step is not None \
                 and step["n"] >= run.options.stop_step:
@@ -180,7 +180,7 @@ class Session:
             except Exception as exc:
                 log.report_error("a step listener", exc)
         for c in self._live():
-            c.writer.flush()
+            c.writer.flush_if_due(step["end"])
 
     # -- the window ----------------------------------------------------------------------------
     def start_recording(self, collection=None, explicit=False, at_ns=None):

@@ -159,7 +159,9 @@ def test_sigterm_at_step_keeps_status_and_earlier_steps(out_dir):
 
 
 def test_sigkill_leaves_raw_data_for_offline_analysis(out_dir):
-    result = run_script([TINY, "--steps", "8", "--sigkill-at", "5"], options=on(out_dir))
+    """SIGKILL runs no handler: the raw store holds the steps up to its last flush, which happens at
+    a step end at most 0.1 s after the one before. Step 4 lasts 0.15 s, so steps 1-4 are on disk."""
+    result = run_script([TINY, "--steps", "8", "--slow-at", "4", "--slow-ms", "150", "--sigkill-at", "5"], options=on(out_dir))
     assert result.returncode == -signal.SIGKILL
     assert not os.path.exists(os.path.join(out_dir, "profiler", "summary_0.json"))
     analysed = subprocess.run([PY, "-m", "msprof_agent", "analyse", out_dir], capture_output=True, text=True, timeout=300)

@@ -54,6 +54,11 @@ class StepRecorder:
         self._on_close(step)
         return step
 
+    def start_next_at(self, now):
+        """Time the agent itself spent between two steps (a profiler hand-over) belongs to no step."""
+        if self.current is None and self._next_start is not None:
+            self._next_start = now
+
     def discard_open(self):
         """A step cut short (crash, signal, end of data) is not a step: drop it."""
         self.current = None

@@ -26,6 +26,11 @@ from .. import log
 from .patching import Patches
 
 OPS_CHUNK = 65536
+# torch.profiler keeps every event of a session until its stop(), at ~5 KB each with shapes (6 GB
+# for the 1.1 M events of 300 ResNet steps), so a window is collected as a series of profiler
+# sessions of about this many events, handed over between two steps.
+SESSION_EVENTS = 50_000
+FIRST_SESSION_STEPS = 4
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
 MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
 COMM_FUNCTIONS = (
@@ -90,8 +95,7 @@ class _Integration:
         self._grad_enabled = torch.is_grad_enabled
         self._primary = None  # weakref to the primary optimizer
         self._handles = []
-        self._fp_handle = None
-        self._fp_lock = threading.Lock()
+        self._fp_hook = None
         self._patches = Patches()
         self._in_comm = threading.local()
 
@@ -102,9 +106,8 @@ class _Integration:
         import torch.optim.optimizer as optimizer_mod
         import torch.utils.data.dataloader as dataloader_mod
 
-        self._register_fp = module_mod.register_module_forward_pre_hook
         self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
-        self._arm_fp()
+        self._fp_hook = _ReArmableHook(module_mod.register_module_forward_pre_hook, self._forward_pre_hook)
         self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
         self._patches.wrap(torch.autograd, "backward", self._backward)
@@ -117,37 +120,39 @@ class _Integration:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        self._disarm_fp()
-        self._fp_handle = False  # never re-armed after uninstall
+        if self._fp_hook is not None:
+            self._fp_hook.remove()
         self._patches.remove_all()
 
     # -- forward start ---------------------------------------------------------------------------
-    def _arm_fp(self):
-        with self._fp_lock:
-            if self._fp_handle is None:
-                self._fp_handle = self._register_fp(self._forward_pre_hook)
-
-    def _disarm_fp(self):
-        with self._fp_lock:
-            handle, self._fp_handle = self._fp_handle, None
-        if handle:
-            handle.remove()
-
     def _forward_pre_hook(self, module, _args):
         """The first training forward of a step: the outermost module's pre-hook runs before its children's."""
         try:
             if self.session.disabled or not module.training or not self._grad_enabled():
                 return None
+            self._between_steps()
             self.steps.mark_fp(time.time_ns())
-            self._disarm_fp()
+            self._fp_hook.disarm()
         except Exception as exc:
             log.report_error("marking the forward start", exc)
         return None
 
     # -- data wait, backward end, step boundary ----------------------------------------------------
+    def _between_steps(self):
+        """At a step's first hook, before anything of it is timed (and outside torch's own
+        ``record_function`` spans, which the optimizer-step hook is not): hand a full profiler
+        session over. The time that takes belongs to no step: the next one starts after it."""
+        if self.device.handover_due and self.steps.current is None:
+            try:
+                self.device.hand_over(self.session)
+            except Exception as exc:
+                log.report_error("handing the profiler's events over", exc)
+            self.steps.start_next_at(time.time_ns())
+
     def _timed_fetch(self, wrapped, _instance, args, kwargs):
         if self.session.disabled or not self._grad_enabled():
             return wrapped(*args, **kwargs)
+        self._between_steps()
         start = time.time_ns()
         result = wrapped(*args, **kwargs)
         end = time.time_ns()
@@ -181,10 +186,10 @@ class _Integration:
             if self.session.disabled:
                 return
             if self.device.active:  # before close(): closing the last window step stops the device session
-                self.device.step_ends.append(now)
+                self.device.step_ended(now)
             self.steps.open(now)
             self.steps.close(now)
-            self._arm_fp()
+            self._fp_hook.arm()
         except Exception as exc:
             log.report_error("closing a training step", exc)
 
@@ -211,6 +216,43 @@ class _Integration:
                 except Exception as exc:
                     log.report_error("timing a communication call", exc)
         return timed_comm
+
+
+class _ReArmableHook:
+    """A global torch hook registered once, then put into and taken out of torch's hook dict under
+    its handle's id: registering anew every step would build a ``RemovableHandle`` (weak references,
+    a class counter) per step, a cost on the training thread's critical path. A torch whose handle
+    does not expose its dict gets the register / remove pair instead."""
+
+    def __init__(self, register, hook):
+        self._register = register
+        self._hook = hook
+        self._handle = register(hook)
+        self._hooks = getattr(self._handle, "hooks_dict_ref", lambda: None)()
+        self._armed = True
+        self._removed = False
+
+    def arm(self):
+        if self._armed or self._removed:
+            return
+        self._armed = True
+        if self._hooks is None:
+            self._handle = self._register(self._hook)
+        else:
+            self._hooks[self._handle.id] = self._hook
+
+    def disarm(self):
+        if not self._armed:
+            return
+        self._armed = False
+        if self._hooks is None:
+            self._handle.remove()
+        else:
+            self._hooks.pop(self._handle.id, None)
+
+    def remove(self):
+        self._removed = True
+        self.disarm()
 
 
 def _payload_bytes(args, kwargs):
@@ -293,6 +335,8 @@ class TorchDeviceSession:
         self.step_ends = []  # boundaries of the window's steps, to number the collectives found in it
         self.wrapped_comm = []  # (start, end) of calls the Python wrappers timed already
         self._first_step = 1
+        self._session_steps = FIRST_SESSION_STEPS  # steps per profiler session, sized from the last one
+        self._steps_in_session = 0
         self._prof = None
         self._sync = None
         self._mem_base = 0
@@ -307,10 +351,11 @@ class TorchDeviceSession:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self._prof = profile(activities=activities, record_shapes=self.options.record_shapes,
                              profile_memory=self.options.profile_memory, with_stack=self.options.with_stack,
-                             with_flops=True)
+                             with_flops=self.options.record_shapes)
         if self.cuda and self.options.profile_memory:
             self._mem_base = torch.cuda.memory_allocated()
         self.step_ends, self.wrapped_comm = [], []
+        self._steps_in_session = 0
         self._first_step = self._steps.completed + 1
         before = time.time_ns()
         self._prof.start()
@@ -321,13 +366,31 @@ class TorchDeviceSession:
     def active(self):
         return self._prof is not None
 
+    def step_ended(self, now):
+        self.step_ends.append(now)
+        self._steps_in_session += 1
+
+    @property
+    def handover_due(self):
+        return self._prof is not None and self._steps_in_session >= self._session_steps
+
+    def hand_over(self, session):
+        """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS."""
+        steps = self._steps_in_session
+        events = self.stop(session)
+        self._session_steps = max(1, steps * SESSION_EVENTS // max(events, 1))
+        self.start()
+
     def stop(self, session):
+        """Stop torch.profiler and write its events; returns how many it gave."""
         prof, self._prof = self._prof, None
         if prof is None:
-            return
+            return 0
         prof.stop()
         results = prof.profiler.kineto_results
-        self._emit(session, results.events(), self._clock_offset(results.trace_start_ns()))
+        events = results.events()
+        self._emit(session, events, self._clock_offset(results.trace_start_ns()))
+        return len(events)
 
     def _emit(self, session, events, offset):
         cuda = self.cuda
