@@ -61,6 +61,8 @@ class Collection:
 
     def contains(self, step):
         """True when recording was on at the step's start (forward start if marked, else opening)."""
+        if not self.intervals:  # the run between windows: every step closes through here
+            return False
         anchor = step.get("fp") or step["start"]
         return any(start <= anchor and (stop is None or anchor < stop) for start, stop in self.intervals)
 
@@ -123,6 +125,8 @@ class Session:
         return True
 
     def _live(self):
+        if self.owner is None and not self._awaiting:  # step timing only: the common case, once per step
+            return [self.run] if self.run.state != ANALYSED else []
         out = []
         for c in [self.run, self.owner] + self._awaiting:
             if c is not None and c.state != ANALYSED and c not in out:

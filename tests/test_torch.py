@@ -75,7 +75,8 @@ def test_dataloader_workers_write_nothing_and_wait_is_seen(out_dir, workers, con
 
 
 def test_op_counts_match_torch_profiler(out_dir, tmp_path):
-    steps = 4
+    """Also across a profiler hand-over: the first torch.profiler session holds 4 steps, the next the rest."""
+    steps = 10
     reference = str(tmp_path / "reference.json")
     proc = run_script([CNN, "--steps", str(steps), "--torch-profiler", reference], hook=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -95,6 +96,12 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
     window = data.steps[0]["start"], data.steps[-1]["end"]
     assert window[0] <= data.ops["start"][in_steps].min() and data.ops["start"][in_steps].max() <= window[1]
     assert data.mem and all(window[0] - 10**9 < m["ts"] < window[1] + 10**9 for m in data.mem)
+    from msprof_agent.store import read_records
+
+    pauses = [r for r in read_records(os.path.join(out_dir, "profiler"), 0) if r["k"] == "pause"]
+    assert len(pauses) == 1
+    before, after = data.steps[3], data.steps[4]  # handed over between steps 4 and 5, in no step's time
+    assert before["end"] <= pauses[0]["start"] <= pauses[0]["end"] <= after["start"]
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["all_reduce", "ddp"])

@@ -143,11 +143,14 @@ class _Integration:
         ``record_function`` spans, which the optimizer-step hook is not): hand a full profiler
         session over. The time that takes belongs to no step: the next one starts after it."""
         if self.device.handover_due and self.steps.current is None:
+            began = time.time_ns()
             try:
                 self.device.hand_over(self.session)
             except Exception as exc:
                 log.report_error("handing the profiler's events over", exc)
-            self.steps.start_next_at(time.time_ns())
+            now = time.time_ns()
+            self.session.record({"k": "pause", "start": began, "end": now, "what": "torch.profiler hand-over"})
+            self.steps.start_next_at(now)
 
     def _timed_fetch(self, wrapped, _instance, args, kwargs):
         if self.session.disabled or not self._grad_enabled():
@@ -339,9 +342,10 @@ class TorchDeviceSession:
         self._steps_in_session = 0
         self._prof = None
         self._sync = None
-        self._mem_base = 0
+        self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
 
-    def start(self):
+    def start(self, continuing=False):
+        """Start torch.profiler for a window, or (``continuing``) for its next session after a hand-over."""
         if not self.options.op_time:
             return  # torch.profiler has nothing but ops to give: data waits come from the run loop
         import torch
@@ -352,8 +356,8 @@ class TorchDeviceSession:
         self._prof = profile(activities=activities, record_shapes=self.options.record_shapes,
                              profile_memory=self.options.profile_memory, with_stack=self.options.with_stack,
                              with_flops=self.options.record_shapes)
-        if self.cuda and self.options.profile_memory:
-            self._mem_base = torch.cuda.memory_allocated()
+        if not continuing:
+            self._mem_base = {"cpu": 0, "cuda": torch.cuda.memory_allocated() if self.cuda and self.options.profile_memory else 0}
         self.step_ends, self.wrapped_comm = [], []
         self._steps_in_session = 0
         self._first_step = self._steps.completed + 1
@@ -379,7 +383,7 @@ class TorchDeviceSession:
         steps = self._steps_in_session
         events = self.stop(session)
         self._session_steps = max(1, steps * SESSION_EVENTS // max(events, 1))
-        self.start()
+        self.start(continuing=True)
 
     def stop(self, session):
         """Stop torch.profiler and write its events; returns how many it gave."""
@@ -485,7 +489,8 @@ class TorchDeviceSession:
             data = np.array(rows, dtype=np.int64)
             data = data[np.argsort(data[:, 0], kind="stable")]
             ts = data[:, 0] + offset
-            allocated = np.cumsum(data[:, 1]) + (self._mem_base if on_gpu else 0)
+            allocated = np.cumsum(data[:, 1]) + self._mem_base[device]
+            self._mem_base[device] = int(allocated[-1])
             width = max(MEM_BUCKET_NS, (int(ts[-1]) - int(ts[0])) // MEM_MAX_SAMPLES + 1)
             bucket = (ts - ts[0]) // width
             first = np.flatnonzero(np.append(True, bucket[1:] != bucket[:-1]))
