@@ -2,6 +2,7 @@
 
 Each writer writes to a temporary name in the target directory and renames it into place.
 """
+import contextlib
 import csv
 import io
 import os
@@ -10,21 +11,26 @@ import tempfile
 import orjson
 
 
-def write_bytes(path, data):
+@contextlib.contextmanager
+def replacing(path):
+    """A file to write (or stream) into that replaces ``path`` only once complete."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(tmp)
-        except OSError:
-            pass
         raise
+
+
+def write_bytes(path, data):
+    with replacing(path) as handle:
+        handle.write(data)
 
 
 def write_json(path, value, pretty=False):

@@ -102,6 +102,8 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
     assert len(pauses) == 1
     before, after = data.steps[3], data.steps[4]  # handed over between steps 4 and 5, in no step's time
     assert before["end"] <= pauses[0]["start"] <= pauses[0]["end"] <= after["start"]
+    summary = json.load(open(os.path.join(out_dir, "profiler", "summary_0.json")))
+    assert any(note.startswith("torch.profiler hand-over x1:") for note in summary["notes"])
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["all_reduce", "ddp"])
@@ -210,3 +212,27 @@ def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives
     comm = [r for r in sink if r["k"] == "comm"]
     assert comm == [{"k": "comm", "step": 2, "name": "all_reduce", "start": 300, "dur": 10, "bytes": 24, "source": "profiler"}]
     assert any(r["k"] == "note" and "1 unreadable" in r["text"] for r in sink)
+
+
+DYNAMIC_BATCH = """
+import torch
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(6):
+    model(torch.randn(4 if step % 2 else 6, 8)).sum().backward()  # the batch size changes every step
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_changing_shapes_give_the_dynamic_shape_page(out_dir, tmp_path):
+    script = tmp_path / "dynamic_batch.py"
+    script.write_text(DYNAMIC_BATCH)
+    check_ok(run_script([str(script)], options(out_dir), timeout=120))
+    info = json.load(open(os.path.join(out_dir, "profiler", "dynamic_shape_info_0.json")))
+    assert "aten::linear" in info["ops_with_changing_shapes"] and "aten::relu" in info["ops_with_changing_shapes"]
+    assert sorted(int(s) for s in info["op_type_time_ms_by_step"]) == [1, 2, 3, 4, 5, 6]
+    assert info["shapes_by_step"]["1"]["aten::linear"].startswith("[[6,8]")
+    assert info["shapes_by_step"]["2"]["aten::linear"].startswith("[[4,8]")
+    assert all(ms > 0 for ms in info["op_type_time_ms_by_step"]["3"].values())

@@ -1,4 +1,7 @@
-"""``dynamic_shape_info_{r}.json``: per-step op-type times and shapes, written when shapes change between steps."""
+"""``dynamic_shape_info_{r}.json``: per-step op-type times and shapes, written when shapes change between steps.
+
+Works on the integer codes of names, types and shapes: millions of ops, a few hundred distinct values.
+"""
 import numpy as np
 
 from ..writers import write_json
@@ -8,30 +11,32 @@ from .operators import profiled_op_mask
 def write(data, ctx):
     if not data.op_count:
         return None
+    ops = data.ops
     mask = profiled_op_mask(data)
-    shapes = data.ops["shape"][mask]
-    known = np.array([s is not None for s in shapes], dtype=bool)
+    shape_values = ops.values["shape"]
+    shape_id = ops["shape_id"][mask]
+    known = np.array([s is not None for s in shape_values], dtype=bool)[shape_id]
     if not known.any():
         return None
-    names, steps = data.ops["name"][mask][known], data.ops["step"][mask][known]
-    shapes_by_name = {}
-    for name, shape in zip(names.tolist(), shapes[known].tolist()):
-        shapes_by_name.setdefault(name, set()).add(shape)
-    changing = sorted(n for n, s in shapes_by_name.items() if len(s) > 1)
-    if not changing:
+    name_id = ops["name_id"][mask]
+    pairs = np.unique(name_id[known] * len(shape_values) + shape_id[known])  # distinct (name, shape)
+    shapes_per_name = np.bincount(pairs // len(shape_values), minlength=len(data.op_names))
+    changing_ids = np.flatnonzero(shapes_per_name > 1)
+    if not len(changing_ids):
         return None
-    types, durs, all_steps = data.ops["type"][mask], data.ops["dur"][mask], data.ops["step"][mask]
+    steps, type_id = ops["step"][mask], ops["type_id"][mask]
+    keys, inverse = np.unique(steps * len(data.op_types) + type_id, return_inverse=True)
+    milliseconds = np.bincount(inverse.reshape(-1), weights=ops["dur"][mask]) / 1e6
     per_step = {}
-    for step, kind, dur in zip(all_steps.tolist(), types.tolist(), durs.tolist()):
-        entry = per_step.setdefault(step, {})
-        entry[kind] = entry.get(kind, 0.0) + dur / 1e6
-    changing_set = set(changing)
+    for key, value in zip(keys.tolist(), milliseconds.tolist()):
+        step, kind = divmod(key, len(data.op_types))
+        per_step.setdefault(str(step), {})[data.op_types[kind]] = round(value, 6)
     op_shapes = {}
-    for step, name, shape in zip(steps.tolist(), names.tolist(), shapes[known].tolist()):
-        if name in changing_set:
-            op_shapes.setdefault(str(step), {})[name] = shape
+    picked = known & np.isin(name_id, changing_ids)
+    for step, name, shape in zip(steps[picked].tolist(), name_id[picked].tolist(), shape_id[picked].tolist()):
+        op_shapes.setdefault(str(step), {})[data.op_names[name]] = shape_values[shape]
+    changing = sorted(data.op_names[i] for i in changing_ids.tolist())
     write_json(ctx.path(f"dynamic_shape_info_{ctx.rank}.json"), {
-        "op_type_time_ms_by_step": {str(k): {t: round(v, 6) for t, v in per_step[k].items()} for k in sorted(per_step)},
-        "ops_with_changing_shapes": changing, "shapes_by_step": op_shapes,
+        "op_type_time_ms_by_step": per_step, "ops_with_changing_shapes": changing, "shapes_by_step": op_shapes,
     }, ctx.pretty)
     return {"ops_with_changing_shapes": len(changing)}

@@ -49,17 +49,19 @@ def estimate(op_type, shape_text):
 def per_op_flops(data, mask):
     """FLOPs of each profiled op (reported values first, estimates where missing) and whether it is cube work.
 
-    Estimates are cached per (type, shape): a training step repeats the same shapes every step.
+    Estimates are made once per distinct (type, shape) code pair: a training step repeats the same
+    shapes every step.
     """
-    flops = data.ops["flops"][mask].copy()
-    types, shapes = data.ops["type"][mask], data.ops["shape"][mask]
-    missing = np.flatnonzero(np.isnan(flops) & (shapes != None))  # noqa: E711 (elementwise on an object array)
-    cache = {}
-    for i in missing.tolist():
-        key = (types[i], shapes[i])
-        if key not in cache:
-            cache[key] = estimate(str(key[0]), key[1])
-        flops[i] = cache[key]
+    ops = data.ops
+    flops = ops["flops"][mask].copy()
+    shape_values = ops.values["shape"]
+    type_id, shape_id = ops["type_id"][mask], ops["shape_id"][mask]
+    missing = np.isnan(flops) & np.array([s is not None for s in shape_values], dtype=bool)[shape_id]
+    if missing.any():
+        width = len(shape_values)
+        pairs, inverse = np.unique(type_id[missing] * width + shape_id[missing], return_inverse=True)
+        estimates = np.array([estimate(str(data.op_types[p // width]), shape_values[p % width]) for p in pairs.tolist()])
+        flops[missing] = estimates[inverse.reshape(-1)]
     lowered = np.char.lower(data.op_types.astype(str))
     cube_type = np.zeros(len(lowered), dtype=bool)
     for word in CUBE:

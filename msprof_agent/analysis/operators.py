@@ -41,7 +41,10 @@ def profiled_op_mask(data):
     window = [s["n"] for s in data.window_steps]
     if not window:
         return np.ones(data.op_count, dtype=bool)
-    return np.isin(data.ops["step"], window)
+    steps = data.ops["step"]
+    in_window = np.zeros(max(max(window), int(steps.max())) + 1, dtype=bool)  # a table over step numbers: one gather per op
+    in_window[window] = True
+    return in_window[steps]
 
 
 def short_name(full_name):

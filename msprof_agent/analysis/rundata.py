@@ -1,11 +1,18 @@
 """Load one rank's raw records into the arrays every analysis reads.
 
-Ops become numpy columns sorted by start time, each tagged with the step it ran in, so that the
-analyses are column arithmetic rather than Python loops over millions of events.
+Ops become numpy columns sorted by start time (their names, types, threads... as integer codes, see
+``opcolumns``), each tagged with the step it ran in, so that the analyses are column arithmetic
+rather than Python loops over millions of events.
 """
-import numpy as np
+import glob
+import mmap
+import os
 
-from ..store import read_records
+import numpy as np
+import orjson
+
+from ..store import rank_raw_dir
+from .opcolumns import OpBatches
 
 
 class RunData:
@@ -18,7 +25,7 @@ class RunData:
         self.ops = {}
         self.op_names = self.op_types = None  # the string of each name_id / type_id code
         self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
-        self.windows, self.notes = [], []
+        self.windows, self.notes, self.pauses = [], [], []
         self.end = None
 
     @property
@@ -36,25 +43,32 @@ class RunData:
         self.steps = [s for s in self.steps if s["n"] in wanted]
         if self.op_count:
             keep = np.isin(self.ops["step"], list(wanted))
-            self.ops = {k: v[keep] for k, v in self.ops.items()}
+            self.ops = self.ops.take(keep)
         self.comm = [c for c in self.comm if c.get("step") in wanted]
         self.queue = [q for q in self.queue if q.get("step") in wanted]
         if self.steps:
             lo, hi = self.steps[0]["start"] // 1_000_000, self.steps[-1]["end"] // 1_000_000
             self.cpu = [c for c in self.cpu if lo <= c["ts"] <= hi]
             self.stacks = [c for c in self.stacks if lo * 1_000_000 <= c["ts"] <= hi * 1_000_000]
+            self.pauses = [p for p in self.pauses if lo * 1_000_000 <= p["start"] <= hi * 1_000_000]
 
 
-_OP_COLUMNS = ("name", "type", "start", "dur", "tid", "shape", "flops", "stream", "device")
 _LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "stack": "stacks",
-          "window": "windows", "note": "notes"}
+          "window": "windows", "note": "notes", "pause": "pauses"}
+_LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
 
 
 def load_rank(profiler_dir, rank):
     data = RunData(rank)
-    batches = _OpBatches()
+    batches = OpBatches()
     steps = {}
-    for record in read_records(profiler_dir, rank):
+    for line in _lines(profiler_dir, rank):
+        if len(line) > _LARGE_LINE and batches.add_line(line):
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:  # a torn last line (killed mid-write)
+            continue
         kind = record.get("k")
         if kind == "step":
             steps[record["n"]] = record  # a step recorded twice (re-run flush) keeps the last copy
@@ -69,51 +83,26 @@ def load_rank(profiler_dir, rank):
             getattr(data, _LISTS[kind]).append(record)
     data.steps = [steps[n] for n in sorted(steps)]
     if batches.size:
-        data.ops, data.op_names, data.op_types = batches.columns()
+        data.ops = batches.columns()
+        data.op_names, data.op_types = data.ops.values["name"], data.ops.values["type"]
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
         data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
     return data
 
 
-class _OpBatches:
-    """Op column batches turned into numpy arrays batch by batch (numbers converted in C, names and
-    types factorized into integer codes against one growing table): op names repeat every step, so
-    the analyses group by small integers instead of sorting millions of strings."""
-
-    def __init__(self):
-        self.size = 0
-        self.parts = {c: [] for c in _OP_COLUMNS + ("name_id", "type_id")}
-        self.codes = {"name": {}, "type": {}}
-
-    def add(self, record):
-        size = len(record.get("start", ()))
-        if not size:
-            return
-        self.size += size
-        parts = self.parts
-        parts["start"].append(np.asarray(record["start"], dtype=np.int64))
-        parts["dur"].append(np.asarray(record["dur"], dtype=np.int64))
-        flops = record.get("flops")
-        parts["flops"].append(np.full(size, np.nan) if flops is None else np.array(flops, dtype=np.float64))  # None -> nan
-        for column in ("tid", "shape", "stream", "device"):
-            values = record.get(column)
-            array = np.empty(size, dtype=object)
-            array[:] = values if isinstance(values, list) else [values] * size
-            parts[column].append(array)
-        for column in ("name", "type"):
-            index = self.codes[column]
-            parts[column + "_id"].append(np.array([index.setdefault(v, len(index)) for v in record[column]], dtype=np.int64))
-
-    def columns(self):
-        """(columns sorted by start, the name of each name code, the name of each type code)."""
-        columns = {c: np.concatenate(v) for c, v in self.parts.items() if v}
-        order = np.argsort(columns["start"], kind="stable")
-        lookups = {}
-        for column in ("name", "type"):
-            lookups[column] = np.empty(len(self.codes[column]), dtype=object)
-            lookups[column][:] = list(self.codes[column])
-            columns[column] = lookups[column][columns[column + "_id"]]
-        return {k: v[order] for k, v in columns.items()}, lookups["name"], lookups["type"]
+def _lines(profiler_dir, rank):
+    """Every line of one rank's raw files, as ``store.read_records`` reads them. The files are mapped
+    rather than read line by line: buffered readline copies an ops line of megabytes many times over."""
+    for path in sorted(glob.glob(os.path.join(rank_raw_dir(profiler_dir, rank), "*.jsonl"))):
+        with open(path, "rb") as handle:
+            if not os.fstat(handle.fileno()).st_size:
+                continue
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                begin = 0
+                while begin < len(mapped):
+                    end = mapped.find(b"\n", begin) + 1 or len(mapped)
+                    yield mapped[begin:end]
+                    begin = end
 
 
 def _self_durations(ops):
@@ -124,7 +113,7 @@ def _self_durations(ops):
     """
     own = ops["dur"].copy()
     stacks = {}
-    for i, (tid, start, end) in enumerate(zip(ops["tid"].tolist(), ops["start"].tolist(), (ops["start"] + ops["dur"]).tolist())):
+    for i, (tid, start, end) in enumerate(zip(ops["tid_id"].tolist(), ops["start"].tolist(), (ops["start"] + ops["dur"]).tolist())):
         stack = stacks.setdefault(tid, [])
         while stack and stack[-1][0] <= start:
             stack.pop()
@@ -135,12 +124,19 @@ def _self_durations(ops):
 
 
 def _assign_steps(op_start, steps):
-    """Step number of each op by its start time (0 for ops outside every recorded step)."""
+    """Step number of each op by its start time (0 for ops outside every recorded step).
+
+    ``op_start`` is sorted, so the ops of a step are one slice, found by two binary searches per step
+    rather than one per op. An op after the start of two overlapping steps goes to the later one.
+    """
     if not steps:
         return np.zeros(len(op_start), dtype=np.int64)
     starts = np.array([s["start"] for s in steps], dtype=np.int64)
     ends = np.array([s["end"] for s in steps], dtype=np.int64)
     numbers = np.array([s["n"] for s in steps], dtype=np.int64)
-    index = np.searchsorted(starts, op_start, side="right") - 1
-    valid = (index >= 0) & (op_start < ends[np.clip(index, 0, None)])
-    return np.where(valid, numbers[np.clip(index, 0, None)], 0)
+    firsts = np.maximum.accumulate(np.searchsorted(op_start, starts))
+    nexts = np.append(firsts[1:], len(op_start))
+    lasts = np.clip(np.searchsorted(op_start, ends), firsts, nexts)
+    edges = np.concatenate(([0], np.stack([firsts, lasts], axis=1).ravel(), [len(op_start)]))
+    values = np.concatenate(([0], np.stack([numbers, np.zeros_like(numbers)], axis=1).ravel()))
+    return np.repeat(values, np.diff(edges))

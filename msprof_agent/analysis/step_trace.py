@@ -24,21 +24,24 @@ def _name_matches(names, wanted):
     return np.array([n == wanted or n.rsplit("/", 1)[-1] == wanted or wanted in n for n in names], dtype=bool)
 
 
-def _first_index(mask):
+def _first_in(mask, lo, hi):
+    """For each segment [lo, hi) of ``mask``: the position of its first True, or -1."""
     hits = np.flatnonzero(mask)
-    return int(hits[0]) if hits.size else None
+    if not len(hits):
+        return np.full(len(lo), -1)
+    k = np.searchsorted(hits, lo)
+    position = hits[np.minimum(k, len(hits) - 1)]
+    return np.where((k < len(hits)) & (position < hi), position, -1)
 
 
-def _last_index(mask):
+def _last_in(mask, lo, hi):
+    """For each segment [lo, hi) of ``mask``: the position of its last True, or -1."""
     hits = np.flatnonzero(mask)
-    return int(hits[-1]) if hits.size else None
-
-
-class Points:
-    """Where forward starts and backward ends in one step, and which op marked each."""
-
-    def __init__(self, fp, bp, fp_op=None, bp_op=None):
-        self.fp, self.bp, self.fp_op, self.bp_op = fp, bp, fp_op, bp_op
+    if not len(hits):
+        return np.full(len(lo), -1)
+    k = np.searchsorted(hits, hi) - 1
+    position = hits[np.maximum(k, 0)]
+    return np.where((k >= 0) & (position >= lo), position, -1)
 
 
 class OpMarks:
@@ -57,80 +60,73 @@ class OpMarks:
         self.bp = _name_matches(names, bp_name)[name_id] if bp_name else None
 
 
-def find_points(step, idx, ops, marks):
-    """FP/BP points of one step from its ops (indices ``idx``, sorted by start) and the host markers.
+def find_points(steps, ops, marks):
+    """FP and BP points (ns) of every step, and for each the index in ``ops`` of the op that marked it
+    (-1: none). All steps at once: each step's host ops are one segment of ``host``.
 
     Forward starts at the first op after the host's forward marker (the training callback or module
     pre-hook), else after the data fetch (and any GetNext op). Backward ends at the end of the last
-    op before the host's backward marker, else by the seed's all-reduce / optimizer rule.
+    op before the host's backward marker, else by the seed's all-reduce / optimizer rule. Steps
+    without ops keep the host's markers.
     """
-    begin, finish = step["start"], step["end"]
-    last_wait_end = max((e for _, e in step.get("waits") or ()), default=None)
-    fp = fp_op = bp = bp_op = None
-    if len(idx):
-        starts = ops["start"][idx]
-        ends = starts + ops["dur"][idx]
-        index = _first_index(marks.fp[idx]) if marks.fp is not None else None
-        if index is None:
-            after = starts >= (step.get("fp") or last_wait_end or begin)
-            get_next = _last_index(marks.get_next[idx])
-            if get_next is not None:
-                after &= np.arange(len(idx)) > get_next
-            index = _first_index(after)
-        if index is not None:
-            fp, fp_op = int(starts[index]), ops["name"][idx[index]]
-        index = _last_index(marks.bp[idx]) if marks.bp is not None else None
-        if index is None and step.get("bp") is not None:
-            index = _last_index(ends <= step["bp"])
-        if index is None:
-            index = _auto_bp_index(marks.all_reduce[idx], marks.optimizer[idx])
-        bp, bp_op = int(ends[index]), ops["name"][idx[index]]
-    if fp is None:
-        fp = step.get("fp") or last_wait_end or begin
-    if bp is None:
-        bp = step.get("bp") or finish
-    fp = min(max(fp, begin), finish)
-    bp = min(max(bp, fp), finish)
-    return Points(fp, bp, fp_op, bp_op)
+    numbers = np.array([s["n"] for s in steps], dtype=np.int64)
+    begin = np.array([s["start"] for s in steps], dtype=np.int64)
+    finish = np.array([s["end"] for s in steps], dtype=np.int64)
+    fp = np.array([s.get("fp") or max((e for _, e in s.get("waits") or ()), default=None) or s["start"] for s in steps], dtype=np.int64)
+    host_bp = np.array([s.get("bp") or -1 for s in steps], dtype=np.int64)  # -1: no backward marker
+    bp = np.where(host_bp >= 0, host_bp, finish)
+    fp_op = bp_op = np.full(len(steps), -1)
+    host = np.zeros(0, dtype=np.int64) if ops is None else np.flatnonzero(ops["device"] != "cuda")
+    if len(steps) and len(host):
+        host = host[np.argsort(ops["step"][host], kind="stable")]  # by step, then start
+        step_of = ops["step"][host]
+        lo, hi = np.searchsorted(step_of, numbers), np.searchsorted(step_of, numbers + 1)
+        window_index = np.full(max(int(numbers.max()), int(step_of.max())) + 1, -1)
+        window_index[numbers] = np.arange(len(steps))
+        segment = window_index[step_of]  # each host op's window step (-1: none)
+        inside = segment >= 0
+        starts = ops["start"][host]
+        ends = starts + ops["dur"][host]
+        fp_at = _first_in(marks.fp[host], lo, hi) if marks.fp is not None else np.full(len(steps), -1)
+        if (fp_at < 0).any():
+            get_next = _last_in(marks.get_next[host], lo, hi)
+            after = inside & (starts >= fp[segment]) & (np.arange(len(host)) > get_next[segment])
+            fp_at = np.where(fp_at < 0, _first_in(after, lo, hi), fp_at)
+        bp_at = _last_in(marks.bp[host], lo, hi) if marks.bp is not None else np.full(len(steps), -1)
+        if ((bp_at < 0) & (host_bp >= 0)).any():
+            before = inside & (ends <= np.where(host_bp >= 0, host_bp, np.iinfo(np.int64).min)[segment])
+            bp_at = np.where(bp_at < 0, _last_in(before, lo, hi), bp_at)
+        last_reduce = _last_in(marks.all_reduce[host], lo, hi)
+        first_optimizer = _first_in(marks.optimizer[host], lo, hi)
+        by_rule = np.where(last_reduce > lo, last_reduce - 1, np.where(first_optimizer > lo, first_optimizer - 1, hi - 1))
+        bp_at = np.where((bp_at < 0) & (hi > lo), by_rule, bp_at)
+        fp = np.where(fp_at >= 0, starts[fp_at], fp)
+        bp = np.where(bp_at >= 0, ends[bp_at], bp)
+        fp_op, bp_op = np.where(fp_at >= 0, host[fp_at], -1), np.where(bp_at >= 0, host[bp_at], -1)
+    fp = np.minimum(np.maximum(fp, begin), finish)
+    bp = np.minimum(np.maximum(bp, fp), finish)
+    return fp, bp, fp_op, bp_op
 
 
-def _auto_bp_index(all_reduce, optimizer):
-    """The op before the last all-reduce, else before the first optimizer op, else the step's last op."""
-    reduce_at = _last_index(all_reduce)
-    if reduce_at is not None and reduce_at > 0:
-        return reduce_at - 1
-    first_optimizer = _first_index(optimizer)
-    if first_optimizer is not None and first_optimizer > 0:
-        return first_optimizer - 1
-    return len(all_reduce) - 1
+def _names_at(data, index):
+    """The name of the op at each index (None for -1)."""
+    if not data.op_count:
+        return [None] * len(index)
+    names = data.op_names[data.ops["name_id"][np.maximum(index, 0)]].tolist()
+    return [name if i >= 0 else None for name, i in zip(names, index.tolist())]
 
 
 def compute(data, fp_name=None, bp_name=None):
     """Per window step: dict with ns times, points and stage durations; plus notes on FP/BP names."""
     steps = data.window_steps or []
-    ops = data.ops
-    rows, notes = [], []
-    fp_ops, bp_ops = collections.Counter(), collections.Counter()
-    empty = np.array([], dtype=np.int64)
-    marks = None
-    if data.op_count:
-        marks = OpMarks(data, fp_name, bp_name)
-        host = np.flatnonzero(ops["device"] != "cuda")
-        host = host[np.argsort(ops["step"][host], kind="stable")]
-        step_sorted = ops["step"][host]
-    for step in steps:
-        idx = empty
-        if data.op_count:
-            lo, hi = np.searchsorted(step_sorted, [step["n"], step["n"] + 1])
-            idx = host[lo:hi]
-        points = find_points(step, idx, ops, marks)
-        fp_ops[points.fp_op] += 1
-        bp_ops[points.bp_op] += 1
-        rows.append({
-            "n": step["n"], "start": step["start"], "end": step["end"], "fp": points.fp, "bp": points.bp,
-            "total": step["end"] - step["start"], "interval": points.fp - step["start"],
-            "fp_and_bp": points.bp - points.fp, "tail": step["end"] - points.bp, "wait": step.get("wait", 0),
-        })
+    notes = []
+    marks = OpMarks(data, fp_name, bp_name) if data.op_count else None
+    fp, bp, fp_op, bp_op = find_points(steps, data.ops if data.op_count else None, marks)
+    fp_ops, bp_ops = collections.Counter(_names_at(data, fp_op)), collections.Counter(_names_at(data, bp_op))
+    rows = [{"n": step["n"], "start": step["start"], "end": step["end"], "fp": f, "bp": b,
+             "total": step["end"] - step["start"], "interval": f - step["start"],
+             "fp_and_bp": b - f, "tail": step["end"] - b, "wait": step.get("wait", 0)}
+            for step, f, b in zip(steps, fp.tolist(), bp.tolist())]
     fp_seen = marks is not None and marks.fp is not None and bool(marks.fp.any())
     bp_seen = marks is not None and marks.bp is not None and bool(marks.bp.any())
     if fp_name and steps and not fp_seen:

@@ -98,12 +98,20 @@ def build(data, ctx, results):
         "ops_recorded": data.op_count, "flops": results.get("flops"), "memory": results.get("memory"), "cpu": results.get("cpu"),
         "communication": comm, "verdict": verdict(share, wait_ms / step_ms["mean"] if step_ms else 0.0, comm_share) if rows else None,
         "suggestions": suggestions(stages_ms, wait_ms, results["data_prep"], results.get("cpu"), ops, step_ms),
-        "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes],
+        "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")), "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
     }
     write_json(ctx.path(f"summary_{ctx.rank}.json"), summary, ctx.pretty)
     return summary
+
+
+def _pause_notes(pauses):
+    """Time the agent spent between steps (torch.profiler hand-overs): outside every step, said once."""
+    if not pauses:
+        return []
+    seconds = sum(p["end"] - p["start"] for p in pauses) / 1e9
+    return [f"{pauses[0].get('what', 'agent pause')} x{len(pauses)}: {seconds:.2f} s in all, between steps (in no step's time)"]
 
 
 def print_table(summary):

@@ -2,12 +2,15 @@
 
 Tracks: step trace (steps and their three stages), ops per thread, data waits, CPU counters and
 communication calls. ``timeline_limit`` (MB) is honoured by dropping the shortest ops first, the
-least useful detail, and the summary says how many went.
+least useful detail, and the summary says how many went. The op events, millions of them, are
+formatted in blocks (``opevents``) and streamed into a temporary file that replaces the timeline
+once complete: neither their texts nor the whole file are ever held in memory.
 """
 import numpy as np
 import orjson
 
-from ..writers import write_bytes, write_json
+from ..writers import replacing, write_json
+from .opevents import OpEvents
 
 STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID = 1, 2, 3, 4, 5, 6, 7
 TRACK_NAMES = {STEP_PID: "Step Trace", OPS_PID: "Host Ops", DATA_PID: "Data Wait", CPU_PID: "CPU Utilization",
@@ -34,6 +37,9 @@ def _fixed_events(data, stages):
             if length > 0:
                 events.append({"ph": "X", "name": name, "cat": "stage", "pid": STEP_PID, "tid": 2, "ts": _us(begin),
                                "dur": _us(length), "args": {"step": row["n"]}})
+    for pause in data.pauses:  # the agent's own work between two steps, in no step's time
+        events.append({"ph": "X", "name": pause.get("what", "agent pause"), "cat": "agent", "pid": STEP_PID, "tid": 1,
+                       "ts": _us(pause["start"]), "dur": _us(pause["end"] - pause["start"])})
     for step in data.window_steps:
         for begin, end in step.get("waits") or ():
             events.append({"ph": "X", "name": "data wait", "cat": "data", "pid": DATA_PID, "tid": 1, "ts": _us(begin),
@@ -63,42 +69,12 @@ def _stack_events(samples):
     return events
 
 
-def _select_within(parts, durations, budget):
+def _select_within(lengths, durations, budget):
     """Indices of the op events kept under the byte budget: when it must cut, the longest ops stay."""
-    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1  # +1 for the comma
     if lengths.sum() <= budget:
-        return np.arange(len(parts))
+        return np.arange(len(lengths))
     order = np.argsort(-durations, kind="stable")
     return np.sort(order[np.cumsum(lengths[order]) <= budget])
-
-
-def _op_event_texts(data):
-    """One Trace Event object text per op, built from cached per-op-kind prefixes.
-
-    Millions of dicts for orjson would cost several times more, and names repeat every step. Times
-    are exact microseconds with three decimals: a float would round epoch times.
-    """
-    if not data.op_count:
-        return []
-    ops = data.ops
-    dumps = orjson.dumps
-    prefixes = {}
-    parts = []
-    columns = (ops["name_id"].tolist(), ops["type_id"].tolist(), (ops["device"] == "cuda").tolist(),
-               ops["tid"].tolist(), ops["start"].tolist(), ops["dur"].tolist(),
-               ops["step"].tolist(), ops["shape"].tolist())
-    for name_id, type_id, cuda, tid, start, dur, step, shape in zip(*columns):
-        key = (name_id, type_id, cuda, tid)
-        prefix = prefixes.get(key)
-        if prefix is None:
-            kind = dumps(data.op_types[type_id]).decode()
-            prefix = prefixes[key] = (f'{{"ph":"X","name":{dumps(data.op_names[name_id]).decode()},"cat":{kind},'
-                                      f'"pid":{DEVICE_PID if cuda else OPS_PID},"tid":{dumps(tid if tid is not None else 0).decode()},"ts":',
-                                      f',"type":{kind}')
-        shape_text = "" if shape is None else f',"shape":{dumps(shape).decode()}'
-        parts.append(f'{prefix[0]}{start // 1000}.{start % 1000:03d},"dur":{dur // 1000}.{dur % 1000:03d},'
-                     f'"args":{{"step":{step}{prefix[1]}{shape_text}}}}}')
-    return parts
 
 
 def write(data, ctx, stages):
@@ -106,25 +82,28 @@ def write(data, ctx, stages):
     limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
     fixed = _fixed_events(data, stages)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)
-    parts = _op_event_texts(data)
-    keep = _select_within(parts, data.ops["dur"], limit_mb * 1_000_000 - len(payload)) if parts else np.arange(0)
-    dropped = len(parts) - len(keep)
-    if len(keep):
-        payload = payload[:-1] + b"," + ",".join([parts[i] for i in keep.tolist()]).encode() + b"]"
-    del parts
+    events = OpEvents(data, OPS_PID, DEVICE_PID) if data.op_count else None
+    keep = _select_within(events.lengths, data.ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else np.arange(0)
+    dropped = data.op_count - len(keep)
     name = f"{prefix}_timeline_display_{ctx.rank}.json"
-    write_bytes(ctx.path(name), payload)
-    threads = set(data.ops["tid"][keep].tolist()) if len(keep) else set()
-    names = data.ops["name"][keep][:10000].tolist() if len(keep) else []
+    with replacing(ctx.path(name)) as handle:
+        handle.write(payload[:-1])  # the op events follow the fixed ones inside the same array
+        for rows in events.rows(keep) if len(keep) else ():
+            handle.write(rows)
+        handle.write(payload[-1:])
+    size = len(payload) + (int(events.lengths[keep].sum()) if len(keep) else 0)
+    ops = data.ops
+    threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if len(keep) else 0
+    names = data.op_names[np.unique(ops["name_id"][keep[:10000]])].tolist() if len(keep) else []
     dropped_text = None
     if dropped:
-        shortest_kept = float(data.ops["dur"][keep].min()) / 1000.0 if len(keep) else 0.0
+        shortest_kept = float(ops["dur"][keep].min()) / 1000.0 if len(keep) else 0.0
         dropped_text = (f"timeline_limit {limit_mb} MB: dropped the {dropped} shortest ops (each no longer than {shortest_kept:.1f} us); "
                         "the op tables still count every op")
         ctx.notes.append(dropped_text)
     span = (stages[-1]["end"] - stages[0]["start"]) / 1e6 if stages else 0.0
     write_json(ctx.path(f"{prefix}_timeline_summary_{ctx.rank}.json"), {
-        "total_time": round(span, 3), "num_of_streams": len(threads), "num_of_ops": len(keep),
+        "total_time": round(span, 3), "num_of_streams": threads, "num_of_ops": len(keep),
         "op_exe_times": int(len(keep)), "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0),
     }, ctx.pretty)
-    return {"file": name, "events": len(fixed) + len(keep), "bytes": len(payload), "truncated": bool(dropped), "dropped": dropped_text}
+    return {"file": name, "events": len(fixed) + len(keep), "bytes": size, "truncated": bool(dropped), "dropped": dropped_text}

@@ -153,7 +153,7 @@ def _parse_step_trace(raw):
     steps, average, raw_points = [], None, []
     for row in rows:
         _need(row, 9, "step trace")
-        ms = [None if _num(v) is None else _num(v) / TEN_NS_PER_MS for v in row[1:9]]
+        ms = [None if value is None else value / TEN_NS_PER_MS for value in map(_num, row[1:9])]
         item = dict(zip(("start", "end", "total", "fp", "bp", "iteration_interval", "fp_and_bp", "tail"), ms))
         if row[0].strip() == "-":
             average = item

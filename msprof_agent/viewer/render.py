@@ -11,6 +11,8 @@ import json
 import os
 from urllib.parse import urlencode
 
+import orjson
+
 from .data import MAX_TABLE_ROWS, PAGES
 
 PAGE_TITLES = {"overview": "Overview", "steps": "Step trace", "operators": "Operators", "data": "Data preparation",
@@ -30,8 +32,9 @@ def plot_text(value):
 
 
 def json_blob(value):
-    """JSON safe to place inside <script type="application/json">: no '<', '>' or '&' survives."""
-    text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
+    """JSON safe to place inside <script type="application/json">: no '<', '>' or '&' survives.
+    NaN and infinities, which JSON cannot hold, become null (orjson does that by itself)."""
+    text = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode()
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -54,17 +57,6 @@ def pct(value):
     return "—" if value is None else f"{value * 100:.1f}%"
 
 
-def _clean(value):
-    """NaN and infinities cannot go into JSON: they become null."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 class Page:
     """Collects the HTML parts and the chart specs of one page (or of a report holding several)."""
 
@@ -77,7 +69,7 @@ class Page:
     def chart(self, chart_id, data, layout, hidden=False):
         base = {"margin": {"l": 50, "r": 20, "t": 36, "b": 40}, "height": 300, "font": {"size": 12}}
         base.update(layout)
-        self.charts[chart_id] = {"data": _clean(data), "layout": base}
+        self.charts[chart_id] = {"data": data, "layout": base}
         style = ' style="display:none"' if hidden else ""
         return f'<div class="chart" id="chart-{esc(chart_id)}"{style}></div>'
 
@@ -87,7 +79,7 @@ class Page:
     def scripts(self):
         out = f'<script type="application/json" id="msprof-charts">{json_blob(self.charts)}</script>'
         for key, value in self.blobs.items():
-            out += f'\n<script type="application/json" id="{esc(key)}">{json_blob(_clean(value))}</script>'
+            out += f'\n<script type="application/json" id="{esc(key)}">{json_blob(value)}</script>'
         return out
 
 

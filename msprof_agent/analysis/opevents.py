@@ -1,0 +1,211 @@
+"""The timeline's op events as bytes, formatted by numpy a block of ops at a time.
+
+One op event reads ``,{"ph":"X","name":N,"cat":T,"pid":P,"tid":I,"ts":TS,"dur":D,"args":{"step":S,"type":T}}``
+(with ``,"shape":...`` before the last braces when the op has one): a head before ``TS`` and a tail
+after ``S`` that depend only on the op's name, type, device, thread and shape, and three numbers in
+between. Ops whose heads, tails and numbers have the same lengths share a layout; a block of them is
+one uint8 matrix, a row per event, filled from a template row holding all the text its rows share,
+then the digits that differ, computed four at a time. Each event is byte for byte the text one
+f-string per op gave; only their order differs (by layout, then time), which Trace Event viewers do
+not care about since they sort events themselves.
+"""
+import os
+
+import numpy as np
+import orjson
+
+_DUR, _STEP = b',"dur":', b',"args":{"step":'
+_FOUR_DIGITS = np.frombuffer("".join(f"{i:04d}" for i in range(10_000)).encode(), dtype=np.uint32)
+_DIGIT_STEPS = 10 ** np.arange(1, 19, dtype=np.int64)  # a value at or past the k-th has k + 1 digits
+_MICROS_DIGIT_STEPS = 10 ** np.arange(4, 19, dtype=np.int64)  # the same for its microseconds, value // 1000
+_BLOCK_BYTES = 1 << 20  # a block stays in cache while its columns are filled
+_TABLE_LIMIT = 1 << 22  # combinations numbered by a presence table up to this many, by sorting beyond
+
+
+class OpEvents:
+    """Every op's event length, known before formatting (``lengths``, the comma included), and the
+    events of any subset of ops as blocks of bytes (``rows``)."""
+
+    def __init__(self, data, host_pid, device_pid):
+        ops = self.ops = data.ops
+        values = ops.values
+        cuda = np.array([d == "cuda" for d in values["device"]], dtype=bool)[ops["device_id"]]
+        columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
+        self.texts, first = _groups(columns)  # the code of each op's head and tail
+        samples = list(zip(*(column[first].tolist() for column in columns)))
+        self.heads = _Texts([_head(values["name"][n], values["type"][t], device_pid if c else host_pid, values["tid"][i])
+                             for n, t, c, i, _ in samples])
+        self.tails = _Texts([_tail(values["type"][t], values["shape"][s]) for _, t, _, _, s in samples])
+        self.widths = (_micros_width(ops["start"]), _micros_width(ops["dur"]), _integer_width(ops["step"]))
+        self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP))[self.texts]
+                        + self.widths[0] + self.widths[1] + self.widths[2])
+
+    def rows(self, keep):
+        """Blocks (uint8 matrices, one event per row) of the events of the ops at ``keep``, ordered by
+        layout, then head and tail (so that most blocks share one head and one tail), then time.
+
+        The blocks share one buffer (a fresh megabyte per block costs more in page faults than its
+        formatting): write each block out before asking for the next.
+        """
+        every = len(keep) == len(self.lengths)
+        texts, *widths = (a if every else a[keep] for a in (self.texts,) + self.widths)
+        by_length = np.lexsort((np.arange(len(self.heads.lengths)), self.tails.lengths, self.heads.lengths))
+        rank = np.empty(len(by_length), dtype=np.int64)
+        rank[by_length] = np.arange(len(by_length))
+        number_widths = widths[0] * np.uint16(1024) + widths[1] * np.uint16(32) + widths[2]  # each is under 32
+        key, first = _groups([number_widths, rank[texts]])  # numbered in that order: a layout's keys are consecutive
+        order = np.argsort(key.astype(np.uint16) if len(first) <= 1 << 16 else key, kind="stable")
+        index = order if every else keep[order]
+        numbers = [self.ops[c] for c in ("start", "dur", "step")]
+        run_ends = np.cumsum(np.bincount(key, minlength=len(first)))  # where each key's ops end in that order
+        layouts = np.stack([self.heads.lengths[texts[first]], self.tails.lengths[texts[first]]] + [w[first] for w in widths], axis=1)
+        layout_starts = np.flatnonzero(np.append(True, (layouts[1:] != layouts[:-1]).any(axis=1)))
+        buffer = np.empty(_BLOCK_BYTES + int(self.lengths.max()), dtype=np.uint8)
+        for first_key, end_key in zip(layout_starts.tolist(), layout_starts[1:].tolist() + [len(first)]):
+            layout = layouts[first_key].tolist()
+            width = sum(layout) + len(_DUR) + len(_STEP)
+            per_block = max(1, _BLOCK_BYTES // width)
+            start, stop = int(run_ends[first_key - 1]) if first_key else 0, int(run_ends[end_key - 1])
+            for begin in range(start, stop, per_block):
+                end = min(begin + per_block, stop)
+                key_first, key_last = np.searchsorted(run_ends, [begin, end - 1], side="right").tolist()
+                block_texts = texts[first[key_first]] if key_first == key_last else texts[order[begin:end]]
+                block = buffer[:(end - begin) * width].reshape(end - begin, width)
+                yield self._fill(block, layout, block_texts, *(c[index[begin:end]] for c in numbers))
+
+    def _fill(self, block, layout, texts, start, dur, step):
+        """Fill the block: one template row holding all the text its rows share, then what differs."""
+        mixed = np.ndim(texts) > 0
+        sample = texts[0] if mixed else texts
+        parts, patches, signs, column = [self.heads.texts[sample]], [], [], layout[0]
+        for values, width, decimals, after in ((start, layout[2], True, _DUR), (dur, layout[3], True, _STEP), (step, layout[4], False, b"")):
+            text, digits = _number(values, width, decimals)
+            parts += [text, after]
+            patches += [(column + offset, part) for offset, part in digits]
+            if values.min() < 0:  # never expected, but a skewed clock could: their first digit is a padding zero
+                signs.append((column, values < 0))
+            column += width + len(after)
+        parts.append(self.tails.texts[sample])
+        block[:] = np.frombuffer(b"".join(parts), dtype=np.uint8)
+        if mixed:
+            self.heads.put(block, 0, texts)
+            self.tails.put(block, column, texts)
+        for at, part in patches:
+            block[:, at:at + part.shape[1]] = part
+        for at, negative in signs:
+            block[negative, at] = ord("-")
+        return block
+
+
+def _head(name, kind, pid, tid):
+    dumps = orjson.dumps
+    return b',{"ph":"X","name":%s,"cat":%s,"pid":%d,"tid":%s,"ts":' % (dumps(name), dumps(kind), pid, dumps(tid if tid is not None else 0))
+
+
+def _tail(kind, shape):
+    shape_text = b"" if shape is None else b',"shape":' + orjson.dumps(shape)
+    return b',"type":%s%s}}' % (orjson.dumps(kind), shape_text)
+
+
+def _groups(columns):
+    """(dense code per op of each distinct combination of the integer columns, numbered in the order of
+    the columns' values; one op of each code)."""
+    codes, count = np.zeros(len(columns[0]), dtype=np.int64), 1
+    for column in columns:
+        low, high = int(column.min()), int(column.max())
+        if low == high:
+            continue
+        if count * (high - low + 1) > _TABLE_LIMIT:
+            codes, count = _renumbered(codes, count)
+        codes *= high - low + 1
+        codes += column
+        if low:
+            codes -= low
+        count *= high - low + 1
+    codes, count = _renumbered(codes, count)
+    first = np.zeros(count, dtype=np.intp)
+    first[codes] = np.arange(len(codes))  # any op of a code will do: they agree on every column
+    return codes, first
+
+
+def _renumbered(codes, count):
+    """The distinct codes numbered 0, 1, ... in order: by a presence table while ``count`` is small, else by sorting."""
+    if count > _TABLE_LIMIT:
+        distinct, codes = np.unique(codes, return_inverse=True)
+        return codes.reshape(-1), len(distinct)
+    present = np.zeros(count, dtype=bool)
+    present[codes] = True
+    return (np.cumsum(present) - 1)[codes], int(present.sum())
+
+
+class _Texts:
+    """Texts stacked into one uint8 matrix per length, so that the texts of a block of ops (all of one
+    length) are one gather."""
+
+    def __init__(self, texts):
+        rows, stacks = [], {}
+        for text in texts:
+            stack = stacks.setdefault(len(text), [])
+            rows.append(len(stack))
+            stack.append(text)
+        self.texts = texts
+        self.tables = {n: np.frombuffer(b"".join(s), dtype=np.uint8).reshape(len(s), n) for n, s in stacks.items()}
+        self.rows = np.array(rows, dtype=np.intp)
+        self.lengths = np.array([len(t) for t in texts], dtype=np.int64)
+
+    def put(self, block, column, codes):
+        """Write the texts of ``codes`` into the block from ``column`` on."""
+        table = self.tables[int(self.lengths[codes[0]])]
+        block[:, column:column + table.shape[1]] = table[self.rows[codes]]
+
+
+def _micros_width(ns):
+    """Characters of each ns value written as microseconds with three decimals ("-12.345")."""
+    return _width(ns, _MICROS_DIGIT_STEPS) + 4
+
+
+def _integer_width(values):
+    return _width(values, _DIGIT_STEPS)
+
+
+def _width(values, steps):
+    """Digits of each value's magnitude (at least one) past the given steps, plus one for a sign."""
+    negative = values.min() < 0
+    width = np.searchsorted(steps, np.abs(values) if negative else values, side="right").astype(np.uint8) + 1
+    if negative:
+        width += values < 0
+    return width
+
+
+def _number(values, width, decimals):
+    """A block's column of numbers (ns as microseconds with three decimals, exactly: a float would round
+    epoch times) as the text all rows share, "0" where they differ, and (offset, rows x digits) patches."""
+    magnitude = np.abs(values)
+    pieces = (np.divmod(magnitude, 1000), (width - 4, 3)) if decimals else ((magnitude,), (width,))
+    texts, patches, offset = [], [], 0
+    for part, count in zip(*pieces):
+        shared, varying = _digits(part, count)
+        if varying is not None:
+            patches.append((offset + len(shared), varying))
+        texts.append(shared.ljust(count, b"0"))
+        offset += count + 1
+    return b".".join(texts), patches
+
+
+def _digits(values, count):
+    """(the leading digits all the non-negative values share, as bytes; the rest of each value's
+    zero-padded ``count`` digits as a rows x digits uint8 matrix, or None). Within a block the epoch
+    times share their first ten or so digits; the rest are computed four at a time."""
+    low, high = str(int(values.min())).zfill(count), str(int(values.max())).zfill(count)
+    shared = os.path.commonprefix([low, high])
+    varying = count - len(shared)
+    if not varying:
+        return shared.encode(), None
+    groups = -(-varying // 4)
+    digits = np.empty((len(values), groups), dtype=np.uint32)
+    rest = values - int(shared or 0) * 10 ** varying
+    for column in range(groups - 1, -1, -1):
+        higher = rest // 10_000
+        digits[:, column] = _FOUR_DIGITS[rest - higher * 10_000]
+        rest = higher
+    return shared.encode(), digits.view(np.uint8)[:, 4 * groups - varying:]
