@@ -30,7 +30,7 @@ OPS_CHUNK = 65536
 # for the 1.1 M events of 300 ResNet steps), so a window is collected as a series of profiler
 # sessions of about this many events, handed over between two steps.
 SESSION_EVENTS = 50_000
-FIRST_SESSION_STEPS = 4
+FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
 MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
 COMM_FUNCTIONS = (
@@ -394,6 +394,10 @@ class TorchDeviceSession:
         results = prof.profiler.kineto_results
         events = results.events()
         self._emit(session, events, self._clock_offset(results.trace_start_ns()))
+        # The profile object sits in reference cycles that only a full garbage collection frees, and
+        # with it the C++ events (~10 KB each): drop them now, or every hand-over's stay in memory.
+        prof.profiler.kineto_results = None
+        prof.profiler = None
         return len(events)
 
     def _emit(self, session, events, offset):

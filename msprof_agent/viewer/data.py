@@ -4,6 +4,7 @@ Every reader returns a *section*: ``{"status": "ok"|"missing"|"error", "file", "
 page shows "not collected" for a missing file and an error for a malformed or half-written one, and one
 bad file never takes down a page or the server. Nothing here writes.
 """
+import contextlib
 import csv
 import io
 import json
@@ -93,6 +94,21 @@ def _section(status, file=None, data=None, error=None):
     return {"status": status, "file": file, "data": data, "error": error}
 
 
+_shared = None  # {(path, mtime, size, parse): section} inside shared_reads()
+
+
+@contextlib.contextmanager
+def shared_reads():
+    """Within the block, a file several pages show (the step trace: overview and steps) is read and
+    parsed once. Sections are read-only for the renderers, so sharing them is safe."""
+    global _shared
+    _shared = {}
+    try:
+        yield
+    finally:
+        _shared = None
+
+
 def _read_file(profiler_dir, name, parse):
     """Read one contract file with ``parse(bytes)``; symlinks leading out of the profiler dir are refused."""
     path = os.path.join(profiler_dir, name)
@@ -100,12 +116,21 @@ def _read_file(profiler_dir, name, parse):
         return _section("missing", name)
     if not _inside(path, os.path.realpath(profiler_dir)):
         return _section("error", name, error="refused: the file links outside the profiler directory")
+    key = None
+    if _shared is not None:
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size, parse)
+        if key in _shared:
+            return _shared[key]
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
-        return _section("ok", name, parse(raw))
+        section = _section("ok", name, parse(raw))
     except Exception as exc:  # a malformed or half-written file is shown on its page
-        return _section("error", name, error=f"{type(exc).__name__}: {exc}")
+        section = _section("error", name, error=f"{type(exc).__name__}: {exc}")
+    if key is not None:
+        _shared[key] = section
+    return section
 
 
 def _first(profiler_dir, names, parse):

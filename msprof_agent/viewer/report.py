@@ -18,7 +18,8 @@ def write_report(profiler_dir, rank):
     rank = int(rank)
     directory = os.path.abspath(profiler_dir)
     run = data.Run(os.path.basename(os.path.dirname(directory)) or directory, {rank: directory})
-    loaded = {name: data.load_page(run, rank, name) for name in ("overview", "steps", "operators", "resources")}
+    with data.shared_reads():
+        loaded = {name: data.load_page(run, rank, name) for name in ("overview", "steps", "operators", "resources")}
     js_path = server.plotly_js_path()
     plotly_js = None
     if js_path:
