@@ -20,6 +20,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from msprof_agent.frameworks.mindspore_native import op_batches  # noqa: E402
 from msprof_agent.store import RAW_DIR, EventWriter  # noqa: E402
 
 TARGET = 2e6  # op events per second
@@ -56,15 +57,21 @@ def generate(profiler_dir, ops_total, steps, batch=50_000):
             pending["dur"].append(10_000)
             pending["tid"].append(i % 2)
             if len(pending["start"]) >= batch:
-                writer.add(dict(pending, k="ops", source="bench", device="cpu"))
+                _write_ops(writer, pending)
                 pending = {k: [] for k in pending}
         if n % 1000 == 0:
             writer.add({"k": "cpu", "ts": (begin + step_ns) // 1_000_000, "user": 50, "sys": 5, "io": 0, "idle": 45,
                         "ctx": 100, "run": 2, "puser": 48, "psys": 3, "rss": 1 << 30})
     if pending["start"]:
-        writer.add(dict(pending, k="ops", source="bench", device="cpu"))
+        _write_ops(writer, pending)
     writer.add({"k": "end", "reason": "exit"})
     writer.close()
+
+
+def _write_ops(writer, columns):
+    """Ops records as the MindSpore integration writes them (names and types coded per record)."""
+    for record in op_batches(columns, "bench"):
+        writer.add(record)
 
 
 def analyse_once(out):
@@ -73,6 +80,7 @@ def analyse_once(out):
     for name in os.listdir(profiler_dir):  # every run starts from the raw store alone, as the first did
         if name != RAW_DIR:
             os.remove(os.path.join(profiler_dir, name))
+    os.sync()  # the last run's ~330 MB timeline still being written back would throttle this run's writes
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         began = time.perf_counter()
         child = subprocess.Popen([sys.executable, "-c", CHILD, out], cwd=ROOT, stdout=stdout, stderr=stderr)

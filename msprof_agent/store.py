@@ -23,6 +23,16 @@ FLUSH_BYTES = 1 << 20
 FLUSH_INTERVAL_NS = 100_000_000
 
 
+def coded(values):
+    """(codes, table) for a column of repeating strings: each value's index in the table of distinct
+    values, in order of first appearance. Ops records carry names and types this way
+    (``name_codes`` + ``name_table``): a batch of 50k ops repeats a few hundred names, and the
+    analysis reads small integers far faster than millions of strings."""
+    table = {}
+    codes = [table.setdefault(value, len(table)) for value in values]
+    return codes, list(table)
+
+
 def rank_raw_dir(profiler_dir, rank):
     return os.path.join(profiler_dir, RAW_DIR, f"rank_{rank}")
 

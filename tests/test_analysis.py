@@ -234,3 +234,35 @@ def test_accelerator_peaks_come_from_the_table():
     assert peak_gflops("GPU", "NVIDIA H100 80GB HBM3") == (989_000.0, "table: H100, 989 TFLOPS dense FP16/BF16")
     assert peak_gflops("GPU", "NVIDIA H100 PCIe")[0] == 756_000.0
     assert peak_gflops("GPU", "Some Future GPU") == (None, "no peak known for Some Future GPU")
+
+
+def test_coded_and_plain_op_records_load_alike(tmp_path):
+    """Ops records with names and types coded per record (what the integrations write) and with plain
+    lists (stores written before the codes), small and large (the large ones take the fast line
+    parser), load into the same columns."""
+    from msprof_agent.analysis.rundata import load_rank
+    from msprof_agent.store import EventWriter, coded
+
+    names = [f"Default/net/{kind}-op{i % 7}" for i, kind in zip(range(30_000), ["Conv2D", "MatMul", "ReLU"] * 10_000)]
+    types = [n.rsplit("/", 1)[1].split("-")[0] for n in names]
+    starts = list(range(1_000, 1_000 + 30_000 * 10, 10))
+
+    def store(directory, code):
+        writer = EventWriter(str(directory), 0, 0)
+        writer.add({"k": "meta", "framework": "mindspore"})
+        writer.add({"k": "step", "n": 1, "start": 0, "end": 10**9, "win": True})
+        for lo, hi in ((0, 100), (100, 30_000)):  # a small record (orjson) and a large one (split at its keys)
+            record = {"k": "ops", "source": "test", "device": "cpu", "start": starts[lo:hi], "dur": [5] * (hi - lo), "tid": [1] * (hi - lo)}
+            if code:
+                record["name_codes"], record["name_table"] = coded(names[lo:hi])
+                record["type_codes"], record["type_table"] = coded(types[lo:hi])
+            else:
+                record.update(name=names[lo:hi], type=types[lo:hi])
+            writer.add(record)
+        writer.close()
+        return load_rank(str(directory), 0)
+
+    plain, coded_data = store(tmp_path / "plain", False), store(tmp_path / "coded", True)
+    for data in (plain, coded_data):
+        assert data.ops["name"].tolist() == names and data.ops["type"].tolist() == types
+        assert data.ops["start"].tolist() == starts and set(data.ops["step"].tolist()) == {1}

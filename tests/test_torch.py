@@ -208,7 +208,8 @@ def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives
     events = [Event("aten::mm", 100), Event(None, 200), Event("gloo:all_reduce", 300), Event("gloo:all_reduce", 500)]
     device._emit(sink, events, offset=0)
     ops = [r for r in sink if r["k"] == "ops"]
-    assert len(ops) == 1 and ops[0]["type"] == ["aten::mm", "gloo:all_reduce", "gloo:all_reduce"]
+    assert len(ops) == 1 and [ops[0]["type_table"][c] for c in ops[0]["type_codes"]] == ["aten::mm", "gloo:all_reduce", "gloo:all_reduce"]
+    assert ops[0]["name_table"] == ["aten::mm", "gloo:all_reduce"] and ops[0]["name_codes"] == [0, 1, 1]
     assert ops[0]["start"] == [100, 300, 500] and ops[0]["shape"] == ["[[2,3]]"] * 3 and ops[0]["flops"] == [None] * 3
     comm = [r for r in sink if r["k"] == "comm"]
     assert comm == [{"k": "comm", "step": 2, "name": "all_reduce", "start": 300, "dur": 10, "bytes": 24, "source": "profiler"}]

@@ -2,10 +2,10 @@
 
 Ops arrive in records of up to tens of thousands of ops each. Parsing such a record with orjson
 builds a Python int for every time stamp only for numpy to copy it again, so an ops line in the
-plain form the store's writer produces (one flat object, no backslash) is split at its keys, its
-integer columns read by ``np.fromstring`` and its type column compared with the text the types seen
-before with its names give; everything else, and any line not in that form, goes through orjson as
-before.
+plain form the store's writer produces (one flat object, no backslash) is split at its keys and its
+integer columns (times, threads, and the name and type codes the writers give against their own
+tables, ``store.coded``) read by ``np.fromstring``; everything else, and any line not in that form,
+goes through orjson. Records with plain name / type lists (stores written before the codes) load too.
 
 Names, types, threads, shapes, streams and devices repeat all the time: each is stored as an integer
 code per op plus the value of each code (names and types numbered in order of first appearance).
@@ -13,9 +13,8 @@ code per op plus the value of each code (names and types numbered in order of fi
 import numpy as np
 import orjson
 
-INTEGER_COLUMNS = ("start", "dur", "tid", "stream")
+INTEGER_COLUMNS = ("start", "dur", "tid", "stream", "name_codes", "type_codes")
 CODED_COLUMNS = ("name", "type", "tid", "shape", "stream", "device")
-_TYPES_OF_NAMES = object()  # a type column found to hold the types seen before with its names
 
 
 class OpColumns(dict):
@@ -47,39 +46,17 @@ class OpBatches:
         self.size = 0
         self.parts = {c: [] for c in ("start", "dur", "flops") + tuple(c + "_id" for c in CODED_COLUMNS)}
         self.codes = {c: {} for c in CODED_COLUMNS}
-        self.type_texts = {}  # op name -> JSON text of the type last seen with it
-        self.type_of_name = np.zeros(0, dtype=np.intp)  # name code -> code of that type
-        self.types_follow_names = True
 
     def add_line(self, line):
         """Add an ``ops`` line in the writer's plain form; False when the line is not one (or not in that
         form) and must be parsed by orjson instead."""
         record = _split_line(line)
-        if record is None or record.get("k") != "ops" or not isinstance(record.get("name"), list):
+        if record is None or record.get("k") != "ops" or not isinstance(record.get("start"), np.ndarray):
             return False
-        if any(isinstance(v, np.ndarray) and len(v) != len(record["name"]) for v in record.values()):
+        if any(isinstance(v, np.ndarray) and len(v) != len(record["start"]) for v in record.values()):
             return False  # np.fromstring stopped early (older numpy warns instead of raising), or the columns disagree
-        types = record.get("type")
-        if isinstance(types, memoryview):
-            try:
-                record["type"] = _TYPES_OF_NAMES if self._types_known(record["name"], types) else orjson.loads(types)
-            except orjson.JSONDecodeError:
-                return False
         self.add(record)
         return True
-
-    def _types_known(self, names, text):
-        """Whether the type column's text is what the types seen before with these names give. Every
-        source makes an op's type a function of its name (torch: the name itself; MindSpore: its last
-        scope segment), so after the first batch the type columns need not be parsed."""
-        if not self.types_follow_names:
-            return False
-        try:
-            expected = ",".join(map(self.type_texts.__getitem__, names))
-        except (KeyError, TypeError):  # a name not seen before (or not a name at all)
-            return False
-        self.types_follow_names = bytes(text[1:-1]) == expected.encode()
-        return self.types_follow_names
 
     def add(self, record):
         size = len(record.get("start", ()))
@@ -91,25 +68,12 @@ class OpBatches:
         parts["dur"].append(np.asarray(record["dur"], dtype=np.int64))
         flops = record.get("flops")
         parts["flops"].append(np.full(size, np.nan) if flops is None else np.array(flops, dtype=np.float64))  # None -> nan
-        names, types = record.get("name"), record.get("type")
         for column in CODED_COLUMNS:
-            if column == "type" and types is _TYPES_OF_NAMES:
-                codes = self.type_of_name[parts["name_id"][-1]]
+            if column + "_codes" in record:  # coded by the writer against its own table (store.coded)
+                codes = _encode_table(record[column + "_codes"], record[column + "_table"], self.codes[column])
             else:
                 codes = _encode(record.get(column), size, self.codes[column])
             parts[column + "_id"].append(codes)
-        if self.types_follow_names and isinstance(names, list) and isinstance(types, list):
-            self._learn_types(names, types)
-
-    def _learn_types(self, names, types):
-        """Remember the type of each name of a parsed batch, for ``_types_known``."""
-        name_codes, type_codes = self.codes["name"], self.codes["type"]
-        type_of_name = np.zeros(len(name_codes), dtype=np.intp)
-        type_of_name[:len(self.type_of_name)] = self.type_of_name
-        for name, kind in dict(zip(names, types)).items():
-            self.type_texts[name] = orjson.dumps(kind).decode()
-            type_of_name[name_codes[name]] = type_codes[kind]
-        self.type_of_name = type_of_name
 
     def columns(self):
         """An OpColumns table sorted by start time."""
@@ -139,6 +103,12 @@ def _encode(values, size, index):
         return np.fromiter(map(index.__getitem__, values), dtype=np.intp, count=len(values))
 
 
+def _encode_table(codes, table, index):
+    """Codes of a column the writer coded against its own table: its table mapped onto ours."""
+    ours = np.array([_code_of(value, index) for value in table], dtype=np.intp)
+    return ours[np.asarray(codes, dtype=np.intp)]
+
+
 def _encode_integers(values, index):
     """Codes of an integer array: a lookup table over its range when that is small (thread and stream
     ids), else np.unique."""
@@ -165,8 +135,7 @@ def _code_of(value, index):
 
 def _split_line(line):
     """The fields of a line holding one flat JSON object without backslashes, integer columns as int64
-    arrays and the type column, when it surely ends at its first "]", as unparsed text; None for any
-    other line."""
+    arrays; None for any other line."""
     end = len(line) - 1
     while end > 0 and line[end] in b" \t\r\n":
         end -= 1
@@ -207,8 +176,6 @@ def _value(line, view, key, start, end):
                 return np.fromstring(line[start + 1:stop - 1], dtype=np.int64, sep=","), stop
             except ValueError:  # not all integers
                 pass
-        if key == "type" and line.count(b'"', start, stop) % 2 == 0:
-            return view[start:stop], stop
         try:
             return orjson.loads(view[start:stop]), stop
         except orjson.JSONDecodeError:

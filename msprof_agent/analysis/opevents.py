@@ -1,13 +1,12 @@
 """The timeline's op events as bytes, formatted by numpy a block of ops at a time.
 
-One op event reads ``,{"ph":"X","name":N,"cat":T,"pid":P,"tid":I,"ts":TS,"dur":D,"args":{"step":S,"type":T}}``
-(with ``,"shape":...`` before the last braces when the op has one): a head before ``TS`` and a tail
-after ``S`` that depend only on the op's name, type, device, thread and shape, and three numbers in
-between. Ops whose heads, tails and numbers have the same lengths share a layout; a block of them is
-one uint8 matrix, a row per event, filled from a template row holding all the text its rows share,
-then the digits that differ, computed four at a time. Each event is byte for byte the text one
-f-string per op gave; only their order differs (by layout, then time), which Trace Event viewers do
-not care about since they sort events themselves.
+One op event reads ``,{"ph":"X","name":N,"cat":T,"pid":P,"tid":I,"ts":TS,"dur":D,"args":{"step":S}}``
+(with ``,"shape":...`` before the last braces when the op has one; the type is the category): a head
+before ``TS`` and a tail after ``S`` that depend only on the op's name, type, device, thread and
+shape, and three numbers in between. Ops whose heads, tails and numbers have the same lengths share
+a layout; a block of them is one uint8 matrix, a row per event, filled from a template row holding
+all the text its rows share, then the digits that differ, computed four at a time. Events are
+written by layout, then time, not in time order: Trace Event viewers sort events themselves.
 """
 import os
 
@@ -35,7 +34,7 @@ class OpEvents:
         samples = list(zip(*(column[first].tolist() for column in columns)))
         self.heads = _Texts([_head(values["name"][n], values["type"][t], device_pid if c else host_pid, values["tid"][i])
                              for n, t, c, i, _ in samples])
-        self.tails = _Texts([_tail(values["type"][t], values["shape"][s]) for _, t, _, _, s in samples])
+        self.tails = _Texts([_tail(values["shape"][s]) for *_, s in samples])
         self.widths = (_micros_width(ops["start"]), _micros_width(ops["dur"]), _integer_width(ops["step"]))
         self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP))[self.texts]
                         + self.widths[0] + self.widths[1] + self.widths[2])
@@ -102,9 +101,8 @@ def _head(name, kind, pid, tid):
     return b',{"ph":"X","name":%s,"cat":%s,"pid":%d,"tid":%s,"ts":' % (dumps(name), dumps(kind), pid, dumps(tid if tid is not None else 0))
 
 
-def _tail(kind, shape):
-    shape_text = b"" if shape is None else b',"shape":' + orjson.dumps(shape)
-    return b',"type":%s%s}}' % (orjson.dumps(kind), shape_text)
+def _tail(shape):
+    return b"}}" if shape is None else b',"shape":%s}}' % orjson.dumps(shape)
 
 
 def _groups(columns):

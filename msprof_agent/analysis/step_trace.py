@@ -78,8 +78,10 @@ def find_points(steps, ops, marks):
     fp_op = bp_op = np.full(len(steps), -1)
     host = np.zeros(0, dtype=np.int64) if ops is None else np.flatnonzero(ops["device"] != "cuda")
     if len(steps) and len(host):
-        host = host[np.argsort(ops["step"][host], kind="stable")]  # by step, then start
         step_of = ops["step"][host]
+        if (step_of[1:] < step_of[:-1]).any():  # ops outside every step (before the first, in pauses) break the order
+            order = np.argsort(step_of, kind="stable")  # by step, then start
+            host, step_of = host[order], step_of[order]
         lo, hi = np.searchsorted(step_of, numbers), np.searchsorted(step_of, numbers + 1)
         window_index = np.full(max(int(numbers.max()), int(step_of.max())) + 1, -1)
         window_index[numbers] = np.arange(len(steps))

@@ -17,6 +17,8 @@ import os
 import re
 import time
 
+from ..store import coded
+
 OPS_PER_RECORD = 50_000
 _SHAPE = re.compile(r"input_\d+:(\[[^\]]*\]|NoShape)")
 
@@ -96,6 +98,8 @@ def op_batches(ops, source):
     total = len(ops["start"])
     for lo in range(0, total, OPS_PER_RECORD):
         batch = {key: values[lo:lo + OPS_PER_RECORD] for key, values in ops.items()}
+        for column in ("name", "type"):
+            batch[column + "_codes"], batch[column + "_table"] = coded(batch.pop(column))
         batch.update(k="ops", source=source, device="cpu")
         yield batch
 

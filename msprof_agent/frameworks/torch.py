@@ -23,6 +23,7 @@ import weakref
 import orjson
 
 from .. import log
+from ..store import coded
 from .patching import Patches
 
 OPS_CHUNK = 65536
@@ -531,8 +532,9 @@ def _new_batch(shapes_on, device):
 def _flush_batch(session, batch, offset):
     if not batch["start"]:
         return
-    record = {"k": "ops", "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu",
-              "type": batch["name"]}
+    record = {"k": "ops", "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
+    codes, table = coded(batch.pop("name"))
+    record.update(name_codes=codes, name_table=table, type_codes=codes, type_table=table)  # torch's op name is its type
     record.update(batch)
     if offset:
         record["start"] = [s + offset for s in batch["start"]]
