@@ -13,6 +13,7 @@ torch's hook-free path), so (1) also gives the ratio for any step length.
 """
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 
@@ -49,14 +50,14 @@ def main():
         model, optimizer, loader = tiny_training(100)
         tiny, _ = interleave(modes, lambda: train_steps(model, optimizer, loader, torch.nn.functional.mse_loss), args.tiny_rounds)
         cost, low, high = median_difference(tiny["no agent"], tiny["step timing"])
-        plain_tiny = sorted(tiny["no agent"])[len(tiny["no agent"]) // 2]
+        plain_tiny = statistics.median(tiny["no agent"])
         print(f"tiny steps ({args.tiny_rounds} rounds x 99 steps per mode): no agent {plain_tiny * 1e6:.0f} us per step; "
               f"step timing costs {cost * 1e6:+.1f} us per step (95 % {low * 1e6:+.1f} .. {high * 1e6:+.1f})")
 
         model, optimizer, loader = resnet_training(11)
         resnet, _ = interleave(modes, lambda: train_steps(model, optimizer, loader), args.resnet_rounds)
         ratio, low_r, high_r = median_ratio(resnet["no agent"], resnet["step timing"])
-        plain = sorted(resnet["no agent"])[len(resnet["no agent"]) // 2]
+        plain = statistics.median(resnet["no agent"])
         print(f"ResNet-style CNN ({args.resnet_rounds} rounds x 10 steps per mode): no agent {plain * 1e3:.1f} ms per step; "
               f"ratio {ratio:.4f} (95 % {low_r:.4f} .. {high_r:.4f}; target <= 1.005)")
         print(f"the tiny-step cost on this step: {1 + cost / plain:.4f} (95 % {1 + low / plain:.4f} .. {1 + high / plain:.4f}); "

@@ -5,9 +5,9 @@ measured, so the benches run the modes they compare in one process, in short blo
 (shuffled each round), and compare medians with a bootstrap interval.
 """
 import random
-import statistics
 import time
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -80,17 +80,21 @@ def interleave(modes, block, rounds):
     return steps, walls
 
 
-def median_ratio(base, other, draws=2000, seed=0):
+def _interval(base, other, combine):
+    """combine(median(other), median(base)) with a bootstrap 95 % interval (compare.bootstrap)."""
+    from msprof_agent.compare import bootstrap
+
+    rng = np.random.default_rng(0)
+    base, other = np.asarray(base), np.asarray(other)
+    low, high = np.percentile(combine(bootstrap(other, "p50", rng), bootstrap(base, "p50", rng)), [2.5, 97.5])
+    return float(combine(np.median(other), np.median(base))), float(low), float(high)
+
+
+def median_ratio(base, other):
     """median(other) / median(base) with a bootstrap 95 % interval."""
-    rng = random.Random(seed)
-    ratios = sorted(statistics.median(rng.choices(other, k=len(other))) / statistics.median(rng.choices(base, k=len(base)))
-                    for _ in range(draws))
-    return statistics.median(other) / statistics.median(base), ratios[int(0.025 * draws)], ratios[int(0.975 * draws)]
+    return _interval(base, other, np.divide)
 
 
-def median_difference(base, other, draws=2000, seed=0):
+def median_difference(base, other):
     """median(other) - median(base) with a bootstrap 95 % interval."""
-    rng = random.Random(seed)
-    diffs = sorted(statistics.median(rng.choices(other, k=len(other))) - statistics.median(rng.choices(base, k=len(base)))
-                   for _ in range(draws))
-    return statistics.median(other) - statistics.median(base), diffs[int(0.025 * draws)], diffs[int(0.975 * draws)]
+    return _interval(base, other, np.subtract)

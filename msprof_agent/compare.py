@@ -127,7 +127,8 @@ def _stat(values, stat, axis=None):
     return np.percentile(values, 50 if stat == "p50" else 90, axis=axis)
 
 
-def _boot(values, stat, rng):
+def bootstrap(values, stat, rng):
+    """RESAMPLES values of stat ("mean", "p50", "p90") over resamples of VALUES (a numpy array)."""
     out = np.empty(RESAMPLES)
     for lo in range(0, RESAMPLES, 200):  # chunks keep memory flat for long runs
         idx = rng.integers(0, len(values), (min(200, RESAMPLES - lo), len(values)))
@@ -138,7 +139,7 @@ def _boot(values, stat, rng):
 def noise(base, new, stat):
     """Half-width of the 99 % bootstrap interval of stat(new) - stat(base)."""
     rng = np.random.default_rng(0)
-    diff = _boot(new, stat, rng) - _boot(base, stat, rng)
+    diff = bootstrap(new, stat, rng) - bootstrap(base, stat, rng)
     low, high = np.percentile(diff, [0.5, 99.5])
     return float(high - low) / 2
 

@@ -5,7 +5,7 @@ Works on the integer codes of names, types and shapes: millions of ops, a few hu
 import numpy as np
 
 from ..writers import write_json
-from .operators import profiled_op_mask
+from .operators import profiled_op_mask, shapes_known
 
 
 def write(data, ctx):
@@ -15,7 +15,7 @@ def write(data, ctx):
     mask = profiled_op_mask(data)
     shape_values = ops.values["shape"]
     shape_id = ops["shape_id"][mask]
-    known = np.array([s is not None for s in shape_values], dtype=bool)[shape_id]
+    known = shapes_known(data, mask)
     if not known.any():
         return None
     name_id = ops["name_id"][mask]

@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 
 from ..writers import write_json, write_text
-from .operators import group_sum, profiled_op_mask
+from .operators import group_sum, profiled_op_mask, shapes_known
 from .peak import peak_gflops
 
 CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")
@@ -56,7 +56,7 @@ def per_op_flops(data, mask):
     flops = ops["flops"][mask].copy()
     shape_values = ops.values["shape"]
     type_id, shape_id = ops["type_id"][mask], ops["shape_id"][mask]
-    missing = np.isnan(flops) & np.array([s is not None for s in shape_values], dtype=bool)[shape_id]
+    missing = np.isnan(flops) & shapes_known(data, mask)
     if missing.any():
         width = len(shape_values)
         pairs, inverse = np.unique(type_id[missing] * width + shape_id[missing], return_inverse=True)

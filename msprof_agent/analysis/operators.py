@@ -47,6 +47,12 @@ def profiled_op_mask(data):
     return in_window[steps]
 
 
+def shapes_known(data, mask):
+    """Whether each op under MASK has input shapes: a lookup on the shape codes, not a pass over strings."""
+    known = np.array([s is not None for s in data.ops.values["shape"]], dtype=bool)
+    return known[data.ops["shape_id"][mask]]
+
+
 def short_name(full_name):
     return full_name.rsplit("/", 1)[-1]
 

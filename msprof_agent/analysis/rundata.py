@@ -4,14 +4,10 @@ Ops become numpy columns sorted by start time (their names, types, threads... as
 ``opcolumns``), each tagged with the step it ran in, so that the analyses are column arithmetic
 rather than Python loops over millions of events.
 """
-import glob
-import mmap
-import os
-
 import numpy as np
 import orjson
 
-from ..store import rank_raw_dir
+from ..store import raw_lines
 from .opcolumns import OpBatches
 
 
@@ -62,7 +58,7 @@ def load_rank(profiler_dir, rank):
     data = RunData(rank)
     batches = OpBatches()
     steps = {}
-    for line in _lines(profiler_dir, rank):
+    for line in raw_lines(profiler_dir, rank):
         if len(line) > _LARGE_LINE and batches.add_line(line):
             continue
         try:
@@ -88,21 +84,6 @@ def load_rank(profiler_dir, rank):
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
         data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
     return data
-
-
-def _lines(profiler_dir, rank):
-    """Every line of one rank's raw files, as ``store.read_records`` reads them. The files are mapped
-    rather than read line by line: buffered readline copies an ops line of megabytes many times over."""
-    for path in sorted(glob.glob(os.path.join(rank_raw_dir(profiler_dir, rank), "*.jsonl"))):
-        with open(path, "rb") as handle:
-            if not os.fstat(handle.fileno()).st_size:
-                continue
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                begin = 0
-                while begin < len(mapped):
-                    end = mapped.find(b"\n", begin) + 1 or len(mapped)
-                    yield mapped[begin:end]
-                    begin = end
 
 
 def _self_durations(ops):

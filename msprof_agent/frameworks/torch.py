@@ -225,34 +225,20 @@ class _Integration:
 class _ReArmableHook:
     """A global torch hook registered once, then put into and taken out of torch's hook dict under
     its handle's id: registering anew every step would build a ``RemovableHandle`` (weak references,
-    a class counter) per step, a cost on the training thread's critical path. A torch whose handle
-    does not expose its dict gets the register / remove pair instead."""
+    a class counter) per step, a cost on the training thread's critical path."""
 
     def __init__(self, register, hook):
-        self._register = register
         self._hook = hook
         self._handle = register(hook)
-        self._hooks = getattr(self._handle, "hooks_dict_ref", lambda: None)()
-        self._armed = True
+        self._hooks = self._handle.hooks_dict_ref()
         self._removed = False
 
     def arm(self):
-        if self._armed or self._removed:
-            return
-        self._armed = True
-        if self._hooks is None:
-            self._handle = self._register(self._hook)
-        else:
+        if not self._removed:
             self._hooks[self._handle.id] = self._hook
 
     def disarm(self):
-        if not self._armed:
-            return
-        self._armed = False
-        if self._hooks is None:
-            self._handle.remove()
-        else:
-            self._hooks.pop(self._handle.id, None)
+        self._hooks.pop(self._handle.id, None)
 
     def remove(self):
         self._removed = True
