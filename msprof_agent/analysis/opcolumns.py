@@ -28,35 +28,40 @@ class OpColumns(dict):
     def __missing__(self, column):
         if column not in self.values:
             raise KeyError(column)
-        values = self.values[column]
-        if column == "device" and all(isinstance(v, str) for v in values):
-            values = values.astype(str)  # compared with "cuda" by several analyses: a string array does that in C
-        array = self[column] = values[self[column + "_id"]]
+        array = self[column] = self.values[column][self[column + "_id"]]
         return array
+
+    def device_is(self, device):
+        """Which ops ran on ``device`` ("cuda", "cpu"...), compared once per distinct device, not per op."""
+        return np.array([d == device for d in self.values["device"]], dtype=bool)[self["device_id"]]
 
     def take(self, index):
         """The ops at ``index``, as a new table sharing the code values."""
         return OpColumns({k: v[index] for k, v in self.items() if k not in self.values}, self.values)
 
 
+def split_ops_line(line):
+    """An ``ops`` line in the writer's plain form as a record with int64 array columns; None for any
+    other line (or one not in that form), which orjson must parse instead. Thread-safe: np.fromstring,
+    most of the work, releases the GIL, so the loader splits lines in a few threads."""
+    record = _split_line(line)
+    if record is None or record.get("k") != "ops" or not isinstance(record.get("start"), np.ndarray):
+        return None
+    if any(isinstance(v, np.ndarray) and len(v) != len(record["start"]) for v in record.values()):
+        return None  # np.fromstring stopped early (older numpy warns instead of raising), or the columns disagree
+    return record
+
+
 class OpBatches:
-    """Op column batches converted to arrays as they come, joined and sorted by start at the end."""
+    """Op column batches converted to arrays as they come, joined and sorted by start at the end.
+
+    A column with one value for a whole batch (a record's single device, no flops or shapes) is kept
+    as (value, count) until the join, which writes each op's value once instead of twice."""
 
     def __init__(self):
         self.size = 0
         self.parts = {c: [] for c in ("start", "dur", "flops") + tuple(c + "_id" for c in CODED_COLUMNS)}
         self.codes = {c: {} for c in CODED_COLUMNS}
-
-    def add_line(self, line):
-        """Add an ``ops`` line in the writer's plain form; False when the line is not one (or not in that
-        form) and must be parsed by orjson instead."""
-        record = _split_line(line)
-        if record is None or record.get("k") != "ops" or not isinstance(record.get("start"), np.ndarray):
-            return False
-        if any(isinstance(v, np.ndarray) and len(v) != len(record["start"]) for v in record.values()):
-            return False  # np.fromstring stopped early (older numpy warns instead of raising), or the columns disagree
-        self.add(record)
-        return True
 
     def add(self, record):
         size = len(record.get("start", ()))
@@ -67,7 +72,7 @@ class OpBatches:
         parts["start"].append(np.asarray(record["start"], dtype=np.int64))
         parts["dur"].append(np.asarray(record["dur"], dtype=np.int64))
         flops = record.get("flops")
-        parts["flops"].append(np.full(size, np.nan) if flops is None else np.array(flops, dtype=np.float64))  # None -> nan
+        parts["flops"].append(_Same(np.nan, size) if flops is None else np.array(flops, dtype=np.float64))  # None -> nan
         for column in CODED_COLUMNS:
             if column + "_codes" in record:  # coded by the writer against its own table (store.coded)
                 codes = _encode_table(record[column + "_codes"], record[column + "_table"], self.codes[column])
@@ -77,7 +82,7 @@ class OpBatches:
 
     def columns(self):
         """An OpColumns table sorted by start time."""
-        columns = {c: np.concatenate(v) for c, v in self.parts.items()}
+        columns = {c: _join(v, np.float64 if c == "flops" else np.intp) for c, v in self.parts.items()}
         start = columns["start"]
         if len(start) > 1 and (start[1:] < start[:-1]).any():
             order = np.argsort(start, kind="stable")
@@ -89,12 +94,26 @@ class OpBatches:
         return OpColumns(columns, values)
 
 
+class _Same(tuple):
+    """One value for ``count`` ops."""
+
+    def __new__(cls, value, count):
+        return super().__new__(cls, (value, count))
+
+
+def _join(parts, dtype):
+    if all(isinstance(p, _Same) for p in parts):
+        values, counts = zip(*parts)
+        return np.repeat(np.array(values, dtype=dtype), counts)
+    return np.concatenate([np.full(p[1], p[0], dtype=dtype) if isinstance(p, _Same) else p for p in parts])
+
+
 def _encode(values, size, index):
     """Codes of a column given as a list, an int64 array or one value for the whole record."""
     if isinstance(values, np.ndarray):
         return _encode_integers(values, index)
     if not isinstance(values, list):
-        return np.full(size, _code_of(values, index), dtype=np.intp)
+        return _Same(_code_of(values, index), size)
     try:
         return np.fromiter(map(index.__getitem__, values), dtype=np.intp, count=len(values))
     except KeyError:  # new values in this batch: number them in order of first appearance

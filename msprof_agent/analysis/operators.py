@@ -60,7 +60,8 @@ def short_name(full_name):
 def _device_tables(data, mask, device):
     """Type codes, name codes and self times of the profiled ops that ran on the host or on a CUDA device."""
     ops = data.ops
-    select = mask & ((ops["device"] == "cuda") if device == "cuda" else (ops["device"] != "cuda"))
+    cuda = ops.device_is("cuda")
+    select = mask & (cuda if device == "cuda" else ~cuda)
     return ops["type_id"][select], ops["name_id"][select], ops["self"][select]
 
 

@@ -8,16 +8,23 @@ a layout; a block of them is one uint8 matrix, a row per event, filled from a te
 all the text its rows share, then the digits that differ, computed four at a time. Events are
 written by layout, then time, not in time order: Trace Event viewers sort events themselves.
 """
+import bisect
+import errno
+import fcntl
+import mmap
 import os
 
 import numpy as np
 import orjson
+
+from .workers import COUNT, Workers
 
 _DUR, _STEP = b',"dur":', b',"args":{"step":'
 _FOUR_DIGITS = np.frombuffer("".join(f"{i:04d}" for i in range(10_000)).encode(), dtype=np.uint32)
 _DIGIT_STEPS = 10 ** np.arange(1, 19, dtype=np.int64)  # a value at or past the k-th has k + 1 digits
 _MICROS_DIGIT_STEPS = 10 ** np.arange(4, 19, dtype=np.int64)  # the same for its microseconds, value // 1000
 _BLOCK_BYTES = 1 << 20  # a block stays in cache while its columns are filled
+_CHUNK, _PAGE = 4 << 20, 4096  # what one pwrite writes; chunks start at multiples of the page size
 _TABLE_LIMIT = 1 << 22  # combinations numbered by a presence table up to this many, by sorting beyond
 
 
@@ -28,7 +35,7 @@ class OpEvents:
     def __init__(self, data, host_pid, device_pid):
         ops = self.ops = data.ops
         values = ops.values
-        cuda = np.array([d == "cuda" for d in values["device"]], dtype=bool)[ops["device_id"]]
+        cuda = ops.device_is("cuda")
         columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
         self.texts, first = _groups(columns)  # the code of each op's head and tail
         samples = list(zip(*(column[first].tolist() for column in columns)))
@@ -39,13 +46,34 @@ class OpEvents:
         self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP))[self.texts]
                         + self.widths[0] + self.widths[1] + self.widths[2])
 
-    def rows(self, keep):
-        """Blocks (uint8 matrices, one event per row) of the events of the ops at ``keep``, ordered by
-        layout, then head and tail (so that most blocks share one head and one tail), then time.
+    def write_file(self, fd, head, keep, tail):
+        """Write ``head``, the events of the ops at ``keep`` and ``tail`` as the whole of ``fd``'s file.
 
-        The blocks share one buffer (a fresh megabyte per block costs more in page faults than its
-        formatting): write each block out before asking for the next.
+        Every block's place in the file is known before it is formatted, so a few threads each format
+        and write one stretch of the file (numpy and pwrite release the GIL). They write in page-aligned
+        chunks, with O_DIRECT where the file system takes it: hundreds of megabytes of timeline then
+        go to disk without filling the page cache, where they would evict the job's own data files.
         """
+        blocks = list(self._blocks(keep, len(head)))
+        size = len(head) + int(self.lengths[keep].sum()) + len(tail)
+        direct = _direct(fd)
+        threads = max(1, min(COUNT, size // _CHUNK))
+        bounds = [size * i // threads // _PAGE * _PAGE for i in range(threads)] + [size]
+        segments = [(0, head)] + blocks + [(size - len(tail), tail)]
+        starts = [segment[0] for segment in segments]
+        stretches = [(fd, segments[max(0, bisect.bisect_right(starts, lo) - 1):bisect.bisect_left(starts, hi)], lo, hi, direct)
+                     for lo, hi in zip(bounds, bounds[1:])]
+        if threads == 1:
+            self._write_stretch(*stretches[0])
+        else:
+            with Workers(threads, "msprof-agent-timeline") as pool:
+                for job in [pool.submit(self._write_stretch, *stretch) for stretch in stretches]:
+                    job.result()  # re-raises
+        os.ftruncate(fd, size)  # the last chunk went out padded to a whole page
+        return size
+
+    def _blocks(self, keep, offset):
+        """(file offset, layout, row width, head-and-tail codes, op indices) of each block of about a megabyte."""
         every = len(keep) == len(self.lengths)
         texts, *widths = (a if every else a[keep] for a in (self.texts,) + self.widths)
         by_length = np.lexsort((np.arange(len(self.heads.lengths)), self.tails.lengths, self.heads.lengths))
@@ -55,11 +83,9 @@ class OpEvents:
         key, first = _groups([number_widths, rank[texts]])  # numbered in that order: a layout's keys are consecutive
         order = np.argsort(key.astype(np.uint16) if len(first) <= 1 << 16 else key, kind="stable")
         index = order if every else keep[order]
-        numbers = [self.ops[c] for c in ("start", "dur", "step")]
         run_ends = np.cumsum(np.bincount(key, minlength=len(first)))  # where each key's ops end in that order
         layouts = np.stack([self.heads.lengths[texts[first]], self.tails.lengths[texts[first]]] + [w[first] for w in widths], axis=1)
         layout_starts = np.flatnonzero(np.append(True, (layouts[1:] != layouts[:-1]).any(axis=1)))
-        buffer = np.empty(_BLOCK_BYTES + int(self.lengths.max()), dtype=np.uint8)
         for first_key, end_key in zip(layout_starts.tolist(), layout_starts[1:].tolist() + [len(first)]):
             layout = layouts[first_key].tolist()
             width = sum(layout) + len(_DUR) + len(_STEP)
@@ -69,8 +95,34 @@ class OpEvents:
                 end = min(begin + per_block, stop)
                 key_first, key_last = np.searchsorted(run_ends, [begin, end - 1], side="right").tolist()
                 block_texts = texts[first[key_first]] if key_first == key_last else texts[order[begin:end]]
-                block = buffer[:(end - begin) * width].reshape(end - begin, width)
-                yield self._fill(block, layout, block_texts, *(c[index[begin:end]] for c in numbers))
+                yield offset, layout, width, block_texts, index[begin:end]
+                offset += (end - begin) * width
+
+    def _write_stretch(self, fd, segments, lo, hi, direct):
+        """Write bytes [lo, hi) of the file: the part of each segment (bytes, or a block to format) that
+        falls there, staged into page-aligned chunks. A block across two stretches is formatted by both."""
+        chunk = _aligned(_CHUNK)
+        rows = np.empty(_BLOCK_BYTES + int(self.lengths.max()), dtype=np.uint8)  # reused: fresh megabytes cost page faults
+        numbers = [self.ops[c] for c in ("start", "dur", "step")]
+        at = lo  # the file offset of chunk[0]
+        for begin, *what in segments:
+            if len(what) == 1:
+                data = np.frombuffer(what[0], dtype=np.uint8)
+            else:
+                layout, width, texts, index = what
+                data = rows[:len(index) * width]
+                self._fill(data.reshape(len(index), width), layout, texts, *(c[index] for c in numbers))
+            data = data[max(0, lo - begin):hi - begin]
+            begin = max(begin, lo)
+            while len(data):
+                taken = min(len(data), at + _CHUNK - begin)
+                chunk[begin - at:begin - at + taken] = data[:taken]
+                data, begin = data[taken:], begin + taken
+                if begin == at + _CHUNK:
+                    _pwrite(fd, chunk, at)
+                    at += _CHUNK
+        if hi > at:
+            _pwrite(fd, chunk[:-(-(hi - at) // _PAGE) * _PAGE if direct else hi - at], at)
 
     def _fill(self, block, layout, texts, start, dur, step):
         """Fill the block: one template row holding all the text its rows share, then what differs."""
@@ -94,6 +146,35 @@ class OpEvents:
         for at, negative in signs:
             block[negative, at] = ord("-")
         return block
+
+
+def _aligned(size):
+    """A page-aligned buffer, as O_DIRECT needs: anonymous mmap memory always is."""
+    return np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
+
+
+def _direct(fd):
+    """Switch ``fd`` to O_DIRECT where the platform and file system allow it; whether it did."""
+    if not hasattr(os, "O_DIRECT"):
+        return False
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_DIRECT)
+    except OSError:  # tmpfs and some network file systems refuse it
+        return False
+    return True
+
+
+def _pwrite(fd, data, offset):
+    view, written = memoryview(data), 0
+    while written < len(view):  # pwrite may write less than asked
+        try:
+            written += os.pwrite(fd, view[written:], offset + written)
+        except OSError as exc:  # a file system that took O_DIRECT but not these writes: go buffered
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            if exc.errno != errno.EINVAL or not flags & getattr(os, "O_DIRECT", 0):
+                raise
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
 
 
 def _head(name, kind, pid, tid):

@@ -4,11 +4,14 @@ Ops become numpy columns sorted by start time (their names, types, threads... as
 ``opcolumns``), each tagged with the step it ran in, so that the analyses are column arithmetic
 rather than Python loops over millions of events.
 """
+import collections
+
 import numpy as np
 import orjson
 
 from ..store import raw_lines
-from .opcolumns import OpBatches
+from .opcolumns import OpBatches, split_ops_line
+from .workers import COUNT, Workers
 
 
 class RunData:
@@ -58,13 +61,16 @@ def load_rank(profiler_dir, rank):
     data = RunData(rank)
     batches = OpBatches()
     steps = {}
-    for line in raw_lines(profiler_dir, rank):
-        if len(line) > _LARGE_LINE and batches.add_line(line):
-            continue
+
+    def take(line, record):
+        """One line, in file order; ``record``: the line already split as an ops record, or None."""
+        if record is not None:
+            batches.add(record)
+            return
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:  # a torn last line (killed mid-write)
-            continue
+            return
         kind = record.get("k")
         if kind == "step":
             steps[record["n"]] = record  # a step recorded twice (re-run flush) keeps the last copy
@@ -77,6 +83,22 @@ def load_rank(profiler_dir, rank):
             data.end = record
         elif kind in _LISTS:
             getattr(data, _LISTS[kind]).append(record)
+
+    with Workers(name="msprof-agent-load") as pool:
+        waiting, splitting = collections.deque(), 0  # (line, its split as a future, or None for a small line), in file order
+        for line in raw_lines(profiler_dir, rank):
+            large = len(line) > _LARGE_LINE
+            if not large and not waiting:
+                take(line, None)
+                continue
+            waiting.append((line, pool.submit(split_ops_line, line) if large else None))
+            splitting += large
+            while waiting and (waiting[0][1] is None or waiting[0][1].done() or splitting > 2 * COUNT):
+                line, split = waiting.popleft()
+                splitting -= split is not None
+                take(line, split and split.result())
+        for line, split in waiting:
+            take(line, split and split.result())
     data.steps = [steps[n] for n in sorted(steps)]
     if batches.size:
         data.ops = batches.columns()

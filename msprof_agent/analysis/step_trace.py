@@ -76,7 +76,7 @@ def find_points(steps, ops, marks):
     host_bp = np.array([s.get("bp") or -1 for s in steps], dtype=np.int64)  # -1: no backward marker
     bp = np.where(host_bp >= 0, host_bp, finish)
     fp_op = bp_op = np.full(len(steps), -1)
-    host = np.zeros(0, dtype=np.int64) if ops is None else np.flatnonzero(ops["device"] != "cuda")
+    host = np.zeros(0, dtype=np.int64) if ops is None else np.flatnonzero(~ops.device_is("cuda"))
     if len(steps) and len(host):
         step_of = ops["step"][host]
         if (step_of[1:] < step_of[:-1]).any():  # ops outside every step (before the first, in pauses) break the order

@@ -86,12 +86,12 @@ def write(data, ctx, stages):
     keep = _select_within(events.lengths, data.ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else np.arange(0)
     dropped = data.op_count - len(keep)
     name = f"{prefix}_timeline_display_{ctx.rank}.json"
-    with replacing(ctx.path(name)) as handle:
-        handle.write(payload[:-1])  # the op events follow the fixed ones inside the same array
-        for rows in events.rows(keep) if len(keep) else ():
-            handle.write(rows)
-        handle.write(payload[-1:])
     size = len(payload) + (int(events.lengths[keep].sum()) if len(keep) else 0)
+    with replacing(ctx.path(name), size) as handle:
+        if len(keep):  # the op events follow the fixed ones inside the same array
+            events.write_file(handle.fileno(), payload[:-1], keep, payload[-1:])
+        else:
+            handle.write(payload)
     ops = data.ops
     threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if len(keep) else 0
     names = data.op_names[np.unique(ops["name_id"][keep[:10000]])].tolist() if len(keep) else []
