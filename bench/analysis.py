@@ -38,7 +38,7 @@ sys.exit(status)
 
 def generate(profiler_dir, ops_total, steps, batch=50_000):
     writer = EventWriter(profiler_dir, 0, time.time_ns())
-    writer.add({"k": "meta", "pid": 1, "rank_id": 0, "framework": "mindspore", "device_target": "CPU",
+    writer.add({"k": "meta", "pid": 1, "rank_id": 0, "framework": "mindspore", "device_target": "CPU", "cpus": 2, "memory_bytes": 16 << 30,
                 "options": {"timeline_limit": 500, "cpu_sampling_interval": 1000}})
     per_step = ops_total // steps
     names = [f"Default/network/{TYPES[i % len(TYPES)]}-op{i}" for i in range(40)]

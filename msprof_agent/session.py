@@ -67,6 +67,14 @@ class Collection:
         return any(start <= anchor and (stop is None or anchor < stop) for start, stop in self.intervals)
 
 
+def _physical_memory():
+    """The machine's memory, for the analyses' capacities (they may run on another machine)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 class Session:
     def __init__(self, options, origin):
         self.options = options  # live: device sessions read it at start(); a window applies its own keys
@@ -81,7 +89,7 @@ class Session:
         self.meta = {
             "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
             "started_ns": self.started_ns, "host": os.uname().nodename, "python": sys.version.split()[0],
-            "argv": list(sys.argv), "device_target": "CPU",
+            "argv": list(sys.argv), "device_target": "CPU", "cpus": os.cpu_count(), "memory_bytes": _physical_memory(),
         }
         self.run = Collection(self.meta, options, os.path.join(options.output_path, "profiler"), origin)
         self.owner = None  # the collection recording now

@@ -1,5 +1,5 @@
 """CPU utilization of the machine, the process and the dataset pipeline ops (``minddata_cpu_utilization_{r}.json``)."""
-import psutil
+import os
 
 from ..writers import write_json
 
@@ -13,7 +13,7 @@ def write(data, ctx, pipeline=None):
     op_info = [{"op_id": op["op_id"], "metrics": {"user_utilization": percent(op["cpu_user"]), "sys_utilization": percent(op["cpu_sys"])}}
                for op in (pipeline or {}).get("op_cpu", [])]
     write_json(ctx.path(f"minddata_cpu_utilization_{ctx.rank}.json"), {
-        "cpu_processor_num": psutil.cpu_count() or 1,
+        "cpu_processor_num": data.meta.get("cpus") or os.cpu_count() or 1,  # the profiled machine's (stores before "cpus": this one's)
         "sampling_interval": ctx.sampling_interval_ms,
         "time_stamp": [s["ts"] for s in samples],
         "device_info": {"user_utilization": series("user"), "sys_utilization": series("sys"),

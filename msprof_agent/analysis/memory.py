@@ -2,8 +2,6 @@
 with ``profile_memory``; peak and per step. Files: ``memory_usage_summary_{r}.json`` (GiB, as the
 contract), ``memory_usage_details_{r}.json`` and ``operator_memory_{r}.csv`` when ops report memory.
 """
-import psutil
-
 from ..writers import write_json
 
 GIB = float(1 << 30)
@@ -23,6 +21,14 @@ def _per_step_peaks(steps, times_ns, values):
     return peaks
 
 
+def _capacity(data):
+    """The profiled machine's memory; stores written before it was recorded: this machine's."""
+    if data.meta.get("memory_bytes"):
+        return data.meta["memory_bytes"]
+    import psutil  # only for such stores: psutil costs the analysis's start-up 20 ms
+    return psutil.virtual_memory().total
+
+
 def write(data, ctx):
     rss = [(s["ts"] * 1_000_000, s["rss"]) for s in data.cpu if "rss" in s]
     devices = {m.get("device", "cpu") for m in data.mem}
@@ -37,7 +43,7 @@ def write(data, ctx):
     deallocations = sum(1 for a, b in zip(values, values[1:]) if b < a)
     source = "framework allocator" if alloc else "process RSS"
     write_json(ctx.path(f"memory_usage_summary_{ctx.rank}.json"), {
-        "capacity": round(psutil.virtual_memory().total / GIB, 4), "allocations": allocations, "deallocations": deallocations,
+        "capacity": round(_capacity(data) / GIB, 4), "allocations": allocations, "deallocations": deallocations,
         "peak_mem": round(peak / GIB, 6), "static_mem": round(values[0] / GIB, 6), "source": source,
     }, ctx.pretty)
     step_peaks = _per_step_peaks(data.window_steps, times, values)

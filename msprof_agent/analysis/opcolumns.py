@@ -15,6 +15,7 @@ import orjson
 
 INTEGER_COLUMNS = ("start", "dur", "tid", "stream", "name_codes", "type_codes")
 CODED_COLUMNS = ("name", "type", "tid", "shape", "stream", "device")
+CODE = np.int32  # half the memory of intp; two billion distinct names or shapes are not expected
 
 
 class OpColumns(dict):
@@ -82,11 +83,11 @@ class OpBatches:
 
     def columns(self):
         """An OpColumns table sorted by start time."""
-        columns = {c: _join(v, np.float64 if c == "flops" else np.intp) for c, v in self.parts.items()}
+        columns = {c: _join(v, np.float64 if c == "flops" else CODE) for c, v in self.parts.items()}
         start = columns["start"]
         if len(start) > 1 and (start[1:] < start[:-1]).any():
             order = np.argsort(start, kind="stable")
-            columns = {k: v[order] for k, v in columns.items()}
+            columns = {k: v if v.strides == (0,) else v[order] for k, v in columns.items()}
         values = {}
         for column, index in self.codes.items():
             values[column] = np.empty(len(index), dtype=object)
@@ -102,8 +103,12 @@ class _Same(tuple):
 
 
 def _join(parts, dtype):
+    """One column from its parts; a column of a single value (no flops, no shapes, one device) is a
+    read-only view of that value, taking no memory."""
     if all(isinstance(p, _Same) for p in parts):
         values, counts = zip(*parts)
+        if len(set(values)) == 1 or all(v != v for v in values):  # one value (nan, the only one unequal to itself)
+            return np.broadcast_to(np.array(values[0], dtype=dtype), sum(counts))
         return np.repeat(np.array(values, dtype=dtype), counts)
     return np.concatenate([np.full(p[1], p[0], dtype=dtype) if isinstance(p, _Same) else p for p in parts])
 
@@ -115,16 +120,16 @@ def _encode(values, size, index):
     if not isinstance(values, list):
         return _Same(_code_of(values, index), size)
     try:
-        return np.fromiter(map(index.__getitem__, values), dtype=np.intp, count=len(values))
+        return np.fromiter(map(index.__getitem__, values), dtype=CODE, count=len(values))
     except KeyError:  # new values in this batch: number them in order of first appearance
         for value in dict.fromkeys(values):
             _code_of(value, index)
-        return np.fromiter(map(index.__getitem__, values), dtype=np.intp, count=len(values))
+        return np.fromiter(map(index.__getitem__, values), dtype=CODE, count=len(values))
 
 
 def _encode_table(codes, table, index):
     """Codes of a column the writer coded against its own table: its table mapped onto ours."""
-    ours = np.array([_code_of(value, index) for value in table], dtype=np.intp)
+    ours = np.array([_code_of(value, index) for value in table], dtype=CODE)
     return ours[np.asarray(codes, dtype=np.intp)]
 
 
@@ -132,17 +137,17 @@ def _encode_integers(values, index):
     """Codes of an integer array: a lookup table over its range when that is small (thread and stream
     ids), else np.unique."""
     if not len(values):
-        return np.zeros(0, dtype=np.intp)
+        return np.zeros(0, dtype=CODE)
     low, high = int(values.min()), int(values.max())
     if high - low <= 4 * len(values) + 1024:
         present = np.zeros(high - low + 1, dtype=bool)
         present[values - low] = True
         distinct = np.flatnonzero(present)
-        table = np.zeros(len(present), dtype=np.intp)
+        table = np.zeros(len(present), dtype=CODE)
         table[distinct] = [_code_of(v, index) for v in (distinct + low).tolist()]
         return table[values - low]
     distinct, inverse = np.unique(values, return_inverse=True)
-    return np.array([_code_of(v, index) for v in distinct.tolist()], dtype=np.intp)[inverse.reshape(-1)]
+    return np.array([_code_of(v, index) for v in distinct.tolist()], dtype=CODE)[inverse.reshape(-1)]
 
 
 def _code_of(value, index):

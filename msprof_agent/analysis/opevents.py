@@ -17,20 +17,21 @@ import os
 import numpy as np
 import orjson
 
-from .workers import COUNT, Workers
+from .workers import Workers
 
 _DUR, _STEP = b',"dur":', b',"args":{"step":'
 _FOUR_DIGITS = np.frombuffer("".join(f"{i:04d}" for i in range(10_000)).encode(), dtype=np.uint32)
 _DIGIT_STEPS = 10 ** np.arange(1, 19, dtype=np.int64)  # a value at or past the k-th has k + 1 digits
 _MICROS_DIGIT_STEPS = 10 ** np.arange(4, 19, dtype=np.int64)  # the same for its microseconds, value // 1000
 _BLOCK_BYTES = 1 << 20  # a block stays in cache while its columns are filled
+_WRITERS = 4  # stretches written at once: some format while others wait for the disk, even on one or two cores
 _CHUNK, _PAGE = 4 << 20, 4096  # what one pwrite writes; chunks start at multiples of the page size
 _TABLE_LIMIT = 1 << 22  # combinations numbered by a presence table up to this many, by sorting beyond
 
 
 class OpEvents:
     """Every op's event length, known before formatting (``lengths``, the comma included), and the
-    events of any subset of ops as blocks of bytes (``rows``)."""
+    events of any subset of ops written into a file (``write_file``)."""
 
     def __init__(self, data, host_pid, device_pid):
         ops = self.ops = data.ops
@@ -43,7 +44,7 @@ class OpEvents:
                              for n, t, c, i, _ in samples])
         self.tails = _Texts([_tail(values["shape"][s]) for *_, s in samples])
         self.widths = (_micros_width(ops["start"]), _micros_width(ops["dur"]), _integer_width(ops["step"]))
-        self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP))[self.texts]
+        self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP)).astype(np.int32)[self.texts]
                         + self.widths[0] + self.widths[1] + self.widths[2])
 
     def write_file(self, fd, head, keep, tail):
@@ -57,7 +58,7 @@ class OpEvents:
         blocks = list(self._blocks(keep, len(head)))
         size = len(head) + int(self.lengths[keep].sum()) + len(tail)
         direct = _direct(fd)
-        threads = max(1, min(COUNT, size // _CHUNK))
+        threads = max(1, min(_WRITERS, size // _CHUNK))
         bounds = [size * i // threads // _PAGE * _PAGE for i in range(threads)] + [size]
         segments = [(0, head)] + blocks + [(size - len(tail), tail)]
         starts = [segment[0] for segment in segments]
@@ -214,7 +215,7 @@ def _renumbered(codes, count):
         return codes.reshape(-1), len(distinct)
     present = np.zeros(count, dtype=bool)
     present[codes] = True
-    return (np.cumsum(present) - 1)[codes], int(present.sum())
+    return (np.cumsum(present) - 1).astype(np.int32)[codes], int(present.sum())
 
 
 class _Texts:

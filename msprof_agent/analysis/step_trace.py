@@ -76,38 +76,56 @@ def find_points(steps, ops, marks):
     host_bp = np.array([s.get("bp") or -1 for s in steps], dtype=np.int64)  # -1: no backward marker
     bp = np.where(host_bp >= 0, host_bp, finish)
     fp_op = bp_op = np.full(len(steps), -1)
-    host = np.zeros(0, dtype=np.int64) if ops is None else np.flatnonzero(~ops.device_is("cuda"))
-    if len(steps) and len(host):
-        step_of = ops["step"][host]
-        if (step_of[1:] < step_of[:-1]).any():  # ops outside every step (before the first, in pauses) break the order
+    on_host = np.zeros(0, dtype=bool) if ops is None else ~ops.device_is("cuda")
+    if len(steps) and on_host.any():
+        host = None if on_host.all() else np.flatnonzero(on_host)  # None: every op (no gathers)
+        pick = (lambda column: column) if host is None else (lambda column: column[host])
+        step_of = pick(ops["step"])
+        in_time_order = not (step_of[1:] < step_of[:-1]).any()
+        if not in_time_order:  # ops outside every step (before the first, in pauses) break the order
             order = np.argsort(step_of, kind="stable")  # by step, then start
-            host, step_of = host[order], step_of[order]
+            host = order if host is None else host[order]
+            pick = lambda column: column[host]  # noqa: E731
+            step_of = step_of[order]
         lo, hi = np.searchsorted(step_of, numbers), np.searchsorted(step_of, numbers + 1)
-        window_index = np.full(max(int(numbers.max()), int(step_of.max())) + 1, -1)
-        window_index[numbers] = np.arange(len(steps))
-        segment = window_index[step_of]  # each host op's window step (-1: none)
-        inside = segment >= 0
-        starts = ops["start"][host]
-        ends = starts + ops["dur"][host]
-        fp_at = _first_in(marks.fp[host], lo, hi) if marks.fp is not None else np.full(len(steps), -1)
+        segment = None  # each host op's window step, for the rules that need it
+        starts = pick(ops["start"])
+        ends = starts + pick(ops["dur"])
+        fp_at = _first_in(pick(marks.fp), lo, hi) if marks.fp is not None else np.full(len(steps), -1)
         if (fp_at < 0).any():
-            get_next = _last_in(marks.get_next[host], lo, hi)
-            after = inside & (starts >= fp[segment]) & (np.arange(len(host)) > get_next[segment])
-            fp_at = np.where(fp_at < 0, _first_in(after, lo, hi), fp_at)
-        bp_at = _last_in(marks.bp[host], lo, hi) if marks.bp is not None else np.full(len(steps), -1)
+            get_next = _last_in(pick(marks.get_next), lo, hi)
+            if in_time_order:  # the ops from the fetch's end on are a suffix of each segment: binary searches
+                first = np.maximum(np.maximum(np.searchsorted(starts, fp), get_next + 1), lo)
+                first_after = np.where(first < hi, first, -1)
+            else:
+                segment = _window_positions(step_of, numbers)
+                after = (segment >= 0) & (starts >= fp[segment]) & (np.arange(len(step_of)) > get_next[segment])
+                first_after = _first_in(after, lo, hi)
+            fp_at = np.where(fp_at < 0, first_after, fp_at)
+        bp_at = _last_in(pick(marks.bp), lo, hi) if marks.bp is not None else np.full(len(steps), -1)
         if ((bp_at < 0) & (host_bp >= 0)).any():
-            before = inside & (ends <= np.where(host_bp >= 0, host_bp, np.iinfo(np.int64).min)[segment])
+            segment = _window_positions(step_of, numbers) if segment is None else segment
+            before = (segment >= 0) & (ends <= np.where(host_bp >= 0, host_bp, np.iinfo(np.int64).min)[segment])
             bp_at = np.where(bp_at < 0, _last_in(before, lo, hi), bp_at)
-        last_reduce = _last_in(marks.all_reduce[host], lo, hi)
-        first_optimizer = _first_in(marks.optimizer[host], lo, hi)
+        last_reduce = _last_in(pick(marks.all_reduce), lo, hi)
+        first_optimizer = _first_in(pick(marks.optimizer), lo, hi)
         by_rule = np.where(last_reduce > lo, last_reduce - 1, np.where(first_optimizer > lo, first_optimizer - 1, hi - 1))
         bp_at = np.where((bp_at < 0) & (hi > lo), by_rule, bp_at)
         fp = np.where(fp_at >= 0, starts[fp_at], fp)
         bp = np.where(bp_at >= 0, ends[bp_at], bp)
-        fp_op, bp_op = np.where(fp_at >= 0, host[fp_at], -1), np.where(bp_at >= 0, host[bp_at], -1)
+        if host is not None:
+            fp_at, bp_at = np.where(fp_at >= 0, host[fp_at], -1), np.where(bp_at >= 0, host[bp_at], -1)
+        fp_op, bp_op = fp_at, bp_at
     fp = np.minimum(np.maximum(fp, begin), finish)
     bp = np.minimum(np.maximum(bp, fp), finish)
     return fp, bp, fp_op, bp_op
+
+
+def _window_positions(step_of, numbers):
+    """Each op's position among the window steps ``numbers`` by its step number (-1: in none of them)."""
+    window_index = np.full(max(int(numbers.max()), int(step_of.max())) + 1, -1)
+    window_index[numbers] = np.arange(len(numbers))
+    return window_index[step_of]
 
 
 def _names_at(data, index):
