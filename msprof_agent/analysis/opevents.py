@@ -111,8 +111,15 @@ class OpEvents:
                 data = np.frombuffer(what[0], dtype=np.uint8)
             else:
                 layout, width, texts, index = what
-                data = rows[:len(index) * width]
+                length = len(index) * width
+                whole = lo <= begin and begin + length <= min(hi, at + _CHUNK)  # formatted in place, not copied
+                data = chunk[begin - at:begin - at + length] if whole else rows[:length]
                 self._fill(data.reshape(len(index), width), layout, texts, *(c[index] for c in numbers))
+                if whole:
+                    if begin + length == at + _CHUNK:
+                        _pwrite(fd, chunk, at)
+                        at += _CHUNK
+                    continue
             data = data[max(0, lo - begin):hi - begin]
             begin = max(begin, lo)
             while len(data):
