@@ -84,17 +84,17 @@ class OpEvents:
         key, first = _groups([number_widths, rank[texts]])  # numbered in that order: a layout's keys are consecutive
         order = np.argsort(key.astype(np.uint16) if len(first) <= 1 << 16 else key, kind="stable")
         index = order if every else keep[order]
-        run_ends = np.cumsum(np.bincount(key, minlength=len(first)))  # where each key's ops end in that order
+        run_ends = np.cumsum(np.bincount(key, minlength=len(first))).tolist()  # where each key's ops end in that order
         layouts = np.stack([self.heads.lengths[texts[first]], self.tails.lengths[texts[first]]] + [w[first] for w in widths], axis=1)
         layout_starts = np.flatnonzero(np.append(True, (layouts[1:] != layouts[:-1]).any(axis=1)))
         for first_key, end_key in zip(layout_starts.tolist(), layout_starts[1:].tolist() + [len(first)]):
             layout = layouts[first_key].tolist()
             width = sum(layout) + len(_DUR) + len(_STEP)
             per_block = max(1, _BLOCK_BYTES // width)
-            start, stop = int(run_ends[first_key - 1]) if first_key else 0, int(run_ends[end_key - 1])
+            start, stop = run_ends[first_key - 1] if first_key else 0, run_ends[end_key - 1]
             for begin in range(start, stop, per_block):
                 end = min(begin + per_block, stop)
-                key_first, key_last = np.searchsorted(run_ends, [begin, end - 1], side="right").tolist()
+                key_first, key_last = bisect.bisect_right(run_ends, begin), bisect.bisect_right(run_ends, end - 1)
                 block_texts = texts[first[key_first]] if key_first == key_last else texts[order[begin:end]]
                 yield offset, layout, width, block_texts, index[begin:end]
                 offset += (end - begin) * width
@@ -257,7 +257,10 @@ def _integer_width(values):
 
 def _width(values, steps):
     """Digits of each value's magnitude (at least one) past the given steps, plus one for a sign."""
-    negative = values.min() < 0
+    low, high = values.min(), values.max()
+    negative = low < 0
+    if not negative and np.searchsorted(steps, low, side="right") == np.searchsorted(steps, high, side="right"):
+        return np.broadcast_to(np.uint8(np.searchsorted(steps, low, side="right") + 1), values.shape)  # epoch times: all one width
     width = np.searchsorted(steps, np.abs(values) if negative else values, side="right").astype(np.uint8) + 1
     if negative:
         width += values < 0
