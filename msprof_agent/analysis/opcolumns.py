@@ -83,7 +83,11 @@ class OpBatches:
 
     def columns(self):
         """An OpColumns table sorted by start time."""
-        columns = {c: _join(v, np.float64 if c == "flops" else CODE) for c, v in self.parts.items()}
+        columns = {}
+        while self.parts:  # each column's parts freed as soon as it is joined
+            column, parts = self.parts.popitem()
+            columns[column] = _join(parts, np.float64 if column == "flops" else CODE)
+            del parts
         start = columns["start"]
         if len(start) > 1 and (start[1:] < start[:-1]).any():
             order = np.argsort(start, kind="stable")

@@ -75,10 +75,10 @@ class OpEvents:
 
     def _blocks(self, keep, offset):
         """(file offset, layout, row width, head-and-tail codes, op indices) of each block of about a megabyte."""
-        every = len(keep) == len(self.lengths)
+        every = isinstance(keep, slice)  # every op: no gathers
         texts, *widths = (a if every else a[keep] for a in (self.texts,) + self.widths)
         by_length = np.lexsort((np.arange(len(self.heads.lengths)), self.tails.lengths, self.heads.lengths))
-        rank = np.empty(len(by_length), dtype=np.int64)
+        rank = np.empty(len(by_length), dtype=np.int32)
         rank[by_length] = np.arange(len(by_length))
         number_widths = widths[0] * np.uint16(1024) + widths[1] * np.uint16(32) + widths[2]  # each is under 32
         key, first = _groups([number_widths, rank[texts]])  # numbered in that order: a layout's keys are consecutive

@@ -79,9 +79,10 @@ def _stack_events(samples):
 
 
 def _select_within(lengths, durations, budget):
-    """Indices of the op events kept under the byte budget: when it must cut, the longest ops stay."""
+    """Which op events stay under the byte budget: all of them (a slice, no index array) when they
+    fit, else the indices of the longest ops that do."""
     if lengths.sum() <= budget:
-        return np.arange(len(lengths))
+        return slice(None)
     order = np.argsort(-durations, kind="stable")
     return np.sort(order[np.cumsum(lengths[order]) <= budget])
 
@@ -92,28 +93,28 @@ def write(data, ctx, stages):
     fixed = _fixed_events(data)
     steps, step_events = _step_events(data, stages)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
+    ops = data.ops
     events = OpEvents(data, OPS_PID, DEVICE_PID) if data.op_count else None
-    keep = _select_within(events.lengths, data.ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else np.arange(0)
-    dropped = data.op_count - len(keep)
+    keep = _select_within(events.lengths, ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else slice(0)
+    kept = data.op_count if isinstance(keep, slice) else len(keep)
     name = f"{prefix}_timeline_display_{ctx.rank}.json"
-    size = len(payload) + (int(events.lengths[keep].sum()) if len(keep) else 0)
+    size = len(payload) + (int(events.lengths[keep].sum()) if kept else 0)
     with replacing(ctx.path(name), size) as handle:
-        if len(keep):  # the op events follow the fixed ones inside the same array
+        if kept:  # the op events follow the fixed ones inside the same array
             events.write_file(handle.fileno(), payload[:-1], keep, payload[-1:])
         else:
             handle.write(payload)
-    ops = data.ops
-    threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if len(keep) else 0
-    names = data.op_names[np.unique(ops["name_id"][keep[:10000]])].tolist() if len(keep) else []
+    threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if kept else 0
+    names = data.op_names[np.unique(ops["name_id"][keep][:10000])].tolist() if kept else []
     dropped_text = None
-    if dropped:
-        shortest_kept = float(ops["dur"][keep].min()) / 1000.0 if len(keep) else 0.0
-        dropped_text = (f"timeline_limit {limit_mb} MB: dropped the {dropped} shortest ops (each no longer than {shortest_kept:.1f} us); "
+    if kept < data.op_count:
+        shortest_kept = float(ops["dur"][keep].min()) / 1000.0 if kept else 0.0
+        dropped_text = (f"timeline_limit {limit_mb} MB: dropped the {data.op_count - kept} shortest ops (each no longer than {shortest_kept:.1f} us); "
                         "the op tables still count every op")
         ctx.notes.append(dropped_text)
     span = (stages[-1]["end"] - stages[0]["start"]) / 1e6 if stages else 0.0
     write_json(ctx.path(f"{prefix}_timeline_summary_{ctx.rank}.json"), {
-        "total_time": round(span, 3), "num_of_streams": threads, "num_of_ops": len(keep),
-        "op_exe_times": int(len(keep)), "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0),
+        "total_time": round(span, 3), "num_of_streams": threads, "num_of_ops": kept,
+        "op_exe_times": kept, "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0),
     }, ctx.pretty)
-    return {"file": name, "events": len(fixed) + step_events + len(keep), "bytes": size, "truncated": bool(dropped), "dropped": dropped_text}
+    return {"file": name, "events": len(fixed) + step_events + kept, "bytes": size, "truncated": kept < data.op_count, "dropped": dropped_text}
