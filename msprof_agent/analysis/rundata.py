@@ -20,7 +20,7 @@ class RunData:
     def __init__(self, rank):
         self.rank = rank
         self.meta = {}
-        self.steps = []  # all steps (always-on timing), sorted by n
+        self.steps = []
         self.ops = {}
         self.op_names = self.op_types = None  # the string of each name_id / type_id code
         self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
@@ -28,9 +28,14 @@ class RunData:
         self.end = None
 
     @property
-    def window_steps(self):
-        """Steps recorded with op collection on; the step-trace pages are about these."""
-        return [s for s in self.steps if s.get("win")]
+    def steps(self):
+        """All steps (always-on timing), sorted by n. Those outside every window keep only n, start and end."""
+        return self._steps
+
+    @steps.setter
+    def steps(self, steps):
+        self._steps = steps
+        self.window_steps = [s for s in steps if s.get("win")]  # recorded with op collection on: the step-trace pages' steps
 
     @property
     def op_count(self):
@@ -73,6 +78,8 @@ def load_rank(profiler_dir, rank):
             return
         kind = record.get("k")
         if kind == "step":
+            if not record.get("win"):  # only its time is ever read (run step time, ops' steps): a long run has millions
+                record = {"n": record["n"], "start": record["start"], "end": record["end"]}
             steps[record["n"]] = record  # a step recorded twice (re-run flush) keeps the last copy
         elif kind == "ops":
             batches.add(record)
