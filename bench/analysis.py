@@ -6,7 +6,8 @@ several times. Each line gives, as medians over the runs, the analysis itself (t
 child around the CLI's work, after the interpreter started and imported the package) and the whole
 child process (interpreter start-up and imports included), each with its throughput, and the
 child's peak RSS. Repeats for two step counts at the same op count and timeline limit, to show
-memory does not grow with steps. Target: >= 2 M events/s; the last line says which figure meets it.
+memory does not grow with steps (target: >= 2 M events/s; a line says which figure meets it). A last
+line analyses a long run of always-on step timing, where only a few steps were profiled.
 """
 import argparse
 import os
@@ -36,20 +37,23 @@ sys.exit(status)
 """
 
 
-def generate(profiler_dir, ops_total, steps, batch=50_000):
+def generate(profiler_dir, ops_total, steps, profiled=None, batch=50_000):
+    """A store of ``steps`` steps, the last ``profiled`` of them (all by default) in a window holding the ops."""
+    profiled = steps if profiled is None else profiled
     writer = EventWriter(profiler_dir, 0, time.time_ns())
     writer.add({"k": "meta", "pid": 1, "rank_id": 0, "framework": "mindspore", "device_target": "CPU", "cpus": 2, "memory_bytes": 16 << 30,
                 "options": {"timeline_limit": 500, "cpu_sampling_interval": 1000}})
-    per_step = ops_total // steps
+    per_step = ops_total // profiled
     names = [f"Default/network/{TYPES[i % len(TYPES)]}-op{i}" for i in range(40)]
     step_ns = per_step * 12_000
     t0 = 1_700_000_000_000_000_000
     pending = {"name": [], "type": [], "start": [], "dur": [], "tid": []}
     for n in range(1, steps + 1):
         begin = t0 + (n - 1) * step_ns
+        window = n > steps - profiled
         writer.add({"k": "step", "n": n, "start": begin, "end": begin + step_ns, "wait": 1000, "waits": [[begin, begin + 1000]],
-                    "fp": None, "bp": None, "win": True})
-        for i in range(per_step):
+                    "fp": None, "bp": None, "win": window})
+        for i in range(per_step if window else 0):
             name = names[i % 40]
             pending["name"].append(name)
             pending["type"].append(name.split("/")[-1].split("-")[0])
@@ -94,20 +98,26 @@ def analyse_once(out):
         return float(stdout.read().split()[-1]), whole, usage.ru_maxrss / 1024
 
 
+def measure(args, ops, steps, profiled=None):
+    """Medians over ``args.runs`` analyses of one generated store: (analysis itself, whole child, peak RSS MB)."""
+    out = tempfile.mkdtemp(prefix="msprof-bench-")
+    try:
+        generate(os.path.join(out, "profiler"), ops, steps, profiled)
+        runs = [analyse_once(out) for _ in range(args.runs)]
+    finally:
+        shutil.rmtree(out)
+    return tuple(statistics.median(column) for column in zip(*runs))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=3, help="analyses per store; the lines give medians")
+    parser.add_argument("--long-steps", type=int, default=200_000, help="steps of the always-on run (its last 10 profiled)")
     args = parser.parse_args()
     rates = {"the analysis itself": [], "the whole process": []}
     for steps in (1000, 4000):
-        out = tempfile.mkdtemp(prefix="msprof-bench-")
-        try:
-            generate(os.path.join(out, "profiler"), args.ops, steps)
-            runs = [analyse_once(out) for _ in range(args.runs)]
-        finally:
-            shutil.rmtree(out)
-        itself, whole, peak = (statistics.median(column) for column in zip(*runs))
+        itself, whole, peak = measure(args, args.ops, steps)
         rates["the analysis itself"].append(args.ops / itself)
         rates["the whole process"].append(args.ops / whole)
         print(f"{args.ops:,} op events, {steps} steps: analysis itself {itself:.2f} s = {args.ops / itself / 1e6:.2f} M events/s; "
@@ -115,6 +125,9 @@ def main():
               f"peak RSS {peak:.0f} MB (medians of {args.runs} runs)")
     verdicts = [f"{label} {'meets' if min(r) >= TARGET else 'misses'} it ({min(r) / 1e6:.2f} M events/s at worst)" for label, r in rates.items()]
     print(f"target >= {TARGET / 1e6:.0f} M events/s: " + "; ".join(verdicts))
+    itself, whole, peak = measure(args, 3000, args.long_steps, profiled=10)
+    print(f"always-on step timing over a long run ({args.long_steps:,} steps, the last 10 profiled): analysis itself {itself:.2f} s "
+          f"= {itself / args.long_steps * 1e6:.1f} us per step; peak RSS {peak:.0f} MB (medians of {args.runs} runs)")
 
 
 if __name__ == "__main__":
