@@ -48,7 +48,8 @@ def _assert_waits(data, stdout, expected_ms):
 
     Two checks, both within 10 %: the step's wait against the nominal sleep (median over steps), and
     against what that batch's sleep really took as the script measured it (a loaded machine wakes a
-    sleeper late; the profiler must see exactly that).
+    sleeper late; the profiler must see exactly that). The sleeps are 200 ms: the dataset pipeline's
+    own hand-over, real wait too, reached 12 ms on these shared cores, past 10 % of a 100 ms sleep.
     """
     slept = json.loads(next(l for l in stdout.splitlines() if l.startswith("data_slept_ms ")).split(" ", 1)[1])
     assert len(slept) == len(data.steps)
@@ -59,7 +60,7 @@ def _assert_waits(data, stdout, expected_ms):
 
 
 def test_model_train_steps_wait_ops_shapes(out_dir):
-    proc = _run([LENET, "--steps", "6", "--data-sleep-ms", "100", "--data-on-demand"], out_dir)
+    proc = _run([LENET, "--steps", "6", "--data-sleep-ms", "200", "--data-on-demand"], out_dir)
     lines = proc.stdout.splitlines()
     assert [l.split(" loss")[0] for l in lines[:6]] == [f"epoch 1 step {n}" for n in range(1, 7)]
     assert lines[6].startswith("trained 1 epoch(s) x 6 steps")
@@ -68,7 +69,7 @@ def test_model_train_steps_wait_ops_shapes(out_dir):
     assert all(s["win"] and s["epoch"] == 1 for s in data.steps)
     assert data.meta["framework"] == "mindspore" and data.meta["context_mode"] == "GRAPH"
     assert data.meta["device_target"] == "CPU" and data.meta["ms_version"]
-    _assert_waits(data, proc.stdout, 100)
+    _assert_waits(data, proc.stdout, 200)
     types = set(data.ops["type"])
     assert {"Conv2D", "MatMul", "ReLU", "MaxPool", "ApplyMomentum", "Conv2DBackpropFilter"} <= types
     counts = _ops_per_step(data)
@@ -122,13 +123,13 @@ def test_sink_mode_on_cpu_trains_per_batch(out_dir):
 @pytest.mark.parametrize("mode", ["graph", "pynative"])
 def test_custom_loop(out_dir, mode):
     proc = _run([LOOP, "--mode", mode, "--epochs", "2", "--steps", "4", "--batch-size", "16", "--eval-every", "4",
-                 "--data-sleep-ms", "100", "--data-on-demand", "--between-sleep-ms", "30"], out_dir)
+                 "--data-sleep-ms", "200", "--data-on-demand", "--between-sleep-ms", "30"], out_dir)
     assert "eval at step 8" in proc.stdout and "trained 2 epoch(s) x 4 steps" in proc.stdout
     data = load_rank(_profiler_dir(out_dir), 0)
     # 8 training fetches make 8 steps; the evaluation set's fetches make none.
     assert [(s["n"], s["epoch"]) for s in data.steps] == [(n, 1 + (n > 4)) for n in range(1, 9)]
     assert data.meta["context_mode"] == mode.upper()
-    _assert_waits(data, proc.stdout, 100)
+    _assert_waits(data, proc.stdout, 200)
     assert all(s["end"] - s["start"] - s["wait"] >= 30e6 for s in data.steps), "host sleep is step time, not wait"
     counts = _ops_per_step(data)
     train_only = [c for s, c in zip(data.steps, counts) if s["n"] % 4]
