@@ -266,3 +266,52 @@ def test_coded_and_plain_op_records_load_alike(tmp_path):
     for data in (plain, coded_data):
         assert data.ops["name"].tolist() == names and data.ops["type"].tolist() == types
         assert data.ops["start"].tolist() == starts and set(data.ops["step"].tolist()) == {1}
+
+
+@pytest.mark.parametrize("limit_mb", [500, 9])
+def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limit_mb):
+    """A timeline of several 4 MB chunks, written by threads each formatting one stretch of the file,
+    holds every kept op once with its exact name, thread, shape, step and ns times (read back as
+    decimals: a double cannot hold epoch times to the ns); under a limit, the longest ops stay."""
+    import decimal
+    import json
+
+    from msprof_agent.analysis import offline_analyse
+    from msprof_agent.store import EventWriter, coded
+
+    count, base = 120_000, 1_700_000_000_123_456_789
+    names = [f"Default/net/{kind}-op{i % 11}" for i, kind in zip(range(count), ["Conv2D", "MatMul", "ReLU"] * count)]
+    starts = [base + i * 1_237 for i in range(count)]  # ns, not whole microseconds
+    durs = [(i * 7919) % 100_000 + 1 for i in range(count)]  # one to six digits
+    shapes = [None if i % 5 else f"[[{i % 3 + 1}, 8]]" for i in range(count)]
+    steps = [(n, base + (n - 1) * count * 1_237 // 12, base + n * count * 1_237 // 12) for n in range(1, 13)]  # steps 1..12: one and two digits
+    writer = EventWriter(str(tmp_path / "profiler"), 0, 0)
+    writer.add({"k": "meta", "framework": "mindspore", "device_target": "CPU", "options": {"timeline_limit": limit_mb}})
+    for n, begin, end in steps:
+        writer.add({"k": "step", "n": n, "start": begin, "end": end, "win": True})
+    for lo in range(0, count, 40_000):
+        hi = lo + 40_000
+        record = {"k": "ops", "source": "test", "device": "cpu", "start": starts[lo:hi], "dur": durs[lo:hi],
+                  "tid": [i % 3 for i in range(lo, hi)], "shape": shapes[lo:hi]}
+        record["name_codes"], record["name_table"] = coded(names[lo:hi])
+        record["type_codes"], record["type_table"] = coded([n.rsplit("/", 1)[1].split("-")[0] for n in names[lo:hi]])
+        writer.add(record)
+    writer.close()
+    offline_analyse(str(tmp_path))
+
+    path = tmp_path / "profiler" / "cpu_timeline_display_0.json"
+    assert path.stat().st_size > 8 << 20 or limit_mb < 10  # several stretches
+    events = json.loads(path.read_bytes(), parse_float=decimal.Decimal)
+    ops = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
+    step_of = lambda start: next(n for n, begin, end in steps if begin <= start < end)  # noqa: E731
+    expected = {(names[i], i % 3, shapes[i], step_of(starts[i]), starts[i], durs[i]) for i in range(count)}
+    got = [(e["name"], e["tid"], e["args"].get("shape"), e["args"]["step"], int(e["ts"] * 1000), int(e["dur"] * 1000)) for e in ops]
+    assert len(set(got)) == len(got) and set(got) <= expected
+    summary = read_json(str(tmp_path / "profiler" / "summary_0.json"))
+    assert summary["timeline"]["bytes"] == path.stat().st_size
+    if limit_mb == 500:
+        assert len(got) == count and not summary["timeline"]["truncated"]
+    else:
+        assert path.stat().st_size <= limit_mb * 1_000_000 and summary["timeline"]["truncated"]
+        dropped = expected - set(got)
+        assert dropped and min(d for *_, d in got) >= max(d for *_, d in dropped)
