@@ -62,7 +62,10 @@ def _device_tables(data, mask, device):
     ops = data.ops
     cuda = ops.device_is("cuda")
     select = mask & (cuda if device == "cuda" else ~cuda)
-    return ops["type_id"][select], ops["name_id"][select], ops["self"][select]
+    columns = ops["type_id"], ops["name_id"], ops["self"]
+    if not select.all():  # all of them (the usual host-only run): no copies
+        columns = tuple(column[select] for column in columns)
+    return columns[0], columns[1], columns[2].astype(np.float64)  # bincount weighs in float64: converted once, not per table
 
 
 def _tables(data, mask, device):

@@ -29,7 +29,7 @@ class RunData:
 
     @property
     def steps(self):
-        """All steps (always-on timing), sorted by n. Those outside every window keep only n, start and end."""
+        """All steps (always-on timing), sorted by n. Those outside every window keep only n, start, end and win."""
         return self._steps
 
     @steps.setter
@@ -79,7 +79,7 @@ def load_rank(profiler_dir, rank):
         kind = record.get("k")
         if kind == "step":
             if not record.get("win"):  # only its time is ever read (run step time, ops' steps): a long run has millions
-                record = {"n": record["n"], "start": record["start"], "end": record["end"]}
+                record = {"n": record["n"], "start": record["start"], "end": record["end"], "win": False}
             steps[record["n"]] = record  # a step recorded twice (re-run flush) keeps the last copy
         elif kind == "ops":
             batches.add(record)

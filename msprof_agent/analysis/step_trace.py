@@ -45,7 +45,8 @@ def _last_in(mask, lo, hi):
 
 
 class OpMarks:
-    """Per-op booleans the FP/BP rules need, computed once per unique op name or type, not per step."""
+    """Per-op booleans the FP/BP rules need, computed once per unique op name or type, not per step;
+    None where no op matches (a run without GetNext or all-reduce ops pays nothing for those rules)."""
 
     def __init__(self, data, fp_name, bp_name):
         names, types = data.op_names.astype(str), data.op_types.astype(str)
@@ -53,11 +54,15 @@ class OpMarks:
         optimizer = np.zeros(len(names), dtype=bool)
         for marker in OPTIMIZER_MARKERS:
             optimizer |= np.char.find(names, marker) >= 0
-        self.get_next = (np.char.find(types, "GetNext") >= 0)[type_id]
-        self.all_reduce = np.isin(types, ALL_REDUCE_TYPES)[type_id]
-        self.optimizer = optimizer[name_id]
-        self.fp = _name_matches(names, fp_name)[name_id] if fp_name else None
-        self.bp = _name_matches(names, bp_name)[name_id] if bp_name else None
+        self.get_next = _per_op(np.char.find(types, "GetNext") >= 0, type_id)
+        self.all_reduce = _per_op(np.isin(types, ALL_REDUCE_TYPES), type_id)
+        self.optimizer = _per_op(optimizer, name_id)
+        self.fp = _per_op(_name_matches(names, fp_name), name_id) if fp_name else None
+        self.bp = _per_op(_name_matches(names, bp_name), name_id) if bp_name else None
+
+
+def _per_op(by_code, codes):
+    return by_code[codes] if by_code.any() else None
 
 
 def find_points(steps, ops, marks):
@@ -91,9 +96,11 @@ def find_points(steps, ops, marks):
         segment = None  # each host op's window step, for the rules that need it
         starts = pick(ops["start"])
         ends = starts + pick(ops["dur"])
-        fp_at = _first_in(pick(marks.fp), lo, hi) if marks.fp is not None else np.full(len(steps), -1)
+        first_hit = lambda mask: np.full(len(steps), -1) if mask is None else _first_in(pick(mask), lo, hi)  # noqa: E731
+        last_hit = lambda mask: np.full(len(steps), -1) if mask is None else _last_in(pick(mask), lo, hi)  # noqa: E731
+        fp_at = first_hit(marks.fp)
         if (fp_at < 0).any():
-            get_next = _last_in(pick(marks.get_next), lo, hi)
+            get_next = last_hit(marks.get_next)
             if in_time_order:  # the ops from the fetch's end on are a suffix of each segment: binary searches
                 first = np.maximum(np.maximum(np.searchsorted(starts, fp), get_next + 1), lo)
                 first_after = np.where(first < hi, first, -1)
@@ -102,13 +109,12 @@ def find_points(steps, ops, marks):
                 after = (segment >= 0) & (starts >= fp[segment]) & (np.arange(len(step_of)) > get_next[segment])
                 first_after = _first_in(after, lo, hi)
             fp_at = np.where(fp_at < 0, first_after, fp_at)
-        bp_at = _last_in(pick(marks.bp), lo, hi) if marks.bp is not None else np.full(len(steps), -1)
+        bp_at = last_hit(marks.bp)
         if ((bp_at < 0) & (host_bp >= 0)).any():
             segment = _window_positions(step_of, numbers) if segment is None else segment
             before = (segment >= 0) & (ends <= np.where(host_bp >= 0, host_bp, np.iinfo(np.int64).min)[segment])
             bp_at = np.where(bp_at < 0, _last_in(before, lo, hi), bp_at)
-        last_reduce = _last_in(pick(marks.all_reduce), lo, hi)
-        first_optimizer = _first_in(pick(marks.optimizer), lo, hi)
+        last_reduce, first_optimizer = last_hit(marks.all_reduce), first_hit(marks.optimizer)
         by_rule = np.where(last_reduce > lo, last_reduce - 1, np.where(first_optimizer > lo, first_optimizer - 1, hi - 1))
         bp_at = np.where((bp_at < 0) & (hi > lo), by_rule, bp_at)
         fp = np.where(fp_at >= 0, starts[fp_at], fp)
@@ -147,8 +153,8 @@ def compute(data, fp_name=None, bp_name=None):
              "total": step["end"] - step["start"], "interval": f - step["start"],
              "fp_and_bp": b - f, "tail": step["end"] - b, "wait": step.get("wait", 0)}
             for step, f, b in zip(steps, fp.tolist(), bp.tolist())]
-    fp_seen = marks is not None and marks.fp is not None and bool(marks.fp.any())
-    bp_seen = marks is not None and marks.bp is not None and bool(marks.bp.any())
+    fp_seen = marks is not None and marks.fp is not None
+    bp_seen = marks is not None and marks.bp is not None
     if fp_name and steps and not fp_seen:
         notes.append(f"PROFILING_FP_START={fp_name!r} matched no op; forward start was found automatically")
     if bp_name and steps and not bp_seen:
