@@ -63,6 +63,8 @@ _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small 
 
 
 def load_rank(profiler_dir, rank):
+    """One rank's raw lines as RunData. Large ops lines are split in worker threads while the lines
+    after them are read; every line is still taken in file order."""
     data = RunData(rank)
     batches = OpBatches()
     steps = {}
@@ -92,7 +94,7 @@ def load_rank(profiler_dir, rank):
             getattr(data, _LISTS[kind]).append(record)
 
     with Workers(name="msprof-agent-load") as pool:
-        waiting, splitting = collections.deque(), 0  # (line, its split as a future, or None for a small line), in file order
+        waiting, splitting = collections.deque(), 0  # (line, the job splitting it or None for a small line), in file order
         for line in raw_lines(profiler_dir, rank):
             large = len(line) > _LARGE_LINE
             if not large and not waiting:
