@@ -47,8 +47,13 @@ class OpEvents:
         self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP)).astype(np.int32)[self.texts]
                         + self.widths[0] + self.widths[1] + self.widths[2])
 
-    def write_file(self, fd, head, keep, tail):
-        """Write ``head``, the events of the ops at ``keep`` and ``tail`` as the whole of ``fd``'s file.
+    def size(self, keep):
+        """Bytes of the events of the ops at ``keep``."""
+        return int(self.lengths[keep].sum())
+
+    def write_file(self, fd, head, keep, tail, size):
+        """Write ``head``, the events of the ops at ``keep`` and ``tail`` as the whole of ``fd``'s file,
+        ``size`` bytes (``len(head) + self.size(keep) + len(tail)``, which the caller reserved).
 
         Every block's place in the file is known before it is formatted, so a few threads each format
         and write one stretch of the file (numpy and pwrite release the GIL). They write in page-aligned
@@ -56,7 +61,6 @@ class OpEvents:
         go to disk without filling the page cache, where they would evict the job's own data files.
         """
         blocks = list(self._blocks(keep, len(head)))
-        size = len(head) + int(self.lengths[keep].sum()) + len(tail)
         direct = _direct(fd)
         threads = max(1, min(_WRITERS, size // _CHUNK))
         bounds = [size * i // threads // _PAGE * _PAGE for i in range(threads)] + [size]
@@ -71,7 +75,6 @@ class OpEvents:
                 for job in [pool.submit(self._write_stretch, *stretch) for stretch in stretches]:
                     job.result()  # re-raises
         os.ftruncate(fd, size)  # the last chunk went out padded to a whole page
-        return size
 
     def _blocks(self, keep, offset):
         """(file offset, layout, row width, head-and-tail codes, op indices) of each block of about a megabyte."""
@@ -130,7 +133,10 @@ class OpEvents:
                     _pwrite(fd, chunk, at)
                     at += _CHUNK
         if hi > at:
-            _pwrite(fd, chunk[:-(-(hi - at) // _PAGE) * _PAGE if direct else hi - at], at)
+            length = hi - at
+            if direct:  # O_DIRECT writes whole pages; the file is cut back to its size afterwards
+                length = -(-length // _PAGE) * _PAGE
+            _pwrite(fd, chunk[:length], at)
 
     def _fill(self, block, layout, texts, start, dur, step):
         """Fill the block: one template row holding all the text its rows share, then what differs."""

@@ -98,10 +98,10 @@ def write(data, ctx, stages):
     keep = _select_within(events.lengths, ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else slice(0)
     kept = data.op_count if isinstance(keep, slice) else len(keep)
     name = f"{prefix}_timeline_display_{ctx.rank}.json"
-    size = len(payload) + (int(events.lengths[keep].sum()) if kept else 0)
+    size = len(payload) + (events.size(keep) if kept else 0)
     with replacing(ctx.path(name), size) as handle:
         if kept:  # the op events follow the fixed ones inside the same array
-            events.write_file(handle.fileno(), payload[:-1], keep, payload[-1:])
+            events.write_file(handle.fileno(), payload[:-1], keep, payload[-1:], size)
         else:
             handle.write(payload)
     threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if kept else 0
