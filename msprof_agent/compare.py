@@ -1,9 +1,8 @@
 """``msprof-agent compare BASE NEW`` and the CI gate (``--fail-on``, ``run --baseline``).
 
-Reads only analysed output: ``summary_{r}.json``, ``step_trace_raw_{r}_detail_time.csv`` (per-step
-stages, 10 ns units, average row skipped), ``dataset_iterator_profiling_{r}.txt`` /
-``device_queue_profiling_{r}.txt`` (per-step data wait) and ``cpu_op_type_info_{r}.csv`` (op time,
-shown per step, not gated). With several ranks, their steps are pooled
+Reads only analysed output, through ``contract``: ``summary_{r}.json`` (its per-step stage times),
+``dataset_iterator_profiling_{r}.txt`` / ``device_queue_profiling_{r}.txt`` (per-step data wait)
+and ``cpu_op_type_info_{r}.csv`` (op time, shown per step, not gated). With several ranks, their steps are pooled
 (data-parallel ranks run the same steps), op time is summed, and peak memory is the largest rank's.
 
 The regression rule, for a limit such as ``step_time>5%``:
@@ -14,8 +13,6 @@ half-width of the 99 % bootstrap interval of that difference, from resampling ea
 as "noise", not as a regression. Peak memory is one number per run, so its limit alone decides.
 Only increases count: every metric here is better lower.
 """
-import csv
-import glob
 import json
 import os
 import re
@@ -26,9 +23,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import log
+from . import contract, log
+from .contract import STAGES
 
-STAGES = ("iteration_interval", "fp_and_bp", "tail")
 TIME_METRICS = ("step_time",) + STAGES + ("data_wait",)
 METRICS = TIME_METRICS + ("peak_memory",)
 SHOWN = [("step_time", "p50"), ("step_time", "p90")] + [(s, "p50") for s in STAGES] + [("data_wait", "p50"), ("data_wait", "p90"), ("peak_memory", "peak")]
@@ -47,36 +44,15 @@ class CompareError(Exception):
 
 def profiler_dirs(path):
     """PATH itself, PATH/profiler or PATH/rank_*/profiler: those holding an analysed summary."""
-    path = os.path.abspath(path)
-    candidates = [path, os.path.join(path, "profiler")] + sorted(glob.glob(os.path.join(path, "rank_*", "profiler")))
-    return [c for c in candidates if glob.glob(os.path.join(c, "summary_*.json"))]
-
-
-def _step_rows(path):
-    with open(path, newline="") as handle:
-        rows = list(csv.reader(handle))
-    header = rows[0]
-    columns = {name: header.index(name) for name in ("total",) + STAGES}
-    body = [r for r in rows[1:] if r and r[0] != "-"]
-    return {name: [int(r[i]) / 1e5 for r in body] for name, i in columns.items()}
+    return contract.profiler_dirs(path, contract.summary_ranks)
 
 
 def _waits(directory, rank):
-    for name in (f"dataset_iterator_profiling_{rank}.txt", f"device_queue_profiling_{rank}.txt"):
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            with open(path) as handle:
-                return [float(f[3]) for f in (line.split() for line in handle) if f[:2] == ["0", "0"]]
-    return []
-
-
-def _op_totals(directory, rank, summary):
-    """Every op type's total ms from cpu_op_type_info (the summary keeps only the top 20)."""
-    path = os.path.join(directory, f"cpu_op_type_info_{rank}.csv")
-    if not os.path.isfile(path):
-        return [(op["op_type"], op["total_ms"]) for op in summary.get("top_op_types") or []]
-    with open(path, newline="") as handle:
-        return [(row["op_type"], float(row["total_compute_time(ms)"])) for row in csv.DictReader(handle)]
+    name = contract.queue_file(directory, rank)
+    if name is None:
+        return []
+    with open(os.path.join(directory, name), "rb") as handle:
+        return contract.fetch_waits(contract.read_queue(handle.read())["fetch"])
 
 
 def load_run(path):
@@ -88,28 +64,27 @@ def load_run(path):
     ops, ranks, reports, steps = {}, [], [], 0
     peaks = {"allocated": [], "rss": []}
     for directory in directories:
-        for summary_path in sorted(glob.glob(os.path.join(directory, "summary_*.json"))):
-            rank = summary_path.rsplit("_", 1)[-1][:-len(".json")]
-            with open(summary_path) as handle:
-                summary = json.load(handle)
-            trace = os.path.join(directory, f"step_trace_raw_{rank}_detail_time.csv")
-            if not os.path.isfile(trace):
-                raise CompareError(f"{summary_path} has no {os.path.basename(trace)} beside it")
-            rows = _step_rows(trace)
-            samples["step_time"] += rows["total"]
+        for rank in contract.summary_ranks(directory):
+            summary = contract.read_summary(directory, rank)
+            try:
+                per_step = contract.step_samples(directory, rank, summary)
+            except FileNotFoundError:
+                raise CompareError(f"{os.path.join(directory, contract.name(contract.SUMMARY, rank))} has no per-step times "
+                                   f"and no {contract.name(contract.STEP_TRACE, rank)} beside it") from None
+            samples["step_time"] += per_step["total"]
             for stage in STAGES:
-                samples[stage] += rows[stage]
+                samples[stage] += per_step[stage]
             samples["data_wait"] += _waits(directory, rank)
-            profiled = summary.get("steps_profiled") or 0
-            steps += profiled
-            for name, total in _op_totals(directory, rank, summary):
+            steps += summary.get("steps_profiled") or 0
+            totals = contract.op_type_totals(directory, rank)  # every op type (the summary keeps only the top 20)
+            for name, total in totals if totals is not None else [(op["op_type"], op["total_ms"]) for op in summary.get("top_op_types") or []]:
                 ops[name] = ops.get(name, 0.0) + total
             memory = summary.get("memory") or {}
             for key in peaks:
                 if memory.get(f"peak_{key}_mb") is not None:
                     peaks[key].append(memory[f"peak_{key}_mb"])
-            ranks.append(summary.get("rank_id", int(rank)))
-            report = os.path.join(directory, f"report_{rank}.html")
+            ranks.append(summary.get("rank_id", rank))
+            report = os.path.join(directory, contract.name(contract.REPORT, rank))
             if os.path.isfile(report):
                 reports.append(report)
     if not samples["step_time"]:

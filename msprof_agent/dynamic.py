@@ -21,6 +21,7 @@ import sys
 from . import log
 from . import session as S
 from .options import OptionsError, from_mapping
+from .writers import replacing
 
 CONFIG_NAME = "profiler_config.json"
 DEFAULTS = {
@@ -80,21 +81,15 @@ def parse_config(values, base_options):
 
 
 def write_default_config(path):
-    """Create the file with the seed's defaults unless some rank already did: atomic, create-if-absent."""
+    """Create the file with the MindSpore Profiler guide's defaults unless some rank already did: atomic, create-if-absent."""
     if os.path.exists(path):
         return False
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w") as handle:
-        json.dump(DEFAULTS, handle, indent=4)
-        handle.write("\n")
     try:
-        os.link(temporary, path)  # fails if another rank was first: its file stays
+        with replacing(path, exclusive=True) as handle:  # another rank first: its file stays
+            handle.write(json.dumps(DEFAULTS, indent=4).encode() + b"\n")
         return True
     except FileExistsError:
         return False
-    finally:
-        os.unlink(temporary)
 
 
 class DynamicProfilerMonitor:

@@ -32,12 +32,6 @@ def _int_in(low, high=None):
     return check
 
 
-def _optional(check):
-    def optional(key, value):
-        return None if value is None else check(key, value)
-    return optional
-
-
 def _path(key, value):
     if not isinstance(value, str) or not value.strip():
         raise OptionsError(f'key "{key}": got {value!r}; accepted: a non-empty path string')

@@ -127,11 +127,3 @@ def raw_lines(profiler_dir, rank):
                     yield mapped[begin:end]
                     begin = end
 
-
-def read_records(profiler_dir, rank):
-    """Yield every record of one rank; a torn last line (killed mid-write) is skipped."""
-    for line in raw_lines(profiler_dir, rank):
-        try:
-            yield orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue

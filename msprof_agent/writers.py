@@ -13,10 +13,11 @@ import orjson
 
 
 @contextlib.contextmanager
-def replacing(path, size=None):
+def replacing(path, size=None, exclusive=False):
     """A file to write (or stream) into that replaces ``path`` only once complete. ``size``, when the
     writer will write exactly that much, is reserved up front: one extent allocation instead of one
-    per write, and a full disk said before, not midway."""
+    per write, and a full disk said before, not midway. ``exclusive``: create ``path`` only if absent
+    (FileExistsError otherwise; whoever was first keeps their file), for files several ranks may write."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
@@ -26,7 +27,11 @@ def replacing(path, size=None):
         with os.fdopen(fd, "wb") as handle:
             yield handle
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)
+            os.remove(tmp)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)

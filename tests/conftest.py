@@ -37,6 +37,21 @@ def read_csv(path):
         return list(csv.reader(handle))
 
 
+def read_records(profiler_dir, rank):
+    """Every record of one rank's raw store; a torn last line (killed mid-write) is skipped."""
+    import orjson
+
+    from msprof_agent.store import raw_lines
+
+    records = []
+    for line in raw_lines(profiler_dir, rank):
+        try:
+            records.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue
+    return records
+
+
 def read_json(path):
     with open(path) as handle:
         return json.load(handle)

@@ -229,7 +229,7 @@ def test_with_stack_puts_sampled_python_stacks_in_the_timeline(tmp_path):
 
 
 def test_accelerator_peaks_come_from_the_table():
-    from msprof_agent.analysis.peak import peak_gflops
+    from msprof_agent.analysis.device_peak import peak_gflops
 
     assert peak_gflops("GPU", "NVIDIA H100 80GB HBM3") == (989_000.0, "table: H100, 989 TFLOPS dense FP16/BF16")
     assert peak_gflops("GPU", "NVIDIA H100 PCIe")[0] == 756_000.0

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES, PY, ROOT, hook_env, read_csv, read_json, run_script
+from conftest import EXAMPLES, PY, ROOT, hook_env, read_csv, read_json, read_records, run_script
 
 SCRIPTS = os.path.join(ROOT, "tests", "scripts")
 DYN_TORCH = os.path.join(SCRIPTS, "dynamic_torch.py")
@@ -148,7 +148,6 @@ def test_background_analysis_does_not_stall_the_window_end(tmp_path):
     The stop itself (torch.profiler's stop and read-back, the CPU sampler's last sample, starting the
     analysis process) costs about 7 ms on an idle 2-core machine and up to ~45 ms with both cores
     saturated by other work: 200 ms steps keep the check about the design, not the machine's load."""
-    from msprof_agent.store import read_records
 
     cfg, out = str(tmp_path / "cfg"), str(tmp_path / "out")
     result = run_script([DYN_TORCH, "--cfg", cfg, "--out", out, "--steps", "22", "--sleep-ms", "200",

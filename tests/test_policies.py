@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, read_csv, read_json, run_script
+from conftest import ROOT, read_csv, read_json, read_records, run_script
 
 TINY = os.path.join(ROOT, "tests", "scripts", "tiny_torch.py")
 
@@ -38,7 +38,6 @@ def test_a_slow_step_triggers_the_next_steps(out_dir):
     assert windows_made(out_dir) == ["window_10_12"]
     folder = os.path.join(out_dir, "window_10_12")
     assert steps_in(folder) == [10, 11, 12]
-    from msprof_agent.store import read_records
 
     kept = [r for r in read_records(os.path.join(folder, "profiler"), 0) if r["k"] == "step" and not r["win"]]
     assert [r["n"] for r in kept] == [9] and (kept[0]["end"] - kept[0]["start"]) / 1e6 >= 300  # the slow step's host record

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import EXAMPLES, PY, hook_env, run_script
+from conftest import EXAMPLES, PY, hook_env, read_records, run_script
 
 pytestmark = pytest.mark.torch
 CNN = os.path.join(EXAMPLES, "torch_cnn.py")
@@ -97,7 +97,6 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
     window = data.steps[0]["start"], data.steps[-1]["end"]
     assert window[0] <= data.ops["start"][in_steps].min() and data.ops["start"][in_steps].max() <= window[1]
     assert data.mem and all(window[0] - 10**9 < m["ts"] < window[1] + 10**9 for m in data.mem)
-    from msprof_agent.store import read_records
 
     pauses = [r for r in read_records(os.path.join(out_dir, "profiler"), 0) if r["k"] == "pause"]
     assert len(pauses) == 1

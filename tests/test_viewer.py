@@ -424,7 +424,7 @@ def _analysis_ready():
 
 def profiled_run(example, out, extra_env=None, args=()):
     """Profile one bundled example under the hook; return the analysed runs found under ``out``."""
-    from msprof_agent.viewer.data import scan
+    from msprof_agent.viewer.sections import scan
 
     script = os.path.join(EXAMPLES, example)
     if not os.path.isfile(script):
@@ -481,7 +481,7 @@ def test_real_run(script, tmp_path):
 def test_real_torch_two_ranks(tmp_path):
     """Two ranks joined in a gloo group; rank 1 sleeps each step, so the cluster page must mark it slowest."""
     from conftest import hook_env
-    from msprof_agent.viewer.data import scan
+    from msprof_agent.viewer.sections import scan
 
     script = os.path.join(EXAMPLES, "torch_cnn.py")
     if not os.path.isfile(script):

@@ -88,7 +88,7 @@ def real_run(tmp_path_factory):
     out = base / "lenet"
     proc = run_script([script, "--quiet", "--steps", "12"], options={"start": True, "output_path": str(out)}, cwd=str(base))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    from msprof_agent.viewer.data import scan
+    from msprof_agent.viewer.sections import scan
 
     runs = scan(str(base))
     assert list(runs) == ["lenet"], runs

@@ -4,14 +4,13 @@
 the same code later on whatever raw data a job left, killed jobs included, and is re-runnable:
 the raw store is never modified, so analysing twice gives the same files.
 """
-import glob
 import os
 import sys
 import time
 
-from .. import log
+from .. import contract, log
 from ..store import raw_ranks
-from . import cluster, cpu_util, data_prep, dynamic_shape, flops, info, memory, operators, step_trace, summary, timeline
+from . import communication, cpu_util, data_prep, dynamic_shape, flops, info, memory, operators, step_trace, summary, timeline
 from .rundata import load_rank
 
 
@@ -23,8 +22,9 @@ class Context:
         self.sampling_interval_ms = sampling_interval_ms
         self.notes = []
 
-    def path(self, name):
-        return os.path.join(self.profiler_dir, name)
+    def path(self, template, **fields):
+        """Where this rank's file of a ``contract`` name template goes."""
+        return os.path.join(self.profiler_dir, contract.name(template, self.rank, **fields))
 
 
 def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False):
@@ -37,13 +37,13 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx)}
     pages = (("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
              ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
-             ("dynamic_shape", dynamic_shape.write, None), ("communication", cluster.write_rank, None))
+             ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None))
     for name, write, fallback in pages:
         results[name] = _page(name, fallback, write, data, ctx)
     results["cpu"] = _page("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))
     results["timeline"] = _page("timeline", None, timeline.write, data, ctx, results["step_trace"]["rows"])
     headline = summary.build(data, ctx, results)
-    cluster.write_cluster(profiler_dir, [headline], pretty)
+    communication.write_cluster(profiler_dir, [headline], pretty)
     _write_report(profiler_dir, rank)
     if announce:
         summary.print_table(headline)
@@ -73,14 +73,12 @@ def _write_report(profiler_dir, rank):
 
 
 def profiler_dirs(path):
-    """The profiler directories under PATH: PATH itself, PATH/profiler, or PATH/rank_*/profiler (multi-card)."""
-    path = os.path.abspath(path)
-    candidates = [path, os.path.join(path, "profiler")] + sorted(glob.glob(os.path.join(path, "rank_*", "profiler")))
-    return [c for c in candidates if raw_ranks(c)]
+    """The profiler directories under PATH holding raw data (``contract.profiler_dirs``)."""
+    return contract.profiler_dirs(path, raw_ranks)
 
 
 def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False):
-    """The seed's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
+    """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
 
     ``data_simplification`` is accepted for compatibility: the raw store is what a second analysis
     needs, so it is always kept; nothing else is left to simplify.

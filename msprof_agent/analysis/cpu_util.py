@@ -1,6 +1,7 @@
 """CPU utilization of the machine, the process and the dataset pipeline ops (``minddata_cpu_utilization_{r}.json``)."""
 import os
 
+from .. import contract
 from ..writers import write_json
 
 
@@ -12,7 +13,7 @@ def write(data, ctx, pipeline=None):
     percent = lambda values: [int(round(v)) for v in values if v is not None]  # noqa: E731
     op_info = [{"op_id": op["op_id"], "metrics": {"user_utilization": percent(op["cpu_user"]), "sys_utilization": percent(op["cpu_sys"])}}
                for op in (pipeline or {}).get("op_cpu", [])]
-    write_json(ctx.path(f"minddata_cpu_utilization_{ctx.rank}.json"), {
+    write_json(ctx.path(contract.CPU_UTILIZATION), {
         "cpu_processor_num": data.meta.get("cpus") or os.cpu_count() or 1,  # the profiled machine's (stores before "cpus": this one's)
         "sampling_interval": ctx.sampling_interval_ms,
         "time_stamp": [s["ts"] for s in samples],

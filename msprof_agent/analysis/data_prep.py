@@ -3,14 +3,13 @@
 Non-sink runs write ``dataset_iterator_profiling_{r}.txt``, sink runs ``device_queue_profiling_{r}.txt``
 (lines ``0 <0 get|2 total> <step> <cost_ms> <ts_ms>`` and ``1 <capacity> <step> <size> <ts_ms>``).
 With ``data_process``, pipeline samples become ``minddata_pipeline_raw_{r}.csv`` and
-``pipeline_profiling_{r}.json``, and the bottleneck op is named by the seed's queue-usage rules.
+``pipeline_profiling_{r}.json``, and the bottleneck op is named by the MindSpore Profiler guide's
+queue-usage rules (``contract.pipeline_bottlenecks``, the viewer's too).
 """
 import orjson
 
+from .. import contract
 from ..writers import write_csv, write_json, write_text
-
-PIPELINE_HEADER = ["op_id", "op_type", "num_workers", "output_queue_size", "output_queue_average_size",
-                   "output_queue_length", "output_queue_usage_rate", "sample_interval", "parent_id", "children_id"]
 
 
 def write(data, ctx):
@@ -24,9 +23,10 @@ def write(data, ctx):
     queue = [q for q in data.queue if q.get("kind", "iterator") == ("device_queue" if sink else "iterator")] or data.queue
     for q in queue:
         lines.append(f"1 {q.get('capacity', 0)} {q.get('step', 0)} {q.get('size', 0)} {q['ts'] // 1_000_000}")
-    name = f"device_queue_profiling_{ctx.rank}.txt" if sink else f"dataset_iterator_profiling_{ctx.rank}.txt"
+    template = contract.DEVICE_QUEUE if sink else contract.ITERATOR_QUEUE
+    name = contract.name(template, ctx.rank)
     if steps:
-        write_text(ctx.path(name), lines)
+        write_text(ctx.path(template), lines)
     waits = sorted(s.get("wait", 0) / 1e6 for s in steps)
     result = {"file": name if steps else None, "sink": sink,
               "empty_queue_ratio": (sum(1 for q in queue if q.get("size", 1) == 0) / len(queue)) if queue else None,
@@ -43,18 +43,11 @@ def _queue_usage(op):
 
 
 def bottleneck(ops):
-    """The seed's rules: an op whose input queues are high (>= 0.8) while its output queue is low
-    (<= 0.6) is the bottleneck; when every queue is low, the source op is."""
-    by_id = {op["op_id"]: op for op in ops}
-    for op in ops:
-        out_usage = _queue_usage(op)[1]
-        inputs = [_queue_usage(by_id[c])[1] for c in op.get("children_id") or [] if c in by_id]
-        if inputs and min(inputs) >= 0.8 and out_usage <= 0.6:
-            return op
-    if ops and all(_queue_usage(op)[1] < 0.6 for op in ops):
-        sources = [op for op in ops if not op.get("children_id")]
-        return sources[0] if sources else None
-    return None
+    """The first op the guide's rule marks, judged on the usage the pipeline file holds (4 decimals),
+    as the viewer judges it."""
+    marked = contract.pipeline_bottlenecks([{"op_id": op["op_id"], "parent_id": op.get("parent_id", -1), "children": op.get("children_id") or [],
+                                             "queue_usage": round(_queue_usage(op)[1], 4)} for op in ops])
+    return next(op for op in ops if op["op_id"] == marked[0]["op_id"]) if marked else None
 
 
 def _write_pipeline(data, ctx):
@@ -76,8 +69,8 @@ def _write_pipeline(data, ctx):
         rows.append([op["op_id"], op["op_type"], op.get("num_workers", 1), orjson.dumps(op["sizes"]).decode(), round(average, 4),
                      op.get("queue_capacity", 0), round(usage, 4), interval, op.get("parent_id", -1),
                      orjson.dumps(op.get("children_id") or []).decode()])
-    write_csv(ctx.path(f"minddata_pipeline_raw_{ctx.rank}.csv"), PIPELINE_HEADER, rows)
-    write_json(ctx.path(f"pipeline_profiling_{ctx.rank}.json"), {
+    write_csv(ctx.path(contract.PIPELINE_RAW), contract.PIPELINE_HEADER, rows)
+    write_json(ctx.path(contract.PIPELINE_PROFILING), {
         "sampling_interval": interval,
         "op_info": [{"op_id": op["op_id"], "op_type": op["op_type"], "num_workers": op.get("num_workers", 1),
                      "metrics": {"output_queue": {"size": op["sizes"], "length": op.get("queue_capacity", 0)}},

@@ -9,9 +9,10 @@ import math
 import numpy as np
 import orjson
 
+from .. import contract
 from ..writers import write_json, write_text
+from .device_peak import peak_gflops
 from .operators import group_sum, profiled_op_mask, shapes_known
-from .peak import peak_gflops
 
 CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")
 ELEMENTWISE = ("biasadd", "relu", "add", "mul", "sigmoid", "tanh", "gelu", "softmax", "sub", "div")
@@ -89,7 +90,7 @@ def write(data, ctx):
         seconds = max(dur, 1) / 1e9
         cube_f, vec_f = cube_sum[code], vector_sum[code]
         lines.append(f"{names[code]}, {cube_f / count / 1e6:.6f}, {cube_f / seconds / 1e9:.6f}, {vec_f / count / 1e6:.6f}, {vec_f / seconds / 1e9:.6f}")
-    write_text(ctx.path(f"flops_{ctx.rank}.txt"), lines)
+    write_text(ctx.path(contract.FLOPS), lines)
     steps = max(len(data.window_steps), 1)
     mflops_per_step = float(values.sum()) / steps / 1e6
     step_seconds = np.mean([s["end"] - s["start"] for s in data.window_steps]) / 1e9 if data.window_steps else float(durs.sum()) / 1e9
@@ -98,7 +99,7 @@ def write(data, ctx):
     summary = {"FLOPs": round(mflops_per_step, 6), "FLOPS": round(gflops_per_s, 6),
                "FLOPS_Utilization": round(100.0 * mfu["mean"], 4) if mfu else 0.0,
                "estimated": bool(np.isnan(data.ops["flops"][mask]).any())}
-    write_json(ctx.path(f"flops_summary_{ctx.rank}.json"), summary, ctx.pretty)
+    write_json(ctx.path(contract.FLOPS_SUMMARY), summary, ctx.pretty)
     return {"mflops_per_step": summary["FLOPs"], "gflops_per_s": summary["FLOPS"], "estimated": summary["estimated"], "mfu": mfu}
 
 

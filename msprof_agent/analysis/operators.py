@@ -8,12 +8,8 @@ Aggregation is a sort plus ``np.add.reduceat``: linear in the number of ops with
 """
 import numpy as np
 
+from .. import contract
 from ..writers import write_csv
-
-CPU_TYPE_HEADER = ["op_type", "type_occurrences", "execution_frequency(per-step)", "total_compute_time(ms)", "avg_time(ms)", "percent"]
-CPU_DETAIL_HEADER = ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)", "op_avg_time(ms)", "total_proportion", "subgraph", "pid"]
-GPU_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion", "avg_time(us)"]
-GPU_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)", "proportion", "cuda_activity_cost_time(us)", "cuda_activity_call_count"]
 
 
 def group_sum(codes, durations):
@@ -90,19 +86,19 @@ def write(data, ctx):
     if tables:
         types, ops, total = tables
         type_rows = [[t, int(c), round(c / steps, 4), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6)] for t, c, s in types]
-        write_csv(ctx.path(f"cpu_op_type_info_{ctx.rank}.csv"), CPU_TYPE_HEADER, type_rows)
+        write_csv(ctx.path(contract.CPU_OP_TYPES), contract.CPU_OP_TYPE_HEADER, type_rows)
         pid = data.meta.get("pid", 0)
         detail_rows = [["Host", t, short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),
                         n.split("/", 1)[0] if "/" in n else "Default", pid] for n, t, c, s in ops]
-        write_csv(ctx.path(f"cpu_op_detail_info_{ctx.rank}.csv"), CPU_DETAIL_HEADER, detail_rows)
+        write_csv(ctx.path(contract.CPU_OP_DETAIL), contract.CPU_OP_DETAIL_HEADER, detail_rows)
         result = {"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
                   "total_ms": total / 1e6, "ops": len(detail_rows)}
     tables = _tables(data, mask, "cuda")
     if tables:
         types, ops, total = tables
-        write_csv(ctx.path(f"gpu_op_type_info_{ctx.rank}.csv"), GPU_TYPE_HEADER,
+        write_csv(ctx.path(contract.GPU_OP_TYPES), contract.GPU_OP_TYPE_HEADER,
                   [[t, int(c), round(s / 1e3, 3), round(s / total, 6), round(s / 1e3 / c, 3)] for t, c, s in types])
-        write_csv(ctx.path(f"gpu_op_detail_info_{ctx.rank}.csv"), GPU_DETAIL_HEADER,
+        write_csv(ctx.path(contract.GPU_OP_DETAIL), contract.GPU_OP_DETAIL_HEADER,
                   [["Device", t, short_name(n), n, int(c), round(s / 1e3, 3), round(s / 1e3 / c, 3), round(s / total, 6),
                     round(s / 1e3, 3), int(c)] for n, t, c, s in ops])
     return result

@@ -2,19 +2,18 @@
 
 A step runs from the previous step's end to its own boundary. FP start and BP end come from
 ``PROFILING_FP_START`` / ``PROFILING_BP_END`` when set (an op name that never occurs is reported),
-else as the seed describes: forward starts at the first op after the data fetch (or the host's
+else as the MindSpore Profiler guide describes: forward starts at the first op after the data fetch (or the host's
 forward marker), backward ends at the op before the last all-reduce, or before the first optimizer
 op, or at the host's backward marker. Stage times always add up to the step time.
-Files: ``step_trace_raw_{r}_detail_time.csv`` (10 ns units, average row last) and
-``step_trace_point_info_{r}.json``.
+Files: ``contract.STEP_TRACE`` (10 ns units, average row last) and ``contract.STEP_POINTS``.
 """
 import collections
 
 import numpy as np
 
+from .. import contract
 from ..writers import write_csv, write_json
 
-HEADER = ["step_num", "start_point", "end_point", "total", "fp_point", "bp_point", "iteration_interval", "fp_and_bp", "tail"]
 ALL_REDUCE_TYPES = ("AllReduce", "allreduce", "all_reduce", "HcomAllReduce", "c10d::allreduce_")
 OPTIMIZER_MARKERS = ("optimizer", "ApplyMomentum", "Adam", "ApplyGradientDescent", "SGD", "Optimizer.step", "Lamb", "AdamW")
 
@@ -71,7 +70,7 @@ def find_points(steps, ops, marks):
 
     Forward starts at the first op after the host's forward marker (the training callback or module
     pre-hook), else after the data fetch (and any GetNext op). Backward ends at the end of the last
-    op before the host's backward marker, else by the seed's all-reduce / optimizer rule. Steps
+    op before the host's backward marker, else by the guide's all-reduce / optimizer rule. Steps
     without ops keep the host's markers.
     """
     numbers = np.array([s["n"] for s in steps], dtype=np.int64)
@@ -166,16 +165,14 @@ def compute(data, fp_name=None, bp_name=None):
 def write(data, ctx):
     meta = data.meta
     result = compute(data, meta.get("options", {}).get("fp_start"), meta.get("options", {}).get("bp_end"))
-    rows = result["rows"]
-    table = []
-    for r in rows:  # points to 10 ns first, then differences, so the stages add up exactly
-        start, end, fp, bp = r["start"] // 10, r["end"] // 10, r["fp"] // 10, r["bp"] // 10
-        table.append([r["n"], start, end, end - start, fp, bp, fp - start, bp - fp, end - bp])
+    table = contract.step_trace_table(result["rows"])
+    result["per_step_ms"] = contract.per_step_ms(table)
+    average = []
     if table:
         means = np.array([row[1:] for row in table], dtype=np.float64).mean(axis=0)
-        table.append(["-"] + [f"{v:.2f}" for v in means])
-    write_csv(ctx.path(f"step_trace_raw_{ctx.rank}_detail_time.csv"), HEADER, table)
-    write_json(ctx.path(f"step_trace_point_info_{ctx.rank}.json"),
+        average = [[contract.AVERAGE_ROW] + [f"{v:.2f}" for v in means]]
+    write_csv(ctx.path(contract.STEP_TRACE), contract.STEP_TRACE_HEADER, table + average)
+    write_json(ctx.path(contract.STEP_POINTS),
                {"fp_start": result["fp_start"] or "", "bp_end": result["bp_end"] or ""}, ctx.pretty)
     ctx.notes.extend(result["notes"])
     return result

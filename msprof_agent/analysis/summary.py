@@ -6,7 +6,7 @@ Suggestion thresholds are MindInsight's (step interval > 0.5 ms, empty data queu
 """
 import numpy as np
 
-from .. import log
+from .. import contract, log
 from ..options import not_applicable
 from ..writers import write_json
 
@@ -101,8 +101,9 @@ def build(data, ctx, results):
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")), "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
+        "per_step_ms": results["step_trace"]["per_step_ms"],
     }
-    write_json(ctx.path(f"summary_{ctx.rank}.json"), summary, ctx.pretty)
+    write_json(ctx.path(contract.SUMMARY), summary, ctx.pretty)
     return summary
 
 

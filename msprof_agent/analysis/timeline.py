@@ -9,16 +9,13 @@ once complete: neither their texts nor the whole file are ever held in memory.
 import numpy as np
 import orjson
 
+from .. import contract
 from ..writers import replacing, write_json
 from .opevents import OpEvents
 
 STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID = 1, 2, 3, 4, 5, 6, 7
 TRACK_NAMES = {STEP_PID: "Step Trace", OPS_PID: "Host Ops", DATA_PID: "Data Wait", CPU_PID: "CPU Utilization",
                COMM_PID: "Communication", DEVICE_PID: "Device Kernels", PYTHON_PID: "Python Stack (sampled)"}
-
-
-def file_prefix(device_target):
-    return {"Ascend": "ascend", "GPU": "gpu"}.get(device_target, "cpu")
 
 
 def _us(ns):
@@ -88,7 +85,7 @@ def _select_within(lengths, durations, budget):
 
 
 def write(data, ctx, stages):
-    prefix = file_prefix(data.meta.get("device_target", "CPU"))
+    device = contract.timeline_device(data.meta.get("device_target", "CPU"))
     limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
     fixed = _fixed_events(data)
     steps, step_events = _step_events(data, stages)
@@ -97,9 +94,9 @@ def write(data, ctx, stages):
     events = OpEvents(data, OPS_PID, DEVICE_PID) if data.op_count else None
     keep = _select_within(events.lengths, ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else slice(0)
     kept = data.op_count if isinstance(keep, slice) else len(keep)
-    name = f"{prefix}_timeline_display_{ctx.rank}.json"
+    name = contract.name(contract.TIMELINE_DISPLAY, ctx.rank, device=device)
     size = len(payload) + (events.size(keep) if kept else 0)
-    with replacing(ctx.path(name), size) as handle:
+    with replacing(ctx.path(contract.TIMELINE_DISPLAY, device=device), size) as handle:
         if kept:  # the op events follow the fixed ones inside the same array
             events.write_file(handle.fileno(), payload[:-1], keep, payload[-1:], size)
         else:
@@ -113,7 +110,7 @@ def write(data, ctx, stages):
                         "the op tables still count every op")
         ctx.notes.append(dropped_text)
     span = (stages[-1]["end"] - stages[0]["start"]) / 1e6 if stages else 0.0
-    write_json(ctx.path(f"{prefix}_timeline_summary_{ctx.rank}.json"), {
+    write_json(ctx.path(contract.TIMELINE_SUMMARY, device=device), {
         "total_time": round(span, 3), "num_of_streams": threads, "num_of_ops": kept,
         "op_exe_times": kept, "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0),
     }, ctx.pretty)

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import orjson
 
-from .data import MAX_TABLE_ROWS, PAGES
+from .sections import MAX_TABLE_ROWS, PAGES
 
 PAGE_TITLES = {"overview": "Overview", "steps": "Step trace", "operators": "Operators", "data": "Data preparation",
                "resources": "Resources", "cluster": "Cluster"}

@@ -8,18 +8,19 @@ viewer script inlined, so it opens from a CI artifact or a mail with no network 
 """
 import os
 
-REPORT_NAME = "report_{rank}.html"
+from ..contract import REPORT as REPORT_NAME
+from ..writers import write_bytes
 
 
 def write_report(profiler_dir, rank):
     """Write the rank's report into ``profiler_dir`` (atomically) and return its path."""
-    from . import data, render, server
+    from . import render, sections, server
 
     rank = int(rank)
     directory = os.path.abspath(profiler_dir)
-    run = data.Run(os.path.basename(os.path.dirname(directory)) or directory, {rank: directory})
-    with data.shared_reads():
-        loaded = {name: data.load_page(run, rank, name) for name in ("overview", "steps", "operators", "resources")}
+    run = sections.Run(os.path.basename(os.path.dirname(directory)) or directory, {rank: directory})
+    with sections.shared_reads():
+        loaded = {name: sections.load_page(run, rank, name) for name in ("overview", "steps", "operators", "resources")}
     js_path = server.plotly_js_path()
     plotly_js = None
     if js_path:
@@ -27,8 +28,5 @@ def write_report(profiler_dir, rank):
             plotly_js = handle.read()
     text = render.report(run, rank, loaded, plotly_js)
     path = os.path.join(directory, REPORT_NAME.format(rank=rank))
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)  # a reader never sees half a report
+    write_bytes(path, text.encode("utf-8"))
     return path

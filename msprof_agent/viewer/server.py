@@ -1,6 +1,6 @@
 """``msprof-agent view``: a read-only web server over the analysed runs under one directory.
 
-Standard library only (ThreadingHTTPServer). It never opens a path taken from a request: a run id must
+The standard library's ThreadingHTTPServer, no web framework. It never opens a path taken from a request: a run id must
 be one the scan found under the base directory, a rank one of that run's ranks, and files are named
 from fixed patterns; static files come from a fixed table. Every request is handled inside a guard, so
 a bad file shows as an error on its page and the server keeps serving.
@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from . import data, render, timeline
+from . import merged_timeline, render, sections
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
@@ -38,7 +38,7 @@ class HTTPError(Exception):
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "msprof-agent-viewer"
-    index = None  # data.RunIndex, set by make_server
+    index = None  # sections.RunIndex, set by make_server
     quiet = False
 
     def log_message(self, fmt, *args):
@@ -95,10 +95,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.timeline(query)
         if path.startswith("/run/") or path.startswith("/api/page/"):
             page_name = path.rsplit("/", 1)[1]
-            if page_name not in data.PAGES:
+            if page_name not in sections.PAGES:
                 raise HTTPError(404, f"no such page: {page_name}")
             run, rank = self.run_and_rank(query)
-            loaded = data.load_page(run, rank, page_name)
+            loaded = sections.load_page(run, rank, page_name)
             if path.startswith("/api/"):
                 return 200, "application/json", orjson.dumps(loaded, option=orjson.OPT_NON_STR_KEYS), {}
             return 200, "text/html; charset=utf-8", render.run_page(run, rank, page_name, loaded), {}
@@ -147,19 +147,19 @@ class Handler(BaseHTTPRequestHandler):
         if kind not in ("summary", "detail"):
             raise HTTPError(400, "kind is summary or detail")
         merge = (query.get("merge") or ["0"])[0] in ("1", "true", "on")
-        events, problems = timeline.build(run, ranks, kind=kind, merge=merge)
+        events, problems = merged_timeline.build(run, ranks, kind=kind, merge=merge)
         if not events and problems:
             raise HTTPError(404, "; ".join(problems))
         name = "timeline_{}_{}{}.json".format(kind, "-".join(map(str, ranks)), "_merged" if merge else "")
         extra = {"Content-Disposition": f'attachment; filename="{name}"'}
         if problems:
             extra["X-Msprof-Left-Out"] = "; ".join(problems).encode("ascii", "replace").decode("ascii")[:1000]
-        return 200, "application/json", timeline.dumps(events), extra
+        return 200, "application/json", merged_timeline.dumps(events), extra
 
 
 def make_server(summary_base_dir, host="127.0.0.1", port=8080, quiet=False):
     """The server object (not yet serving); port 0 picks a free one. Used by serve() and the tests."""
-    index = data.RunIndex(summary_base_dir)
+    index = sections.RunIndex(summary_base_dir)
     handler = type("BoundHandler", (Handler,), {"index": index, "quiet": quiet})
     return ThreadingHTTPServer((host, port), handler)
 

@@ -1,6 +1,6 @@
 """The timeline download: one Trace Event JSON array (Perfetto / chrome://tracing) from chosen ranks.
 
-The seed's filters, as applied to our ``*_timeline_display_{r}.json`` files:
+The MindSpore Profiler guide's timeline filters, as applied to our ``*_timeline_display_{r}.json`` files:
 - ranks: every chosen rank's events go in one file, each rank's processes renumbered and named
   ``Rank r: <name>`` so ranks never share a track;
 - kind ``detail``: every event; ``summary``: only the step-level processes (those whose ``process_name``
@@ -13,7 +13,7 @@ import re
 
 import orjson
 
-from .data import timeline_file
+from ..contract import timeline_file
 
 _SUMMARY_PROCESS = re.compile(r"step|overlap|communicat|hccl|data|queue", re.I)
 _GRAPH_THREAD = re.compile(r"graph", re.I)

@@ -5,10 +5,13 @@ device name the framework reports. CPU: no table fits every machine, so a short 
 float32 matrix multiply through numpy's BLAS on every core) is measured once per machine and
 cached in ``~/.cache/msprof-agent/cpu_peak.json``; it is an achievable peak, said as such.
 """
+import contextlib
 import json
 import os
 import platform
 import time
+
+from ..writers import write_bytes
 
 # Dense FP16/BF16 peak, TFLOPS.
 ACCELERATOR_PEAK_TFLOPS = (
@@ -53,12 +56,6 @@ def _cpu_peak():
         best = min(best, time.perf_counter() - began)
     gflops = 2.0 * MATRIX ** 3 / best / 1e9
     how = f"calibrated: float32 {MATRIX}x{MATRIX} matmul via numpy on {os.cpu_count()} cores, best of 5"
-    try:
-        os.makedirs(os.path.dirname(CACHE), exist_ok=True)
-        tmp = f"{CACHE}.{os.getpid()}"
-        with open(tmp, "w") as handle:
-            json.dump({"machine": _machine_key(), "gflops": gflops, "how": how}, handle)
-        os.replace(tmp, CACHE)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        write_bytes(CACHE, json.dumps({"machine": _machine_key(), "gflops": gflops, "how": how}).encode())
     return gflops, how

@@ -1,0 +1,193 @@
+"""Find profiled runs under a directory and read their analysed files (the output contract) into plain dicts.
+
+Every reader returns a *section*: ``{"status": "ok"|"missing"|"error", "file", "data", "error"}``, so a
+page shows "not collected" for a missing file and an error for a malformed or half-written one, and one
+bad file never takes down a page or the server. Nothing here writes.
+"""
+import contextlib
+import os
+import re
+import time
+
+from .. import contract
+
+_INFO_RE = contract.rank_pattern(contract.PROFILER_INFO)
+_RANK_DIR_RE = re.compile(r"^rank_?\d+$")
+MAX_TABLE_ROWS = 5000  # per table on a page; the API still returns every row
+
+
+class Run:
+    """One profiled job: its id (path relative to the base, '/' separated) and the profiler dir of each rank."""
+
+    def __init__(self, run_id, ranks):
+        self.id = run_id
+        self.ranks = ranks  # {rank: absolute profiler dir}
+
+    def as_dict(self):
+        return {"run": self.id, "ranks": sorted(self.ranks)}
+
+
+def _inside(path, base_real):
+    real = os.path.realpath(path)
+    return real == base_real or real.startswith(base_real.rstrip(os.sep) + os.sep)
+
+
+def _run_key(directory):
+    """Group ``job/rank_N/profiler`` and ``job/profiler`` under ``job``; any other holder is its own run."""
+    parent, name = os.path.split(directory)
+    if name == "profiler":
+        grand, parent_name = os.path.split(parent)
+        return grand if _RANK_DIR_RE.match(parent_name) else parent
+    return directory
+
+
+def scan(base):
+    """All runs under ``base`` at any depth, keyed by id. Symlinks are not followed out of ``base``."""
+    base_real = os.path.realpath(base)
+    groups = {}
+    for directory, subdirs, files in os.walk(base_real, followlinks=False):
+        subdirs[:] = sorted(d for d in subdirs if _inside(os.path.join(directory, d), base_real))
+        ranks = sorted(int(m.group(1)) for m in map(_INFO_RE.match, files) if m)
+        if not ranks:
+            continue
+        key = _run_key(directory)
+        if not _inside(key, base_real):
+            key = directory
+        group = groups.setdefault(key, {})
+        for rank in ranks:
+            group.setdefault(rank, directory)
+    runs = {}
+    for key, ranks in groups.items():
+        rel = os.path.relpath(key, base_real).replace(os.sep, "/")
+        runs[rel] = Run(rel, ranks)
+    return runs
+
+
+class RunIndex:
+    """Scan results cached for a moment; a miss rescans, so new runs appear without a restart."""
+
+    def __init__(self, base, ttl=2.0):
+        self.base = os.path.realpath(base)
+        self.ttl = ttl
+        self._runs, self._at = {}, 0.0
+
+    def runs(self, fresh=False):
+        if fresh or time.monotonic() - self._at > self.ttl:
+            self._runs, self._at = scan(self.base), time.monotonic()
+        return self._runs
+
+    def get(self, run_id):
+        run = self.runs().get(run_id)
+        if run is None:
+            run = self.runs(fresh=True).get(run_id)
+        return run
+
+
+# ---- sections ---------------------------------------------------------------------------------------
+
+def _section(status, file=None, data=None, error=None):
+    return {"status": status, "file": file, "data": data, "error": error}
+
+
+_shared = None  # {(path, mtime, size, parse): section} inside shared_reads()
+
+
+@contextlib.contextmanager
+def shared_reads():
+    """Within the block, a file several pages show (the step trace: overview and steps) is read and
+    parsed once. Sections are read-only for the renderers, so sharing them is safe."""
+    global _shared
+    _shared = {}
+    try:
+        yield
+    finally:
+        _shared = None
+
+
+def _read_file(profiler_dir, name, parse):
+    """Read one contract file with ``parse(bytes)``; symlinks leading out of the profiler dir are refused."""
+    path = os.path.join(profiler_dir, name)
+    if not os.path.isfile(path):
+        return _section("missing", name)
+    if not _inside(path, os.path.realpath(profiler_dir)):
+        return _section("error", name, error="refused: the file links outside the profiler directory")
+    key = None
+    if _shared is not None:
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size, parse)
+        if key in _shared:
+            return _shared[key]
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+        section = _section("ok", name, parse(raw))
+    except Exception as exc:  # a malformed or half-written file is shown on its page
+        section = _section("error", name, error=f"{type(exc).__name__}: {exc}")
+    if key is not None:
+        _shared[key] = section
+    return section
+
+
+def _first(profiler_dir, names, parse):
+    """The first of several alternative files that exists (e.g. cpu/gpu variants)."""
+    for name in names:
+        if os.path.isfile(os.path.join(profiler_dir, name)):
+            return _read_file(profiler_dir, name, parse)
+    return _section("missing", " or ".join(names))
+
+
+# which sections each page needs: a page reads only these files
+PAGE_SECTIONS = {
+    "overview": ("info", "summary", "step_trace", "op_types", "queue", "timeline"),
+    "steps": ("info", "summary", "step_trace", "point_info"),
+    "operators": ("info", "op_types", "op_detail", "flops", "flops_summary"),
+    "data": ("info", "summary", "queue", "pipeline"),
+    "resources": ("info", "summary", "cpu", "memory_summary", "memory_details"),
+    "cluster": (),
+}
+PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
+
+
+# Each section: the contract files that may hold it (first present wins) and its reader.
+SECTIONS = {
+    "info": ((contract.PROFILER_INFO,), contract.read_json),
+    "summary": ((contract.SUMMARY,), contract.read_json),
+    "step_trace": ((contract.STEP_TRACE,), contract.read_step_trace),
+    "point_info": ((contract.STEP_POINTS,), contract.read_json),
+    "op_types": ((contract.CPU_OP_TYPES,), contract.read_op_types),
+    "op_detail": ((contract.CPU_OP_DETAIL,), contract.read_op_detail),
+    "flops": ((contract.FLOPS,), contract.read_flops),
+    "flops_summary": ((contract.FLOPS_SUMMARY,), contract.read_json),
+    "queue": ((contract.ITERATOR_QUEUE, contract.DEVICE_QUEUE), contract.read_queue),
+    "pipeline": ((contract.PIPELINE_RAW,), contract.read_pipeline),
+    "cpu": ((contract.CPU_UTILIZATION,), contract.read_cpu_utilization),
+    "memory_summary": ((contract.MEMORY_SUMMARY,), contract.read_json),
+    "memory_details": ((contract.MEMORY_DETAILS,), contract.read_memory_details),
+    "hccl": ((contract.HCCL,), contract.read_hccl),
+    "timeline": (tuple(contract.TIMELINE_SUMMARY.replace("{device}", d) for d in contract.TIMELINE_DEVICES), contract.read_json),
+}
+
+
+def load_section(profiler_dir, rank, name):
+    templates, parse = SECTIONS[name]
+    return _first(profiler_dir, [contract.name(template, rank) for template in templates], parse)
+
+
+def load_page(run, rank, page):
+    """The sections one page of one rank shows; the cluster page reads every rank's step trace and hccl."""
+    if page == "cluster":
+        ranks = {}
+        for r, directory in sorted(run.ranks.items()):
+            ranks[r] = {"step_trace": load_section(directory, r, "step_trace"), "hccl": load_section(directory, r, "hccl")}
+        return {"ranks": ranks, "slowest": slowest_rank(ranks)}
+    directory = run.ranks[rank]
+    out = {name: load_section(directory, rank, name) for name in PAGE_SECTIONS[page]}
+    if page == "overview":
+        out["timeline_file"] = contract.timeline_file(directory, rank)
+    return out
+
+
+def slowest_rank(ranks):
+    """The slowest rank (``contract.slowest_rank``) from each rank's step trace section, or None."""
+    averages = {r: sections["step_trace"]["data"]["average"] for r, sections in ranks.items() if sections["step_trace"]["status"] == "ok"}
+    return contract.slowest_rank({r: average for r, average in averages.items() if average})
