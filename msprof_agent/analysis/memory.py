@@ -1,6 +1,6 @@
 """Memory: host RSS over the run (always sampled with CPU) and the framework allocator's figures
 with ``profile_memory``; peak and per step. Files: ``memory_usage_summary_{r}.json`` (GiB, as the
-contract), ``memory_usage_details_{r}.json`` and ``operator_memory_{r}.csv`` when ops report memory.
+contract) and ``memory_usage_details_{r}.json``.
 """
 from .. import contract
 from ..writers import write_json
