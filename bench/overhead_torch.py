@@ -133,12 +133,12 @@ def run(mode, steps, out_dir, timeout):
 
 
 def exit_cost(steps, timeout):
-    from msprof_agent.store import read_records
+    from msprof_agent.analysis.rundata import load_rank
 
     print(f"Part 2: {steps} steps profiled whole, fresh processes")
     with tempfile.TemporaryDirectory() as out:
         agent = run("agent", steps, out, timeout)
-        ops = sum(len(r.get("start", ())) for r in read_records(os.path.join(out, "profiler"), 0) if r.get("k") == "ops")
+        ops = load_rank(os.path.join(out, "profiler"), 0).op_count
         print(f"  agent            exit {agent['exit_s']:6.2f} s   peak RSS {agent['peak_rss_mib']:7.0f} MiB   "
               f"wall {agent['wall_s']:6.1f} s   ({ops:,} ops recorded)")
         ref = run("torch.profiler", steps, out, timeout)
