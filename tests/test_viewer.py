@@ -226,7 +226,7 @@ def test_operators_flops_and_pipeline_and_resources(live, base):
     html = live.get("/run/operators?run=job_a&rank=0")[2]
     assert "MFLOPs (cube)" in html and 'data-v="200.0"' in html
     dp = live.api("data", "job_a", 0)
-    # Batch is the last op and its input (Map's output queue) is full: the seed's rule marks it.
+    # Batch is the last op and its input (Map's output queue) is full: the MindSpore Profiler guide's rule marks it.
     assert [b["op_id"] for b in dp["pipeline"]["data"]["bottlenecks"]] == [0]
     assert 'class="op bottleneck" data-op-id="0"' in live.get("/run/data?run=job_a&rank=0")[2]
     res = live.api("resources", "job_a", 0)
