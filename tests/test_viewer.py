@@ -367,14 +367,14 @@ def test_report_is_one_offline_file(tmp_path):
     assert 'href="cpu_timeline_display_0.json"' in text
 
 
-def test_report_without_plotly_still_has_tables(tmp_path, monkeypatch):
-    from msprof_agent.viewer import server, write_report
+def test_report_without_plotly_is_skipped_with_what_to_install(tmp_path, monkeypatch):
+    from msprof_agent.viewer import ViewerExtraMissing, report, write_report
 
-    monkeypatch.setattr(server, "plotly_js_path", lambda: None)
+    monkeypatch.setattr(report, "plotly_js_path", lambda: None)
     d = make_fixture(str(tmp_path / "p"), rank=2)
-    with open(write_report(d, 2), encoding="utf-8") as f:
-        text = f.read()
-    assert "plotly is not installed" in text and 'id="op-detail"' in text
+    with pytest.raises(ViewerExtraMissing, match=r"plotly is not installed \(pip install 'msprof-agent\[viewer\]'\)"):
+        write_report(d, 2)
+    assert not os.path.exists(os.path.join(d, "report_2.html"))
 
 
 def _free_port():
@@ -410,6 +410,13 @@ def test_cli_view_refuses_a_missing_directory(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "msprof_agent", "view", "--summary-base-dir", str(tmp_path / "nope"), "--port", "0"],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+def test_cli_view_without_jinja2_says_what_to_install(base):
+    code = "import sys; sys.modules['jinja2'] = None; from msprof_agent.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, "view", "--summary-base-dir", str(base), "--port", "0"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2 and "jinja2 is not installed" in proc.stderr and "msprof-agent[viewer]" in proc.stderr, proc.stderr
 
 
 # ---- real profiled runs -----------------------------------------------------------------------------

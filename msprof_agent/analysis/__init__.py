@@ -61,13 +61,13 @@ def _page(name, fallback, write, data, ctx, *extra):
 
 
 def _write_report(profiler_dir, rank):
-    """report.html is the viewer's; its absence (no plotly installed) must not fail the analysis."""
-    try:
-        from ..viewer.report import write_report
-    except ImportError:
-        return
+    """report.html needs the viewer extra (jinja2, plotly); without it the analysis says so once and goes on."""
+    from ..viewer.report import ViewerExtraMissing, write_report
+
     try:
         write_report(profiler_dir, rank)
+    except ViewerExtraMissing as exc:
+        log.warn_once(str(exc))
     except Exception as exc:
         log.report_error("writing report.html", exc)
 
