@@ -123,22 +123,25 @@ class Session:
             return
         if self.windows.step_window_opens(n):
             self.start_recording(self.run, at_ns=start_ns)
-        self._tell_listeners("step_opened", n, start_ns)
+        if self.listeners:
+            self._tell_listeners("step_opened", n, start_ns)
 
     def _step_closed(self, step):
         if self.disabled or self.finished:
             return
+        run = self.run
         for c in self.windows.live():
             win = c.contains(step)
             if win:
                 c.collected.add(step["n"])
-            if win or c is self.run:  # a window's store holds its own steps
+            if win or c is run:  # a window's store holds its own steps
                 c.writer.add_later(dict(step, win=win))
         if self.windows.step_window_ends(step["n"]):
             self.stop_recording()
         for c in self.windows.take_awaiting():
             self._analyse_now(c, "analyse")
-        self._tell_listeners("step_closed", step)
+        if self.listeners:
+            self._tell_listeners("step_closed", step)
         for c in self.windows.live():
             c.writer.flush_if_due(step["end"])
 

@@ -14,7 +14,7 @@ on collections through these methods, never by setting their fields.
 import os
 import shutil
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple, cast
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .options import Options
 from .store import EventWriter
@@ -43,10 +43,6 @@ def with_process_keys(options: Options, process: Options) -> Options:
     for key in PROCESS_KEYS:
         setattr(options, key, getattr(process, key))
     return options
-
-
-def _stop_step(options: Options) -> Optional[int]:
-    return cast(Optional[int], options.stop_step)  # None: the end of training
 
 
 class Collection:
@@ -140,18 +136,22 @@ class Windows:
         return out
 
     # -- the variable's step window on the run ----------------------------------------------------
+    # Both run at every step: cheap tests first.
     def step_window_opens(self, n: int) -> bool:
         """True when step N opens the run's ``start_step..stop_step`` (nothing else records, no call drives it)."""
         run = self.run
         if run.state != IDLE or run.explicit or not run.options.start or self.owner is not None:
             return False
-        stop = _stop_step(run.options)
-        return n >= run.options.start_step and (stop is None or n <= stop)
+        stop = run.options.stop_step  # None: the end of training
+        return n >= run.options.start_step and (not isinstance(stop, int) or n <= stop)
 
     def step_window_ends(self, n: int) -> bool:
         """True when closing step N ends the run's ``start_step..stop_step``."""
-        run, stop = self.run, _stop_step(self.run.options)
-        return self.owner is run and not run.explicit and stop is not None and n >= stop
+        run = self.run
+        if self.owner is not run or run.explicit:
+            return False
+        stop = run.options.stop_step
+        return isinstance(stop, int) and n >= stop
 
     # -- recording ----------------------------------------------------------------------------------
     def begin(self, c: Collection, at_ns: int, explicit: bool) -> None:

@@ -148,3 +148,22 @@ def test_a_session_records_its_windows_through_the_registry(tmp_path, capsys):
     assert "raw data kept in" in capsys.readouterr().err
     assert session.windows.listed[0]["steps"] == [3] and not os.path.exists(tmp_path / "window_2_2")
     session.run.writer.abandon()
+
+
+def test_an_async_window_is_analysed_by_the_background_entry_point(tmp_path, capfd):
+    """``python -m msprof_agent.analysis.background DIR RANK --quiet``: a capture window's one line, its summary."""
+    from msprof_agent.session import Session
+
+    session = Session(from_mapping({"output_path": str(tmp_path)}), "test")
+    window = session.start_window(str(tmp_path), 1, 2, session.run.options, "capture", W.ASYNC, {"trigger": "periodic"})
+    for _ in range(2):
+        session.steps.open()
+        session.steps.mark_fp()
+        session.steps.close()
+    assert session.analyse(window) is None and len(session.background) == 1
+    session.wait_for_background(timeout_s=120)
+    assert session.background[0].returncode == 0
+    with open(os.path.join(window.profiler_dir, "summary_0.json")) as handle:
+        assert json.load(handle)["steps_total"] == 2
+    assert f"msprof-agent: analysed steps [1, 2] -> {window.profiler_dir}\n" == capfd.readouterr().err
+    session.run.writer.abandon()
