@@ -46,7 +46,7 @@ class Profiler:
         run = current.run
         if run.analysed or (run.origin == "dynamic" and not run.recorded):
             self._writable_output()
-            current.open_run(self.options, "api")
+            current.windows.open_run(self.options, "api")
         elif run.origin == "env" and not run.explicit:
             where = "" if run.options.output_path == self.options.output_path else \
                 f" (output stays in {run.options.output_path}, not {self.options.output_path})"

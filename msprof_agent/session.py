@@ -80,9 +80,6 @@ class Session:
     def profiler_dir(self):
         return self.run.profiler_dir
 
-    def open_run(self, options, origin):
-        return self.windows.open_run(options, origin)
-
     def start_window(self, output_path, start, stop, options, origin, analyse_mode, info, at_ns=None):
         """Open the window of steps START..STOP and record into it; None (nothing written) when another
         collection records."""

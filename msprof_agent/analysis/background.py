@@ -6,13 +6,14 @@ which may be many) one line.
 """
 import argparse
 import os
+from typing import List, Optional
 
 from .. import log
 from . import analyse_rank
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m msprof_agent.analysis.background", description=__doc__.splitlines()[0])
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m msprof_agent.analysis.background", description="Analyse one rank of a window in its own process.")
     parser.add_argument("profiler_dir")
     parser.add_argument("rank", type=int)
     parser.add_argument("--quiet", action="store_true", help="one line instead of the table")
