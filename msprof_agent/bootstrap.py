@@ -10,7 +10,7 @@ session's own step boundaries: zero-code Method 3, windows set by editing ``DIR/
 import os
 
 from . import log
-from .frameworks import native_guard
+from .frameworks import mindspore_env_guard
 from .options import ENV_VAR, OptionsError, parse_text
 
 _activated = False
@@ -24,7 +24,7 @@ def activate_from_environment():
     _activated = True
     text = os.environ.get(ENV_VAR, "")
     if text.strip():
-        native_guard.hide_variable_from_mindspore()
+        mindspore_env_guard.hide_variable_from_mindspore()
     try:
         opts = parse_text(text) if text.strip() else parse_text("{}")
     except OptionsError as exc:
@@ -49,7 +49,7 @@ def activate_from_environment():
 
     current = session.start(opts, origin="env" if opts.start else "dynamic")
     if opts.capture is not None:
-        from .policies import attach
+        from .capture import attach
 
         attach(current)
     if dynamic_cfg:

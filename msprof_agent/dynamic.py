@@ -22,6 +22,7 @@ from . import log
 from . import session as S
 from .options import OptionsError, from_mapping
 from .writers import replacing
+from .windows import ASYNC, SYNC, window_folder, with_process_keys
 
 CONFIG_NAME = "profiler_config.json"
 DEFAULTS = {
@@ -31,7 +32,7 @@ DEFAULTS = {
 }
 # Our option keys a file may add (the seed's keys above map onto the same Options fields).
 EXTRA_KEYS = ("op_time", "profile_memory", "l2_cache", "timeline_limit", "data_process", "record_shapes", "cpu_sampling_interval")
-ANALYSE_MODES = {-1: None, 0: S.SYNC, 1: S.ASYNC}
+ANALYSE_MODES = {-1: None, 0: SYNC, 1: ASYNC}
 FRAMEWORK_CODES = {-1: None, 0: "all", 1: "time"}
 
 
@@ -75,9 +76,7 @@ def parse_config(values, base_options):
         options = from_mapping(mapping)
     except OptionsError as exc:
         raise ConfigError(str(exc)) from None
-    for key in ("rank_id", "device_id", "world_size", "fp_start", "bp_end"):
-        setattr(options, key, getattr(base_options, key))
-    return start, stop, options, mode
+    return start, stop, with_process_keys(options, base_options), mode
 
 
 def write_default_config(path):
@@ -171,12 +170,10 @@ class DynamicProfilerMonitor:
         start, stop, options, mode = self.settings
         if start != self.count + 1:
             return
-        folder = os.path.join(self.output_path, f"window_{start}_{stop}")
-        options.output_path = folder
-        collection = self.session.open_window(options, os.path.join(folder, "profiler"), "dynamic", mode)
-        collection.info = {"trigger": "dynamic", "start": start, "stop": stop}
-        if not self.session.start_recording(collection, at_ns=at_ns):
-            collection.writer.abandon()
+        options.output_path = window_folder(self.output_path, start, stop)  # the window's meta names its own folder
+        collection = self.session.start_window(self.output_path, start, stop, options, "dynamic", mode,
+                                               {"trigger": "dynamic"}, at_ns=at_ns)
+        if collection is None:
             log.warn_once(f"dynamic window {start}..{stop} skipped: another collection is recording "
                           f"({self.session.owner.origin if self.session.owner else 'finished'})")
             return

@@ -210,7 +210,7 @@ def test_device_falls_back_to_the_public_profiler(tmp_path, monkeypatch):
     monkeypatch.setattr(integration.MindSporeDevice, "_start_native", unusable)
     ms.set_device("CPU")
     dense = ms.nn.Dense(4, 3)
-    device.start()
+    device.start(session.options)
     assert device._public is not None
     for _ in range(3):
         dense(ms.Tensor(np.ones((2, 4), np.float32))).asnumpy()

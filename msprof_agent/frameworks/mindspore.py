@@ -32,7 +32,7 @@ import time
 import weakref
 
 from .. import log
-from . import mindspore_native as native
+from . import mindspore_profiler_files as profiler_files
 from .patching import Patches
 
 _patches = Patches()
@@ -263,16 +263,19 @@ class MindSporeDevice:
 
     def __init__(self, session):
         self.session = session
+        self.options = None  # the recording window's, from start()
         raw = os.path.join(session.profiler_dir, "raw", f"rank_{session.options.rank_id}")
         self.scratch = os.path.join(raw, f"native_{os.getpid()}")
         self._native = None
         self._public = None
         self._dataset_profiler = None
 
-    def start(self):
+    def start(self, options):
+        """Start the CPU profiler for a window with the window's OPTIONS."""
+        self.options = options
         shutil.rmtree(self.scratch, ignore_errors=True)
         os.makedirs(self.scratch, exist_ok=True)
-        if not self.session.options.op_time:
+        if not options.op_time:
             return  # data_process only: the dataset profiler already runs since install
         try:
             self._start_native()
@@ -288,14 +291,14 @@ class MindSporeDevice:
         profiler.init(self.scratch)
         profiler.step_profiling_enable(True)
         profiler.enable_op_time()
-        if self.session.options.profile_memory:
+        if self.options.profile_memory:
             profiler.enable_profile_memory()
         self._native = profiler
 
     def _start_public(self):
         from mindspore.profiler import Profiler
 
-        self._public = Profiler(output_path=self.scratch, profile_memory=self.session.options.profile_memory)
+        self._public = Profiler(output_path=self.scratch, profile_memory=self.options.profile_memory)
 
     def stop(self, session):
         try:
@@ -310,28 +313,28 @@ class MindSporeDevice:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _read_back(self, session):
-        path = native.find(self.scratch, "cpu_op_execute_timestamp_*.txt")
+        path = profiler_files.find(self.scratch, "cpu_op_execute_timestamp_*.txt")
         if path is not None:
-            ops = native.read_op_executions(path)
-            shapes = native.find(self.scratch, "cpu_framework_*.txt")
-            if shapes is not None and self.session.options.record_shapes:
-                native.attach_shapes(ops, native.read_shapes(shapes))
-            for batch in native.op_batches(ops, "mindspore-cpu"):
+            ops = profiler_files.read_op_executions(path)
+            shapes = profiler_files.find(self.scratch, "cpu_framework_*.txt")
+            if shapes is not None and self.options.record_shapes:
+                profiler_files.attach_shapes(ops, profiler_files.read_shapes(shapes))
+            for batch in profiler_files.op_batches(ops, "mindspore-cpu"):
                 session.record(batch)
-        memory = native.find(self.scratch, "cpu_ms_memory_record_*.txt")
+        memory = profiler_files.find(self.scratch, "cpu_ms_memory_record_*.txt")
         if memory is not None:
-            for record in native.memory_records(memory):
+            for record in profiler_files.memory_records(memory):
                 session.record(record)
         queues = (("dataset_iterator_profiling_*.txt", "iterator"), ("device_queue_profiling_*.txt", "device_queue"))
         for pattern, kind in queues:
-            queue = native.find(self.scratch, pattern)
+            queue = profiler_files.find(self.scratch, pattern)
             if queue is not None:
-                for record in native.queue_records(queue, kind):
+                for record in profiler_files.queue_records(queue, kind):
                     session.record(record)
-        pipeline = native.find(self.scratch, "pipeline_profiling_*.json")
+        pipeline = profiler_files.find(self.scratch, "pipeline_profiling_*.json")
         if pipeline is not None:
-            cpu = native.find(self.scratch, "minddata_cpu_utilization_*.json")
-            for record in native.pipeline_records(pipeline, cpu):
+            cpu = profiler_files.find(self.scratch, "minddata_cpu_utilization_*.json")
+            for record in profiler_files.pipeline_records(pipeline, cpu):
                 session.record(record)
 
     # The dataset profiler only sees pipelines built after it started, hence install time.

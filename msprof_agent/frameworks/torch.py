@@ -61,7 +61,7 @@ def install(session):
         return _state
     import torch
 
-    device = TorchDeviceSession(session.options, session.steps)
+    device = TorchDeviceSession(session.steps)
     if not session.attach("torch", device=device, torch_version=torch.__version__, nested_ops=True,
                           device_target="GPU" if _cuda_in_use() else "CPU"):
         return None  # another framework owns the step stream
@@ -318,8 +318,8 @@ class TorchDeviceSession:
     counts per op name equal torch.profiler's own table.
     """
 
-    def __init__(self, options, steps):
-        self.options = options
+    def __init__(self, steps):
+        self.options = None  # the recording window's, from start()
         self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
         self._steps = steps
         self.step_ends = []  # boundaries of the window's steps, to number the collectives found in it
@@ -331,8 +331,13 @@ class TorchDeviceSession:
         self._sync = None
         self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
 
-    def start(self, continuing=False):
-        """Start torch.profiler for a window, or (``continuing``) for its next session after a hand-over."""
+    def start(self, options):
+        """Start torch.profiler for a window with the window's OPTIONS."""
+        self.options = options
+        self._start_profiler(continuing=False)
+
+    def _start_profiler(self, continuing):
+        """A profiler session for the window, or (``continuing``) its next one after a hand-over."""
         if not self.options.op_time:
             return  # torch.profiler has nothing but ops to give: data waits come from the run loop
         import torch
@@ -370,7 +375,7 @@ class TorchDeviceSession:
         steps = self._steps_in_session
         events = self.stop(session)
         self._session_steps = max(1, steps * SESSION_EVENTS // max(events, 1))
-        self.start(continuing=True)
+        self._start_profiler(continuing=True)
 
     def stop(self, session):
         """Stop torch.profiler and write its events; returns how many it gave."""
