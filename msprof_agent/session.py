@@ -258,7 +258,7 @@ class Session:
                     f"({w.get('trigger', 'window')}) -> {w['dir']}")
 
     def _analyse_in_background(self, c):
-        """``python -m msprof_agent.analysis.background`` in a separate process, so training keeps its CPU
+        """``python -m msprof_agent.background_analysis`` in a separate process, so training keeps its CPU
         time and the GIL; its table goes to our stderr (one line for capture-policy windows, which may be
         many). The child runs without our variables, so the hook stays off there."""
         import subprocess  # here, not at start-up: most sessions never analyse in the background
@@ -268,7 +268,7 @@ class Session:
         env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         try:
             self.background = [p for p in self.background if p.poll() is None]  # reap finished ones
-            argv = [sys.executable, "-m", "msprof_agent.analysis.background", c.profiler_dir, str(c.options.rank_id)]
+            argv = [sys.executable, "-m", "msprof_agent.background_analysis", c.profiler_dir, str(c.options.rank_id)]
             if c.origin == "capture":
                 argv.append("--quiet")
             self.background.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL))

@@ -151,7 +151,7 @@ def test_a_session_records_its_windows_through_the_registry(tmp_path, capsys):
 
 
 def test_an_async_window_is_analysed_by_the_background_entry_point(tmp_path, capfd):
-    """``python -m msprof_agent.analysis.background DIR RANK --quiet``: a capture window's one line, its summary."""
+    """``python -m msprof_agent.background_analysis DIR RANK --quiet``: a capture window's one line, its summary."""
     from msprof_agent.session import Session
 
     session = Session(from_mapping({"output_path": str(tmp_path)}), "test")
