@@ -4,8 +4,9 @@ Records are buffered in memory and appended with a single ``os.write`` at most e
 ``FLUSH_INTERVAL_NS`` at a step end, when the buffer grows, and at every window start and stop,
 SIGTERM, exception and exit. So a crash, SIGTERM or Ctrl-C leaves every completed step on disk for
 ``msprof-agent analyse``, and even SIGKILL, which runs no handler, loses at most the steps of the
-last 0.1 s. A write (and a JSON encoding) per step would cost a training step of a few ms about 1 %. Ops arrive in column batches (one record holding lists) because the device
-sessions deliver them in bulk and the analyses read them as arrays.
+last 0.1 s. A write (and a JSON encoding) per step would cost a training step of a few ms about 1 %.
+Ops arrive in column batches (one record holding lists) because the device sessions deliver them in
+bulk and the analyses read them as arrays.
 
 Record kinds (key ``k``): ``meta`` (once, first), ``step``, ``ops``, ``cpu``, ``mem``, ``queue``,
 ``pipeline``, ``comm``, ``window``, ``note``, ``pause``, ``end``. Times are epoch nanoseconds (``time.time_ns``),

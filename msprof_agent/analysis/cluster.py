@@ -58,5 +58,6 @@ def write_cluster(profiler_dir, rank_results, pretty=False):
     write_json(os.path.join(profiler_dir, "cluster_summary.json"), result, pretty)
     write_csv(os.path.join(profiler_dir, f"cpu_cluster_analyse_model-data_parallel_1_{len(ranks)}_0.csv"),
               ["rank_id", "step_time(ms)", "iteration_interval(ms)", "fp_and_bp(ms)", "tail(ms)", "communication(ms)", "communication_wait(ms)"],
-              [[r["rank_id"], r["step_time_ms"], r["iteration_interval"], r["fp_and_bp"], r["tail"], r["communication_ms"], r["communication_wait_ms"]] for r in ranks])
+              [[r["rank_id"], r["step_time_ms"], r["iteration_interval"], r["fp_and_bp"], r["tail"], r["communication_ms"],
+                r["communication_wait_ms"]] for r in ranks])
     return result

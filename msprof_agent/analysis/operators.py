@@ -11,9 +11,11 @@ import numpy as np
 from ..writers import write_csv
 
 CPU_TYPE_HEADER = ["op_type", "type_occurrences", "execution_frequency(per-step)", "total_compute_time(ms)", "avg_time(ms)", "percent"]
-CPU_DETAIL_HEADER = ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)", "op_avg_time(ms)", "total_proportion", "subgraph", "pid"]
+CPU_DETAIL_HEADER = ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)", "op_avg_time(ms)", "total_proportion",
+                     "subgraph", "pid"]
 GPU_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion", "avg_time(us)"]
-GPU_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)", "proportion", "cuda_activity_cost_time(us)", "cuda_activity_call_count"]
+GPU_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)", "proportion",
+                     "cuda_activity_cost_time(us)", "cuda_activity_call_count"]
 
 
 def group_sum(codes, durations):
