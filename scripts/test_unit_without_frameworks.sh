@@ -3,7 +3,7 @@
 # this Python's packages but where importing either framework fails, in pytest and in every child it starts.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PYTHON:-python}"
+PY=python  # the project's (on PATH once scripts/setup_env.sh ran, or in an activated venv)
 VENV="$(mktemp -d)/venv"
 trap 'rm -rf "$(dirname "$VENV")"' EXIT
 "$PY" -m venv --without-pip "$VENV"
