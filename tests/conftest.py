@@ -56,6 +56,15 @@ def run_script(args, options=None, extra_env=None, cwd=None, timeout=600, hook=T
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_two_tiny_ranks(out_dir):
+    """tiny_torch.py as ranks 0 and 1 (4 and 5 steps) at once, both profiling into ``out_dir``."""
+    procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=hook_env(profile_into(out_dir), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+
+
 def profile_into(out_dir, **extra):
     """MS_PROFILER_OPTIONS that profile into ``out_dir``, plus ``extra`` keys."""
     return dict({"start": True, "output_path": out_dir}, **extra)

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import HOOK_DIR, PY, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, steps_in
+from conftest import HOOK_DIR, PY, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, run_two_tiny_ranks, steps_in
 
 PROBE = os.path.join(SCRIPTS, "probe_imports.py")
 
@@ -180,11 +180,7 @@ def test_fork_child_writes_nothing(out_dir):
 
 @pytest.mark.torch
 def test_two_ranks_share_one_output_path(out_dir):
-    procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=hook_env(profile_into(out_dir), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    for proc in procs:
-        proc.communicate(timeout=300)
-        assert proc.returncode == 0
+    run_two_tiny_ranks(out_dir)
     assert len(steps_in(out_dir, 0)) == 4 and len(steps_in(out_dir, 1)) == 5
     for rank in (0, 1):
         assert read_json(os.path.join(out_dir, "profiler", f"profiler_info_{rank}.json"))["rank_id"] == rank

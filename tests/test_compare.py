@@ -8,7 +8,6 @@ cannot see. So the identical jobs run 150 steps and the gate is step_time>100 % 
 data_wait>2 ms; the 50 ms data sleep still breaches both by far (~2000 % and ~50 ms).
 """
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, PY, ROOT, TINY, read_csv, read_json, step_trace
+from conftest import EXAMPLES, PY, read_csv, read_json, run_two_tiny_ranks, step_trace
 from msprof_agent import compare
 
 TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
@@ -212,12 +211,7 @@ def test_terminal_ctrl_c_reaches_the_job_once_and_kill_is_forwarded(runs, tmp_pa
 @pytest.mark.torch
 def test_two_ranks_are_pooled(tmp_path):
     out = str(tmp_path / "two")
-    env = clean_env({"MS_PROFILER_OPTIONS": json.dumps({"start": True, "output_path": out}), "PYTHONPATH": os.path.join(ROOT, "sitecustomize_hook")})
-    procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=dict(env, RANK_ID=str(rank), RANK_SIZE="2"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    for proc in procs:
-        proc.communicate(timeout=300)
-        assert proc.returncode == 0
+    run_two_tiny_ranks(out)
     out_json = str(tmp_path / "c.json")
     result = agent(["compare", out, os.path.join(out, "profiler"), "--fail-on", "step_time>1%", "--json", out_json])
     assert result.returncode == 0, result.stderr
