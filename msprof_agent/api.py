@@ -11,8 +11,8 @@ import os
 
 from . import log
 from . import session as S
-from .windows import ASYNC, SYNC
 from .options import OptionsError, from_mapping
+from .windows import ASYNC, SYNC
 
 
 class Profiler:

@@ -7,16 +7,22 @@ guess at settings the user did not write (a typo'd ``output_path`` must not scat
 ``MSPROF_DYNAMIC_CFG=DIR`` (with or without the variable) starts the dynamic monitor on the
 session's own step boundaries: zero-code Method 3, windows set by editing ``DIR/profiler_config.json``.
 """
+from __future__ import annotations
+
 import os
 
 from . import log
 from .frameworks import mindspore_env_guard
 from .options import ENV_VAR, OptionsError, parse_text
 
+TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
+if TYPE_CHECKING:
+    from .session import Session
+
 _activated = False
 
 
-def activate_from_environment():
+def activate_from_environment() -> Session | None:
     """Parse the variable, then start the session and the framework hooks; runs once per process."""
     global _activated
     if _activated:
@@ -47,7 +53,7 @@ def activate_from_environment():
     from . import session
     from .frameworks import install_post_import_hooks
 
-    current = session.start(opts, origin="env" if opts.start else "dynamic")
+    current: Session = session.start(opts, origin="env" if opts.start else "dynamic")
     if opts.capture is not None:
         from .capture import attach
 
@@ -58,7 +64,7 @@ def activate_from_environment():
     return current
 
 
-def _start_dynamic_monitor(current, cfg_dir, output_path):
+def _start_dynamic_monitor(current: Session, cfg_dir: str, output_path: str) -> None:
     """Zero-code Method 3: the monitor follows the session's own step boundaries."""
     try:
         from .dynamic import DynamicProfilerMonitor

@@ -197,7 +197,7 @@ def _row(metric, stat, unit, base_value, new_value, noise_value, limit):
 def compare(base_path, new_path, limits=()):
     """The comparison as one JSON-ready dict: rows (what every output shows), top ops, breaches."""
     base, new = load_run(base_path), load_run(new_path)
-    by_key = {(l["metric"], l["stat"]): l for l in limits}
+    by_key = {(limit["metric"], limit["stat"]): limit for limit in limits}
     wanted = SHOWN + [k for k in by_key if k not in SHOWN]
     rows, notes = [], []
     for metric, stat in wanted:
@@ -226,7 +226,7 @@ def compare(base_path, new_path, limits=()):
     breaches = [_breach_line(r) for r in rows if r["status"] == "regression"]
     describe = lambda run: {k: run[k] for k in ("path", "profiler_dirs", "ranks", "steps", "reports")}
     return {"base": describe(base), "new": describe(new), "rows": rows, "top_op_types": ops,
-            "limits": [l["text"] for l in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE}
+            "limits": [limit["text"] for limit in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE}
 
 
 def _pct(value):
@@ -286,7 +286,8 @@ def to_markdown(result):
     if result["breaches"]:
         lines += ["", "**Breached limits**", ""] + [f"- {b}" for b in result["breaches"]]
     if result["top_op_types"]:
-        lines += ["", "#### Top op types (ms per step)", ""] + table(["op type", "base", "new", "change", "change %"], [_op_cells(o) for o in result["top_op_types"]])
+        lines += ["", "#### Top op types (ms per step)", ""] + table(["op type", "base", "new", "change", "change %"],
+                                                                      [_op_cells(o) for o in result["top_op_types"]])
     if result["new"]["reports"]:
         lines += ["", "Reports (keep as artifacts): " + ", ".join(f"`{r}`" for r in result["new"]["reports"])]
     lines += [""] + [f"> note: {n}" for n in result["notes"]] + [f"<sub>Rule: {result['rule']}.</sub>", ""]

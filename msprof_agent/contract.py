@@ -18,7 +18,8 @@ import io
 import json
 import os
 import re
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Callable
 
 import orjson
 
@@ -60,7 +61,7 @@ def timeline_device(device_target: str) -> str:
     return {"Ascend": "ascend", "GPU": "gpu"}.get(device_target, "cpu")
 
 
-def timeline_file(profiler_dir: str, rank: int | str) -> Optional[str]:
+def timeline_file(profiler_dir: str, rank: int | str) -> str | None:
     """Name of the rank's Trace Event file (cpu/ascend/gpu variant), or None."""
     for device in TIMELINE_DEVICES:
         candidate = name(TIMELINE_DISPLAY, rank, device=device)
@@ -149,7 +150,7 @@ def _csv_rows(raw: bytes) -> tuple[list[str], list[list[str]]]:
     return rows[0], [r for r in rows[1:] if r]
 
 
-def _num(text: Any) -> Optional[float]:
+def _num(text: Any) -> float | None:
     """A number from a CSV cell; empty or non-numeric cells (e.g. an absent fp point) become None."""
     try:
         value = float(text)
@@ -158,7 +159,7 @@ def _num(text: Any) -> Optional[float]:
     return value if value == value else None
 
 
-def _int(text: Any) -> Optional[int]:
+def _int(text: Any) -> int | None:
     try:
         return int(text)
     except (TypeError, ValueError):
@@ -175,7 +176,7 @@ def read_step_trace(raw: bytes) -> dict[str, Any]:
     start/end/fp/bp as offsets (from the first step's start, or its own start for fp/bp)."""
     _, rows = _csv_rows(raw)
     steps: list[dict[str, Any]] = []
-    average: Optional[dict[str, Any]] = None
+    average: dict[str, Any] | None = None
     raw_points = []
     for row in rows:
         _need(row, 9, "step trace")
@@ -190,7 +191,7 @@ def read_step_trace(raw: bytes) -> dict[str, Any]:
     # Offsets from exact integers: epoch times in 10 ns lose their last digits as float milliseconds.
     first = _int(raw_points[0][0]) if raw_points else None
 
-    def offset(point: Optional[int], origin: Optional[int]) -> Optional[float]:
+    def offset(point: int | None, origin: int | None) -> float | None:
         return None if point is None or origin is None else (point - origin) / STEP_TRACE_UNITS_PER_MS
 
     for item, (start_text, end_text, _, fp_text, bp_text) in zip(steps, raw_points):
@@ -228,7 +229,7 @@ def read_op_detail(raw: bytes) -> list[dict[str, Any]]:
     return out
 
 
-def read_flops(raw: bytes) -> dict[str, list[Optional[float]]]:
+def read_flops(raw: bytes) -> dict[str, list[float | None]]:
     """``flops_{rank}.txt``: a header line, then ``name, MFLOPs(cube), GFLOPS(cube), MFLOPs(vec), GFLOPS(vec)``."""
     _, rows = _csv_rows(raw)
     out = {}
@@ -274,7 +275,7 @@ def fetch_waits(fetch: Sequence[Mapping[str, Any]]) -> list[float]:
     return [f["cost_ms"] for f in fetch if f["kind"] == FETCH_GET]
 
 
-def queue_file(profiler_dir: str, rank: int | str) -> Optional[str]:
+def queue_file(profiler_dir: str, rank: int | str) -> str | None:
     """The rank's queue profiling file (iterator or device queue), or None."""
     for template in (ITERATOR_QUEUE, DEVICE_QUEUE):
         candidate = name(template, rank)
@@ -376,7 +377,7 @@ def read_memory_details(raw: bytes) -> list[dict[str, Any]]:
     return memory_lines(orjson.loads(raw))
 
 
-def op_type_totals(profiler_dir: str, rank: int | str) -> Optional[list[tuple[str, float]]]:
+def op_type_totals(profiler_dir: str, rank: int | str) -> list[tuple[str, float]] | None:
     """Every host op type's total ms from ``cpu_op_type_info`` (None when the file is absent)."""
     path = os.path.join(profiler_dir, name(CPU_OP_TYPES, rank))
     if not os.path.isfile(path):

@@ -21,8 +21,8 @@ import sys
 from . import log
 from . import session as S
 from .options import OptionsError, from_mapping
-from .writers import replacing
 from .windows import ASYNC, SYNC, window_folder, with_process_keys
+from .writers import replacing
 
 CONFIG_NAME = "profiler_config.json"
 DEFAULTS = {
@@ -109,7 +109,7 @@ class DynamicProfilerMonitor:
         self._seen = None
         self._follow = follow_session
         self.session = S.current() or self._start_session()
-        self.passive = not follow_session and any(isinstance(l, DynamicProfilerMonitor) for l in self.session.listeners)
+        self.passive = not follow_session and any(isinstance(listener, DynamicProfilerMonitor) for listener in self.session.listeners)
         if self.passive:  # one monitor per process, or two would fight over the window
             log.say(f"DynamicProfilerMonitor: MSPROF_DYNAMIC_CFG already runs the dynamic monitor; this one "
                     f"({self.config_file}) stays passive")

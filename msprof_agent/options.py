@@ -176,7 +176,8 @@ def from_mapping(values, environ=None):
     if opts.capture is not None and ("start_step" in values or "stop_step" in values):
         raise OptionsError('key "capture": the policy chooses its own windows; accepted: "capture" or "start_step"/"stop_step", not both')
     if opts.stop_step is not None and opts.stop_step < opts.start_step:
-        raise OptionsError(f'key "stop_step": got {opts.stop_step}, before "start_step" {opts.start_step}; accepted: stop_step >= start_step, or -1 for the end of training')
+        raise OptionsError(f'key "stop_step": got {opts.stop_step}, before "start_step" {opts.start_step}; '
+                           'accepted: stop_step >= start_step, or -1 for the end of training')
     _apply_environment(opts, os.environ if environ is None else environ)
     return opts
 

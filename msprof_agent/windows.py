@@ -14,7 +14,7 @@ on collections through these methods, never by setting their fields.
 import os
 import shutil
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Optional
 
 from .options import Options
 from .store import EventWriter
@@ -26,7 +26,7 @@ ANALYSE_MODES = (SYNC, ASYNC, None)  # None: raw data only, for ``msprof-agent a
 PROCESS_KEYS = ("rank_id", "device_id", "world_size", "fp_start", "bp_end")
 RUN_FOLDER = "profiler"
 
-Record = Dict[str, Any]
+Record = dict[str, Any]
 
 
 def window_name(start: int, stop: int) -> str:
@@ -56,10 +56,10 @@ class Collection:
         self.analyse_mode = analyse_mode
         self.state = IDLE
         self.explicit = False  # calls drive the window (Profiler, capture policy), not start_step/stop_step
-        self.intervals: List[Tuple[int, Optional[int]]] = []  # (start_ns, stop_ns or None) per recording
+        self.intervals: list[tuple[int, Optional[int]]] = []  # (start_ns, stop_ns or None) per recording
         self.summary: Optional[Record] = None
         self.info: Record = dict(info or {})  # what the opener wants listed (trigger, steps)
-        self.collected: Set[int] = set()  # numbers of the steps recorded here
+        self.collected: set[int] = set()  # numbers of the steps recorded here
         self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
         self.writer.add(dict(meta, k="meta", origin=origin, options=options.to_dict()))
 
@@ -105,8 +105,8 @@ class Windows:
         self.meta = meta  # the session's, shared: every new collection's store starts with it
         self.run = self._new_run(options, origin)
         self.owner: Optional[Collection] = None
-        self.awaiting: List[Collection] = []  # stopped, analysed once the open step they hold closes
-        self.listed: List[Record] = []  # windows finished, for the run's summary
+        self.awaiting: list[Collection] = []  # stopped, analysed once the open step they hold closes
+        self.listed: list[Record] = []  # windows finished, for the run's summary
 
     def _new_run(self, options: Options, origin: str) -> Collection:
         return Collection(self.meta, options, os.path.join(options.output_path, RUN_FOLDER), origin)
@@ -125,11 +125,11 @@ class Windows:
         profiler_dir = os.path.join(window_folder(output_path, start, stop), RUN_FOLDER)
         return Collection(self.meta, options, profiler_dir, origin, analyse_mode, dict(info, start=start, stop=stop))
 
-    def live(self) -> List[Collection]:
+    def live(self) -> list[Collection]:
         """The collections a step record goes to: the run, the recording one, those awaiting analysis."""
         if self.owner is None and not self.awaiting:  # step timing only: the common case, once per step
             return [self.run] if not self.run.analysed else []
-        out: List[Collection] = []
+        out: list[Collection] = []
         for c in [self.run, self.owner] + self.awaiting:
             if c is not None and not c.analysed and c not in out:
                 out.append(c)
@@ -173,7 +173,7 @@ class Windows:
         if c not in self.awaiting:
             self.awaiting.append(c)
 
-    def take_awaiting(self) -> List[Collection]:
+    def take_awaiting(self) -> list[Collection]:
         out, self.awaiting = self.awaiting, []
         return out
 

@@ -51,7 +51,7 @@ def _assert_waits(data, stdout, expected_ms):
     sleeper late; the profiler must see exactly that). The sleeps are 200 ms: the dataset pipeline's
     own hand-over, real wait too, reached 12 ms on these shared cores, past 10 % of a 100 ms sleep.
     """
-    slept = json.loads(next(l for l in stdout.splitlines() if l.startswith("data_slept_ms ")).split(" ", 1)[1])
+    slept = json.loads(next(line for line in stdout.splitlines() if line.startswith("data_slept_ms ")).split(" ", 1)[1])
     assert len(slept) == len(data.steps)
     waits = [s["wait"] / 1e6 for s in data.steps]
     pairs = list(zip(waits, slept))[1:]
@@ -62,7 +62,7 @@ def _assert_waits(data, stdout, expected_ms):
 def test_model_train_steps_wait_ops_shapes(out_dir):
     proc = _run([LENET, "--steps", "6", "--data-sleep-ms", "200", "--data-on-demand"], out_dir)
     lines = proc.stdout.splitlines()
-    assert [l.split(" loss")[0] for l in lines[:6]] == [f"epoch 1 step {n}" for n in range(1, 7)]
+    assert [line.split(" loss")[0] for line in lines[:6]] == [f"epoch 1 step {n}" for n in range(1, 7)]
     assert lines[6].startswith("trained 1 epoch(s) x 6 steps")
     data = load_rank(_profiler_dir(out_dir), 0)
     assert [s["n"] for s in data.steps] == list(range(1, 7))

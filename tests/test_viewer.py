@@ -140,7 +140,7 @@ class Live:
 
         self.server = make_server(str(base), "127.0.0.1", 0, quiet=True)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)  # quick shutdown
         self.thread.start()
 
     def get(self, path, raw=False):
@@ -178,6 +178,7 @@ def live(base):
     server.close()
 
 
+@pytest.mark.unit
 def test_lists_runs_at_any_depth_and_new_ones_without_restart(live, base):
     status, _, body = live.get("/api/runs")
     assert status == 200
@@ -189,6 +190,7 @@ def test_lists_runs_at_any_depth_and_new_ones_without_restart(live, base):
     assert status == 200 and "deep/er/job_b" in page
 
 
+@pytest.mark.unit
 def test_overview_numbers_match_files(live, base):
     d = base / "job_a" / "profiler"
     page = live.api("overview", "job_a", 0)
@@ -209,6 +211,7 @@ def test_overview_numbers_match_files(live, base):
     assert "data-bound" in html
 
 
+@pytest.mark.unit
 def test_every_page_renders_for_every_rank(live):
     for run, ranks in (("job_a", [0]), ("cluster", [0, 1])):
         for rank in ranks:
@@ -219,6 +222,7 @@ def test_every_page_renders_for_every_rank(live):
                 assert "default-src 'none'" in headers["Content-Security-Policy"]
 
 
+@pytest.mark.unit
 def test_operators_flops_and_pipeline_and_resources(live, base):
     ops = live.api("operators", "job_a", 0)
     assert ops["flops"]["data"]["Default/network/MatMul-op1"] == [200.0, 3.0, 10.0, 0.25]
@@ -235,6 +239,7 @@ def test_operators_flops_and_pipeline_and_resources(live, base):
     assert 'id="mem-peak">1250.000<' in html and 'id="cpu-user">44.5<' in html and 'id="mem-rss">812.500<' in html
 
 
+@pytest.mark.unit
 def test_cluster_marks_the_slowest_rank(live):
     cluster = live.api("cluster", "cluster", 0)
     assert cluster["slowest"] == 1
@@ -242,6 +247,7 @@ def test_cluster_marks_the_slowest_rank(live):
     assert "rank 1 (slowest)" in html
 
 
+@pytest.mark.unit
 def test_missing_files_say_not_collected(tmp_path):
     root = tmp_path / "s"
     d = root / "job" / "profiler"
@@ -258,6 +264,7 @@ def test_missing_files_say_not_collected(tmp_path):
         server.close()
 
 
+@pytest.mark.unit
 def test_malformed_and_half_written_files_show_errors_and_server_survives(live, base):
     d = base / "job_a" / "profiler"
     with open(d / "step_trace_raw_0_detail_time.csv") as f:
@@ -277,6 +284,7 @@ def test_malformed_and_half_written_files_show_errors_and_server_survives(live, 
     assert live.get("/api/runs")[0] == 200
 
 
+@pytest.mark.unit
 def test_path_escapes_are_refused(live, base, tmp_path):
     secret = tmp_path / "secret"
     make_fixture(str(secret / "profiler"))  # a run outside the base directory
@@ -300,6 +308,7 @@ def test_path_escapes_are_refused(live, base, tmp_path):
     assert status == 200
 
 
+@pytest.mark.unit
 def test_writes_are_refused(live):
     req = urllib.request.Request(live.url + "/run/overview?run=job_a&rank=0", data=b"x", method="POST")
     with pytest.raises(urllib.error.HTTPError) as err:
@@ -307,6 +316,7 @@ def test_writes_are_refused(live):
     assert err.value.code == 405
 
 
+@pytest.mark.unit
 def test_run_folder_names_are_escaped(live, base):
     make_fixture(str(base / EVIL / "profiler"))
     status, _, body = live.get("/")
@@ -315,6 +325,7 @@ def test_run_folder_names_are_escaped(live, base):
     assert status == 200 and "<img" not in body
 
 
+@pytest.mark.unit
 def test_profile_names_are_escaped_everywhere(live):
     for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
         body = live.get(f"/run/{page}?run=job_a&rank=0")[2]
@@ -327,6 +338,7 @@ def test_profile_names_are_escaped_everywhere(live):
     assert ops.count("&lt;img src=x onerror=alert(1)&gt;") >= 2
 
 
+@pytest.mark.unit
 def test_timeline_download_filters(live, base):
     status, headers, body = live.get("/timeline?run=cluster&ranks=0&ranks=1&kind=detail")
     assert status == 200 and "attachment" in headers["Content-Disposition"]
@@ -346,11 +358,13 @@ def test_timeline_download_filters(live, base):
     assert live.get("/timeline?run=cluster&kind=bogus")[0] == 400
 
 
+@pytest.mark.unit
 def test_static_plotly_is_served_from_the_package(live):
     status, headers, body = live.get("/static/plotly.min.js", raw=True)
     assert status == 200 and b"plotly.js" in body[:200] and "javascript" in headers["Content-Type"]
 
 
+@pytest.mark.unit
 def test_report_is_one_offline_file(tmp_path):
     from msprof_agent.viewer import write_report
 
@@ -367,6 +381,7 @@ def test_report_is_one_offline_file(tmp_path):
     assert 'href="cpu_timeline_display_0.json"' in text
 
 
+@pytest.mark.unit
 def test_report_without_plotly_is_skipped_with_what_to_install(tmp_path, monkeypatch):
     from msprof_agent.viewer import ViewerExtraMissing, report, write_report
 
@@ -383,6 +398,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.unit
 def test_cli_view_binds_loopback_and_warns_otherwise(base):
     for host, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
         port = _free_port()
@@ -406,12 +422,14 @@ def test_cli_view_binds_loopback_and_warns_otherwise(base):
             proc.wait(timeout=30)
 
 
+@pytest.mark.unit
 def test_cli_view_refuses_a_missing_directory(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "msprof_agent", "view", "--summary-base-dir", str(tmp_path / "nope"), "--port", "0"],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 2 and "not a directory" in proc.stderr
 
 
+@pytest.mark.unit
 def test_cli_view_without_jinja2_says_what_to_install(base):
     code = "import sys; sys.modules['jinja2'] = None; from msprof_agent.cli import main; sys.exit(main(sys.argv[1:]))"
     proc = subprocess.run([sys.executable, "-c", code, "view", "--summary-base-dir", str(base), "--port", "0"],

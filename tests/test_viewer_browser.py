@@ -17,6 +17,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
+pytestmark = pytest.mark.browser
 
 if not os.access(CHROMIUM, os.X_OK):
     pytest.skip(f"{CHROMIUM} is not installed (scripts/install_browser.sh installs it)", allow_module_level=True)
@@ -102,6 +103,7 @@ def real_live(real_run):
     server.close()
 
 
+@pytest.mark.mindspore
 def test_real_run_pages_show_the_numbers_in_the_files(browser, real_live, artifacts):
     server, run = real_live
     directory = run.ranks[0]
@@ -145,6 +147,7 @@ def _fuzzy(query, text):
     return all(ch in it for ch in query)
 
 
+@pytest.mark.mindspore
 def test_search_and_type_click(browser, real_live, artifacts):
     server, run = real_live
     details = read_csv(os.path.join(run.ranks[0], "cpu_op_detail_info_0.csv"))[1:]
@@ -174,6 +177,7 @@ def test_search_and_type_click(browser, real_live, artifacts):
         tab.close()
 
 
+@pytest.mark.mindspore
 def test_pick_a_step(browser, real_live, artifacts):
     server, run = real_live
     rows = read_csv(os.path.join(run.ranks[0], "step_trace_raw_0_detail_time.csv"))
@@ -194,6 +198,7 @@ def test_pick_a_step(browser, real_live, artifacts):
         tab.close()
 
 
+@pytest.mark.mindspore
 def test_download_a_timeline_that_parses(browser, real_live, tmp_path):
     server, run = real_live
     directory = run.ranks[0]

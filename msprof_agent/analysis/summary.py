@@ -100,7 +100,8 @@ def build(data, ctx, results):
         "suggestions": suggestions(stages_ms, wait_ms, results["data_prep"], results.get("cpu"), ops, step_ms),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
-        "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")), "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
+        "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
+        "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],
     }
     write_json(ctx.path(contract.SUMMARY), summary, ctx.pretty)

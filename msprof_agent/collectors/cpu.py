@@ -4,6 +4,8 @@ psutil gives machine user/sys/iowait/idle and context switches, /proc/stat the r
 and the process's own CPU times and RSS. Samples go to the writer's thread-safe queue; the main
 thread writes them at the next flush, so this thread never touches a file or a lock of ours.
 """
+from __future__ import annotations
+
 import os
 import time
 
@@ -12,7 +14,7 @@ import psutil
 from . import SamplerThread
 
 
-def _runnable_processes():
+def _runnable_processes() -> int:
     try:
         with open("/proc/stat", "rb") as handle:
             for line in handle:
@@ -28,7 +30,7 @@ class CpuSampler(SamplerThread):
 
     thread_name = "msprof-agent-cpu"
 
-    def _run(self):
+    def _run(self) -> None:
         process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process
         cpus = psutil.cpu_count() or 1
         psutil.cpu_times_percent(interval=None)

@@ -73,7 +73,7 @@ def run_url(page_name, run_id, rank):
     return f"/run/{page_name}?" + urlencode({"run": run_id, "rank": rank})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def environment():
     """The template environment: autoescaping on, None prints as nothing, a misspelt name fails loudly.
 
