@@ -5,7 +5,14 @@ add up to the time spent and percentages sum to 1; counts include nested calls, 
 
 Only ops inside the profiled steps are counted, so per-step frequencies divide by a real step count.
 Aggregation is a sort plus ``np.add.reduceat``: linear in the number of ops with no Python loop per op.
+
+Compute means ops running: torch also reports ``record_function`` ranges (``Optimizer.step#SGD.step``,
+user ranges, a framework's closures) and, with ``with_stack``, Python function calls. Neither is an
+op: a range's self time is the Python code run inside it, not compute. ``op_kinds`` tells them
+apart; the op tables rank ops only, and the ranges get their own table (``annotations``).
 """
+import re
+
 import numpy as np
 
 from .. import contract
@@ -28,6 +35,31 @@ def type_of_names(data):
     types = np.zeros(len(data.op_names), dtype=np.int64)
     types[data.ops["name_id"]] = data.ops["type_id"]
     return types
+
+
+OP, ANNOTATION, PYTHON = 0, 1, 2  # what each recorded event is (``op_kinds``)
+_TORCH_PYTHON_EVENT = re.compile(r"^(<built-in |<frozen |<method )|\.py\(\d+\): |^[^:]*\(\d+\): ")
+
+
+def name_kinds(data):
+    """OP, ANNOTATION or PYTHON for each op-name code. Only torch records ranges and Python calls
+    among its events: its ops are ``namespace::op`` (``aten::addmm``, ``c10d::allreduce_``), CUDA
+    kernels and memcpy/memset; any other name is a ``record_function`` range or a Python call."""
+    names = data.op_names.astype(str)
+    kinds = np.full(len(names), OP, dtype=np.int8)
+    if data.meta.get("framework") != "torch":
+        return kinds
+    for code, name in enumerate(names.tolist()):
+        if "::" in name:
+            continue
+        kinds[code] = PYTHON if _TORCH_PYTHON_EVENT.search(name) else ANNOTATION
+    return kinds
+
+
+def op_kinds(data):
+    """The kind of each recorded event; CUDA kernels are always ops."""
+    kinds = name_kinds(data)[data.ops["name_id"]]
+    return np.where(data.ops.device_is("cuda"), OP, kinds)
 
 
 def profiled_op_mask(data):
@@ -76,12 +108,27 @@ def _tables(data, mask, device):
     return types, ops, float(durs.sum()) or 1.0
 
 
+def annotations(data, mask, kinds, steps):
+    """The ``record_function`` ranges: inclusive time (the range) and self time (no op inside), per step."""
+    select = mask & (kinds == ANNOTATION)
+    if not select.any():
+        return []
+    codes, durs, own = data.ops["name_id"][select], data.ops["dur"][select].astype(np.float64), data.ops["self"][select].astype(np.float64)
+    own_total = np.bincount(codes, weights=own)
+    return [{"name": str(data.op_names[c]), "count": int(n), "total_ms": round(float(s) / 1e6, 4),
+             "self_ms": round(float(own_total[c]) / 1e6, 4), "per_step_ms": round(float(s) / 1e6 / steps, 4)}
+            for c, n, s in zip(*group_sum(codes, durs))][:50]
+
+
 def write(data, ctx):
-    mask = profiled_op_mask(data)
     steps = max(len(data.window_steps), 1)
-    result = {"types": [], "total_ms": 0.0}
+    result = {"types": [], "total_ms": 0.0, "annotations": []}
     if not data.op_count:
         return result
+    kinds = op_kinds(data)
+    profiled = profiled_op_mask(data)
+    mask = profiled & (kinds == OP)
+    result["annotations"] = annotations(data, profiled, kinds, steps)
     tables = _tables(data, mask, "cpu")
     if tables:
         types, ops, total = tables
@@ -91,8 +138,8 @@ def write(data, ctx):
         detail_rows = [["Host", t, short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),
                         n.split("/", 1)[0] if "/" in n else "Default", pid] for n, t, c, s in ops]
         write_csv(ctx.path(contract.CPU_OP_DETAIL), contract.CPU_OP_DETAIL_HEADER, detail_rows)
-        result = {"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
-                  "total_ms": total / 1e6, "ops": len(detail_rows)}
+        result.update({"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
+                       "total_ms": total / 1e6, "ops": len(detail_rows)})
     tables = _tables(data, mask, "cuda")
     if tables:
         types, ops, total = tables

@@ -1,20 +1,13 @@
-"""The headline: ``summary_{r}.json``, the verdict, tuning suggestions with the numbers behind each,
-and the short table printed on stderr at exit.
-
-Suggestion thresholds are MindInsight's (step interval > 0.5 ms, empty data queue > 30 %, CPU busy
-> 80 %, pipeline queue usage 0.8 / 0.6) plus ours where the data supports them.
+"""The headline: ``summary_{r}.json``, the advisor's findings and verdict (``advisor``), and the
+short table printed on stderr at exit. ``suggestions`` (id, text, evidence) is the findings' text for
+older readers.
 """
 import numpy as np
 
 from .. import contract, log
 from ..options import not_applicable
 from ..writers import write_json
-
-PIPELINE_ADVICE = {
-    "GeneratorOp": "increase num_parallel_workers of the GeneratorDataset or replace it with MindRecordDataset",
-    "MapOp": "increase num_parallel_workers of the map; if it maps a Python function, optimise that function",
-    "BatchOp": "adjust prefetch_size (mindspore.dataset.config.set_prefetch_size)",
-}
+from . import advisor
 
 
 def _percentiles(values):
@@ -23,53 +16,6 @@ def _percentiles(values):
     array = np.asarray(values, dtype=np.float64)
     return {"mean": round(float(array.mean()), 4), "p50": round(float(np.percentile(array, 50)), 4),
             "p90": round(float(np.percentile(array, 90)), 4), "max": round(float(array.max()), 4)}
-
-
-def verdict(share, wait_share, comm_share):
-    """One word a CI log can carry: which stage owns the step time."""
-    if wait_share >= 0.3:
-        return "data-bound"
-    if comm_share >= 0.3:
-        return "communication-bound"
-    if share.get("fp_and_bp", 0) >= 0.6:
-        return "compute-bound"
-    if share.get("iteration_interval", 0) - wait_share + share.get("tail", 0) >= 0.4:
-        return "host-bound"
-    return "balanced"
-
-
-def suggestions(stages_ms, wait_ms, data_prep, cpu, ops, step_ms):
-    out = []
-    interval = stages_ms.get("iteration_interval", 0.0)
-    if interval > 0.5:
-        out.append({"id": "step_interval", "text": f"Step interval averages {interval:.2f} ms (MindInsight flags > 0.5 ms): the step waits "
-                    f"for data or host work before computing; {wait_ms:.2f} ms of it is the wait for data. Check data preparation.",
-                    "evidence": {"iteration_interval_ms": interval, "data_wait_ms": wait_ms}})
-    ratio = data_prep.get("empty_queue_ratio")
-    if ratio is not None and ratio > 0.3:
-        out.append({"id": "empty_queue", "text": f"The data queue was empty at {ratio:.0%} of fetches (threshold 30 %): "
-                    "data preparation cannot keep up; speed up the dataset pipeline.", "evidence": {"empty_queue_ratio": ratio}})
-    if cpu and cpu["machine_busy_mean"] > 80:
-        out.append({"id": "cpu_busy", "text": f"The machine's CPUs were {cpu['machine_busy_mean']:.0f} % busy on average (threshold 80 %): "
-                    "reduce worker threads or move work off the host.", "evidence": {"machine_busy_mean": cpu["machine_busy_mean"]}})
-    pipeline = data_prep.get("pipeline") or {}
-    slow = pipeline.get("bottleneck")
-    if slow:
-        advice = PIPELINE_ADVICE.get(slow["op_type"], "increase its num_parallel_workers")
-        usage = {op["op_type"]: op["queue_usage"] for op in pipeline.get("ops", [])}
-        out.append({"id": "pipeline_bottleneck", "text": f"Dataset op {slow['op_type']} (id {slow['op_id']}) looks like the pipeline's "
-                    f"bottleneck by queue usage: {advice}.", "evidence": {"queue_usage": usage}})
-    if step_ms and wait_ms / step_ms["mean"] > 0.1:
-        out.append({"id": "data_wait", "text": f"Waiting for data takes {wait_ms:.1f} ms of a {step_ms['mean']:.1f} ms step "
-                    f"({wait_ms / step_ms['mean']:.0%}): use more DataLoader / dataset workers or prefetch.",
-                    "evidence": {"data_wait_ms": wait_ms, "step_time_ms": step_ms["mean"]}})
-    if ops and ops[0]["percent"] > 0.5:
-        out.append({"id": "dominant_op", "text": f"One op type, {ops[0]['op_type']}, takes {ops[0]['percent']:.0%} of op time: "
-                    "it is the first place to optimise.", "evidence": {"op_type": ops[0]["op_type"], "percent": ops[0]["percent"]}})
-    if step_ms and step_ms["p90"] > 1.5 * step_ms["p50"]:
-        out.append({"id": "jitter", "text": f"Step time p90 {step_ms['p90']:.1f} ms is over 1.5x p50 {step_ms['p50']:.1f} ms: "
-                    "some steps are much slower; look at those steps in the timeline.", "evidence": {"p50": step_ms["p50"], "p90": step_ms["p90"]}})
-    return out
 
 
 def build(data, ctx, results):
@@ -83,9 +29,8 @@ def build(data, ctx, results):
         total = sum(stages_ms.values()) or 1.0
         share = {k: round(v / total, 4) for k, v in stages_ms.items()}
     waits = [r["wait"] / 1e6 for r in rows]
-    wait_ms = float(np.mean(waits)) if waits else 0.0
     comm = results.get("communication")
-    comm_share = (comm["mean_ms"] / step_ms["mean"]) if comm and step_ms else 0.0
+    advice = advisor.advise(data, results)
     ops = results["operators"]["types"]
     all_steps = [(s["end"] - s["start"]) / 1e6 for s in data.steps]
     meta = data.meta
@@ -96,8 +41,10 @@ def build(data, ctx, results):
         "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
         "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
         "ops_recorded": data.op_count, "flops": results.get("flops"), "memory": results.get("memory"), "cpu": results.get("cpu"),
-        "communication": comm, "verdict": verdict(share, wait_ms / step_ms["mean"] if step_ms else 0.0, comm_share) if rows else None,
-        "suggestions": suggestions(stages_ms, wait_ms, results["data_prep"], results.get("cpu"), ops, step_ms),
+        "communication": comm, "verdict": advice["verdict"], "findings": advice["findings"],
+        "suggestions": advisor.suggestions(advice["findings"]), "warmup_steps": advice["warmup_steps"],
+        "step_breakdown_ms": advice["breakdown_ms"], "python_hot_spots": advice["hot_spots"],
+        "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
@@ -134,7 +81,7 @@ def print_table(summary):
         say(f"  MFU         {mfu['mean']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']})")
     if summary["verdict"]:
         say(f"  verdict     {summary['verdict']}")
-    for item in summary["suggestions"][:3]:
-        say(f"  suggestion  {item['text']}")
+    for finding in summary["findings"][:3]:
+        say(f"  finding     {finding['ms_per_step']:.1f} ms/step at stake: {finding['text']}")
     for note in summary["notes"] + summary["not_applicable"]:
         say(f"  note        {note}")

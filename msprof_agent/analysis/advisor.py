@@ -1,0 +1,365 @@
+"""The advisor: findings, each with the time it costs per step, its evidence and what to change.
+
+A finding is a dict: ``id``, ``category`` (one of ``CATEGORIES``), ``severity`` (high / medium / low),
+``ms_per_step`` (how much a steady step would shrink without the cause; 0 where the cause costs no
+step time, e.g. memory growth), ``evidence`` (numbers, steps, ops, functions) and ``action`` in the
+words of the framework in use. Findings come ordered by severity, then time at stake; the verdict
+is ``VERDICT_OF`` the first finding's category (warm-up never: it is a one-off cost).
+
+Each step is split into data wait, compute (some op running: the union of the ops' intervals after
+the wait; annotation ranges and Python calls are not ops, see ``operators.op_kinds``) and host time
+(the rest: Python between and around the ops, in the loop or inside the model's forward). Every
+diagnosis but warm-up reads only the steady steps, those after ``warmup_steps``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .operators import OP, op_kinds
+
+Finding = dict[str, Any]
+Row = dict[str, Any]
+
+CATEGORIES = ("data", "host", "compute", "communication", "memory", "jitter", "warm-up", "straggler", "utilisation")
+VERDICT_OF = {"data": "data-bound", "host": "host-bound", "compute": "compute-bound", "communication": "communication-bound",
+              "straggler": "straggler-bound", "jitter": "jittery", "memory": "memory-growth", "utilisation": "underutilised"}
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+MIN_STAKE_MS = 5.0  # below this a data or host cost is noise on a shared machine, whatever its share
+MIN_SHARE = 0.10  # ... and below this share of the step it is not worth a change
+JITTER_MIN_MS = 20.0  # a slow step is at least this much and 3 MADs above the median
+MEMORY_MIN_BYTES_PER_STEP = 256 << 10
+MEMORY_MIN_GROWTH = 32 << 20
+LOW_MFU = 0.10
+
+ACTIONS = {
+    ("data_wait", "mindspore"): "raise num_parallel_workers of the dataset's slow op (map / GeneratorDataset) and "
+                                "prefetch_size (mindspore.dataset.config.set_prefetch_size); convert the source to MindRecord",
+    ("data_wait", "torch"): "give the DataLoader num_workers > 0 (with persistent_workers=True, prefetch_factor), "
+                            "pin_memory=True for GPU training; move per-sample Python work out of __getitem__",
+    ("host_work", "mindspore"): "move the Python work named in the evidence out of the step loop (or into the dataset "
+                                "pipeline); use GRAPH mode (ms.jit) for the step; avoid .asnumpy() / printing every step",
+    ("host_work", "torch"): "move the Python work named in the evidence out of the training loop or forward (log every N steps, "
+                            "avoid .item() / .cpu() each step); use torch.compile or CUDA graphs to cut per-op dispatch",
+    ("hot_ops", "mindspore"): "the ops in the evidence own the step: check their shapes and dtypes (float16 / "
+                              "mixed precision), fuse small ops with GRAPH mode and graph kernel fusion",
+    ("hot_ops", "torch"): "the ops in the evidence own the step: use bf16 / AMP autocast, channels_last for convolutions, "
+                          "fuse small ops with torch.compile, check the shapes in the op table",
+    ("periodic_pause", "any"): "something runs every {period} steps (garbage collection, checkpointing, logging, evaluation): "
+                               "make it rarer or asynchronous (gc.freeze() after setup, save checkpoints in a thread)",
+    ("memory_growth", "mindspore"): "memory grows every step: keep no Tensors across steps (losses kept for logging: "
+                                    "keep float(loss)), clear lists and caches that grow in the loop",
+    ("memory_growth", "torch"): "memory grows every step: keep no tensors attached to the graph across steps "
+                                "(store loss.item(), not loss), clear lists and caches that grow in the loop",
+    ("warm_up", "any"): "one-off cost of compilation and first allocations; profile from a later step "
+                        "(start_step / schedule) so it does not skew the steady numbers",
+    ("cpu_contention", "any"): "other processes keep the machine's CPUs busy while the training waits on the host: "
+                               "run fewer jobs or data workers per machine, or pin the training to its own cores",
+    ("low_mfu", "any"): "the ops reach a small share of the device's peak: raise the batch size, use lower "
+                        "precision, or larger fused ops",
+    ("communication", "any"): "communication takes much of the step: overlap it with compute (DDP bucket size, "
+                              "gradient accumulation), or reduce what is exchanged (lower precision, fewer syncs)",
+}
+
+
+def action(finding_id: str, framework: str | None, **fields: Any) -> str:
+    """The action for a finding in the words of the framework (torch / mindspore), else the generic one."""
+    text = ACTIONS.get((finding_id, framework or ""), ACTIONS.get((finding_id, "any")))
+    if text is None:
+        text = ACTIONS.get((finding_id, "torch"), "")
+    return text.format(**fields)
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values)) if values else 0.0
+
+
+def _mad(values: list[float]) -> float:
+    """Median absolute deviation, scaled to a standard deviation for normal data."""
+    if not values:
+        return 0.0
+    array = np.asarray(values, dtype=np.float64)
+    return float(1.4826 * np.median(np.abs(array - np.median(array))))
+
+
+def warmup_steps(rows: list[Row]) -> list[int]:
+    """The leading steps much slower than the steady ones (compilation, first allocations).
+
+    A step is warm-up while it exceeds the median of the later half by 3 MADs and 20 %;
+    at most half the steps. The step-trace analysis may own this later: one function to switch.
+    """
+    if len(rows) < 4:
+        return []
+    totals = [r["total"] / 1e6 for r in rows]
+    later = totals[len(totals) // 2:]
+    limit = _median(later) + max(3 * _mad(later), 0.2 * _median(later))
+    warm = []
+    for row, total in zip(rows[: len(rows) // 2], totals):
+        if total <= limit:
+            break
+        warm.append(row["n"])
+    return warm
+
+
+def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
+    """Per step (ms): total, data wait, compute (some op running after the wait) and host (the rest)."""
+    ops = data.ops
+    if data.op_count:
+        select = (op_kinds(data) == OP) & ~ops.device_is("cuda")
+        starts = ops["start"][select]
+        ends = starts + ops["dur"][select]
+    else:
+        starts = ends = np.zeros(0, dtype=np.int64)
+    steps = {s["n"]: s for s in data.window_steps}
+    out = []
+    for row in rows:
+        waits = steps.get(row["n"], {}).get("waits") or []
+        after_wait = max([row["start"]] + [int(e) for _, e in waits])
+        lo, hi = np.searchsorted(starts, after_wait), np.searchsorted(starts, row["end"])
+        busy = 0.0
+        if hi > lo:
+            s, e = starts[lo:hi], np.minimum(ends[lo:hi], row["end"])
+            reach = np.maximum.accumulate(e)
+            new = np.concatenate(([True], s[1:] > reach[:-1]))
+            firsts = np.flatnonzero(new)
+            busy = float((np.maximum.reduceat(e, firsts) - s[firsts]).sum()) / 1e6
+        total, wait = row["total"] / 1e6, row.get("wait", 0) / 1e6
+        out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy,
+                    "host": max(total - wait - busy, 0.0)})
+    return out
+
+
+def _ranges(numbers: list[int]) -> list[list[int]]:
+    """Step numbers as [first, last] runs."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return runs
+
+
+def _finding(finding_id: str, category: str, severity: str, ms: float, evidence: dict[str, Any], text: str, act: str) -> Finding:
+    return {"id": finding_id, "category": category, "severity": severity, "ms_per_step": round(ms, 3),
+            "evidence": evidence, "text": text, "action": act}
+
+
+def _share_severity(share: float) -> str:
+    return "high" if share >= 0.3 else "medium"
+
+
+def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], framework: str | None) -> Finding | None:
+    wait = _median([r["wait"] for r in steady])
+    if wait < MIN_STAKE_MS or wait < MIN_SHARE * step_ms:
+        return None
+    slow = [r["n"] for r in steady if r["wait"] >= 0.5 * wait]
+    evidence: dict[str, Any] = {"wait_ms": round(wait, 3), "step_ms": round(step_ms, 3), "share": round(wait / step_ms, 4),
+                                "steps": _ranges(slow)}
+    pipeline = (data_prep or {}).get("pipeline") or {}
+    if pipeline.get("bottleneck"):
+        evidence["dataset_op"] = pipeline["bottleneck"]
+    if data_prep.get("empty_queue_ratio") is not None:
+        evidence["empty_queue_ratio"] = round(data_prep["empty_queue_ratio"], 4)
+    where = f", dataset op {evidence['dataset_op']['op_type']} is the pipeline's bottleneck" if "dataset_op" in evidence else ""
+    text = f"Data-bound: each step waits {wait:.1f} ms for data ({wait / step_ms:.0%} of a {step_ms:.1f} ms step){where}"
+    return _finding("data_wait", "data", _share_severity(wait / step_ms), wait, evidence, text, action("data_wait", framework))
+
+
+def host_finding(steady: list[Row], step_ms: float, hot_spots: list[Row], framework: str | None) -> Finding | None:
+    host = _median([r["host"] for r in steady])
+    if host < MIN_STAKE_MS or host < MIN_SHARE * step_ms:
+        return None
+    evidence: dict[str, Any] = {"host_ms": round(host, 3), "step_ms": round(step_ms, 3), "share": round(host / step_ms, 4),
+                                "compute_ms": round(_median([r["compute"] for r in steady]), 3),
+                                "steps": _ranges([r["n"] for r in steady if r["host"] >= 0.5 * host])}
+    named = ""
+    if hot_spots:
+        evidence["hot_spots"] = hot_spots[:3]
+        named = f"; top Python hot spot {hot_spots[0]['function']} ({hot_spots[0]['self_ms_per_step']:.1f} ms a step)"
+    text = f"Host-bound: {host:.1f} ms of each step runs no op and waits for no data ({host / step_ms:.0%} of the step){named}"
+    return _finding("host_work", "host", _share_severity(host / step_ms), host, evidence, text, action("host_work", framework))
+
+
+def compute_finding(steady: list[Row], step_ms: float, operators: dict[str, Any], steps: int, framework: str | None) -> Finding | None:
+    compute = _median([r["compute"] for r in steady])
+    types = (operators or {}).get("types") or []
+    if not types or compute < 0.5 * step_ms:
+        return None
+    top = types[0]
+    per_step = top["total_ms"] / max(steps, 1)
+    evidence = {"compute_ms": round(compute, 3), "share": round(compute / step_ms, 4), "step_ms": round(step_ms, 3),
+                "hot_ops": [{"op_type": t["op_type"], "percent": t["percent"], "ms_per_step": round(t["total_ms"] / max(steps, 1), 3)}
+                            for t in types[:5]]}
+    text = f"Compute-bound: ops run {compute / step_ms:.0%} of the step; {top['op_type']} takes {top['percent']:.0%} of op time"
+    return _finding("hot_ops", "compute", "medium" if top["percent"] >= 0.5 else "low", per_step, evidence, text,
+                    action("hot_ops", framework))
+
+
+def jitter_finding(steady: list[Row]) -> Finding | None:
+    """Slow steps recurring with a period: at least 3, at 3/4 of the places the period predicts."""
+    totals = [r["total"] for r in steady]
+    median, mad = _median(totals), _mad(totals)
+    slow = [r for r in steady if r["total"] - median >= max(JITTER_MIN_MS, 3 * mad)]
+    if len(slow) < 3:
+        return None
+    numbers = [r["n"] for r in slow]
+    gaps = np.diff(numbers)
+    period = int(np.bincount(gaps).argmax())
+    if period < 2:
+        return None
+    best: list[int] = []
+    for anchor in numbers:
+        on_beat = [n for n in numbers if (n - anchor) % period == 0]
+        best = on_beat if len(on_beat) > len(best) else best
+    expected = (best[-1] - best[0]) // period + 1
+    if len(best) < 3 or len(best) < 0.75 * expected:
+        return None
+    excess = [r["total"] - median for r in slow if r["n"] in best]
+    ms = sum(excess) / len(steady)
+    evidence = {"period": period, "steps": best, "excess_ms": round(_median(excess), 3), "median_step_ms": round(median, 3)}
+    text = f"Jitter: every {period} steps a step runs {_median(excess):.0f} ms longer (steps {', '.join(map(str, best[:6]))}" \
+           f"{'...' if len(best) > 6 else ''})"
+    return _finding("periodic_pause", "jitter", "high" if ms >= MIN_SHARE * median else "medium", ms, evidence, text,
+                    action("periodic_pause", None, period=period))
+
+
+def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Finding | None:
+    """A steady rise of memory step after step (allocator bytes with profile_memory, else RSS)."""
+    if len(steady) < 4:
+        return None
+    first, last = steady[0], steady[-1]
+    allocated = [(m["ts"], m.get("allocated", 0)) for m in data.mem]
+    samples = allocated or [(c["ts"] * 1_000_000, c["rss"]) for c in data.cpu if "rss" in c]
+    starts = np.array([r["start"] for r in steady], dtype=np.int64)
+    inside = [(t, v) for t, v in samples if first["start"] <= t <= last["end"]]
+    if len(inside) < 4:
+        return None
+    times = np.array([t for t, _ in inside], dtype=np.int64)
+    values = np.array([v for _, v in inside], dtype=np.float64)
+    step_of = np.searchsorted(starts, times, side="right") - 1
+    numbers = np.array([r["n"] for r in steady], dtype=np.float64)[step_of]
+    if np.ptp(numbers) == 0:
+        return None
+    slope, intercept = np.polyfit(numbers, values, 1)
+    fitted = slope * numbers + intercept
+    spread = float(((values - values.mean()) ** 2).sum()) or 1.0
+    r2 = 1.0 - float(((values - fitted) ** 2).sum()) / spread
+    growth = slope * (numbers[-1] - numbers[0])
+    if slope < MEMORY_MIN_BYTES_PER_STEP or growth < MEMORY_MIN_GROWTH or r2 < 0.8:
+        return None
+    evidence = {"bytes_per_step": int(slope), "growth_bytes": int(growth), "r2": round(r2, 4),
+                "steps": [int(numbers[0]), int(numbers[-1])], "source": "framework allocator" if allocated else "process RSS"}
+    text = f"Memory grows {slope / (1 << 20):.1f} MiB every step (steps {int(numbers[0])}-{int(numbers[-1])}, " \
+           f"{growth / (1 << 20):.0f} MiB in all, {evidence['source']}): a leak signature"
+    return _finding("memory_growth", "memory", "high", 0.0, evidence, text, action("memory_growth", framework))
+
+
+def warmup_finding(rows: list[Row], warm: list[int], steady_ms: float) -> Finding | None:
+    if not warm:
+        return None
+    extra = [r["total"] / 1e6 - steady_ms for r in rows if r["n"] in warm]
+    evidence = {"steps": _ranges(warm), "extra_ms": round(sum(extra), 3), "steady_step_ms": round(steady_ms, 3)}
+    text = f"Warm-up: step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} took {sum(extra):.0f} ms more than steady steps"
+    return _finding("warm_up", "warm-up", "low", 0.0, evidence, text, action("warm_up", None))
+
+
+def cpu_contention_finding(cpu: dict[str, Any] | None, cpus: int, host_or_data: bool) -> Finding | None:
+    """Others' CPU use matters only when the training waits on the host or data, and is not its own."""
+    if not cpu or not host_or_data:
+        return None
+    own = (cpu["process_user_mean"] + cpu["process_sys_mean"]) / max(cpus, 1)
+    others = cpu["machine_busy_mean"] - own
+    if cpu["machine_busy_mean"] < 80 or others < 50:
+        return None
+    evidence = {"machine_busy_percent": cpu["machine_busy_mean"], "process_percent_of_machine": round(own, 2),
+                "others_percent_of_machine": round(others, 2)}
+    text = f"CPU contention: the machine was {cpu['machine_busy_mean']:.0f} % busy, {others:.0f} % of it not this training"
+    return _finding("cpu_contention", "host", "low", 0.0, evidence, text, action("cpu_contention", None))
+
+
+def mfu_finding(flops: dict[str, Any] | None, compute_bound: bool) -> Finding | None:
+    mfu = (flops or {}).get("mfu")
+    if not mfu or not compute_bound or mfu["mean"] >= LOW_MFU:
+        return None
+    evidence = {"mfu": mfu["mean"], "peak_gflops": mfu["peak_gflops"], "peak_source": mfu["peak_source"]}
+    text = f"Low utilisation: the ops reach {mfu['mean']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS"
+    return _finding("low_mfu", "utilisation", "low", 0.0, evidence, text, action("low_mfu", None))
+
+
+def communication_finding(comm: dict[str, Any] | None, step_ms: float) -> Finding | None:
+    ms = (comm or {}).get("mean_ms") or 0.0
+    if ms < MIN_STAKE_MS or ms < 0.2 * step_ms:
+        return None
+    evidence = {"communication_ms": round(ms, 3), "share": round(ms / step_ms, 4)}
+    text = f"Communication-bound: collectives take {ms:.1f} ms of a {step_ms:.1f} ms step"
+    return _finding("communication", "communication", _share_severity(ms / step_ms), ms, evidence, text, action("communication", None))
+
+
+def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:
+    """Python functions by sampled time in the steady steps: self (innermost frame) and total (anywhere
+    on the stack); a sample lasts until the next one. Functions are "name (file)", lines folded."""
+    if not data.stacks or not steady:
+        return []
+    records = sorted(data.stacks, key=lambda s: s["ts"])
+    first, last = steady[0]["start"], steady[-1]["end"]
+    steady_numbers = {r["n"] for r in steady}
+    starts = np.array([s["start"] for s in data.window_steps], dtype=np.int64)
+    numbers = [s["n"] for s in data.window_steps]
+    own: dict[str, float] = {}
+    total: dict[str, float] = {}
+    for record, following in zip(records, records[1:]):
+        begin, end = max(record["ts"], first), min(following["ts"], last)
+        frames = record.get("frames") or []
+        if end <= begin or not frames:
+            continue
+        index = int(np.searchsorted(starts, begin, side="right")) - 1
+        if index < 0 or numbers[index] not in steady_numbers:
+            continue
+        names = [f.rsplit(":", 1)[0] + ")" if f.endswith(")") and ":" in f else f for f in frames]
+        span = (end - begin) / 1e6
+        own[names[-1]] = own.get(names[-1], 0.0) + span
+        for name in set(names):
+            total[name] = total.get(name, 0.0) + span
+    count = len(steady)
+    ranked = sorted(own.items(), key=lambda item: -item[1])[:limit]
+    steps = [steady[0]["n"], steady[-1]["n"]]
+    return [{"function": name, "self_ms": round(ms, 3), "total_ms": round(total[name], 3),
+             "self_ms_per_step": round(ms / count, 3), "steps": steps} for name, ms in ranked]
+
+
+def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
+    """Findings (ordered), the verdict, the per-step breakdown medians and the Python hot spots."""
+    rows = results["step_trace"]["rows"]
+    framework = data.meta.get("framework")
+    warm = warmup_steps(rows)
+    breakdown = step_breakdown(data, rows)
+    steady = [r for r in breakdown if r["n"] not in warm] or breakdown
+    if not steady:
+        return {"findings": [], "verdict": None, "warmup_steps": [], "breakdown_ms": None, "hot_spots": []}
+    step_ms = _median([r["total"] for r in steady])
+    spots = hot_spots(data, steady)
+    found = [data_finding(steady, step_ms, results.get("data_prep") or {}, framework),
+             host_finding(steady, step_ms, spots, framework),
+             compute_finding(steady, step_ms, results.get("operators") or {}, len(rows), framework),
+             jitter_finding(steady), memory_finding(data, steady, framework), warmup_finding(rows, warm, step_ms),
+             communication_finding(results.get("communication"), step_ms)]
+    waiting = any(f and f["category"] in ("data", "host") for f in found)
+    compute_bound = any(f and f["id"] == "hot_ops" for f in found)
+    found += [cpu_contention_finding(results.get("cpu"), int(data.meta.get("cpus") or 1), waiting),
+              mfu_finding(results.get("flops"), compute_bound)]
+    findings = sorted((f for f in found if f), key=lambda f: (SEVERITY_ORDER[f["severity"]], -f["ms_per_step"]))
+    return {"findings": findings, "verdict": verdict(findings), "warmup_steps": warm, "hot_spots": spots,
+            "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) for key in ("total", "wait", "compute", "host")}}
+
+
+def verdict(findings: list[Finding]) -> str:
+    """The first finding's category through ``VERDICT_OF``; warm-up is skipped; no finding: balanced."""
+    return next((VERDICT_OF[f["category"]] for f in findings if f["category"] in VERDICT_OF), "balanced")
+
+
+def suggestions(findings: list[Finding]) -> list[dict[str, Any]]:
+    """The older ``suggestions`` list (id, text, evidence) the existing readers show, from the findings."""
+    return [{"id": f["id"], "text": f"{f['text']}: {f['action']}.", "evidence": f["evidence"]} for f in findings]
