@@ -87,14 +87,14 @@ def _mad(values: list[float]) -> float:
 def warmup_steps(rows: list[Row]) -> list[int]:
     """The leading steps much slower than the steady ones (compilation, first allocations).
 
-    A step is warm-up while it exceeds the median of the later half by 3 MADs and 20 %;
+    A step is warm-up while it exceeds the median of the later half by 3 MADs, 20 % and 5 ms;
     at most half the steps. The step-trace analysis may own this later: one function to switch.
     """
     if len(rows) < 4:
         return []
     totals = [r["total"] / 1e6 for r in rows]
     later = totals[len(totals) // 2:]
-    limit = _median(later) + max(3 * _mad(later), 0.2 * _median(later))
+    limit = _median(later) + max(3 * _mad(later), 0.2 * _median(later), MIN_STAKE_MS)
     warm = []
     for row, total in zip(rows[: len(rows) // 2], totals):
         if total <= limit:
@@ -104,7 +104,7 @@ def warmup_steps(rows: list[Row]) -> list[int]:
 
 
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
-    """Per step (ms): total, data wait, compute (some op running after the wait) and host (the rest)."""
+    """Per step (ms): total, data wait, compute (some op running, outside the wait) and host (the rest)."""
     ops = data.ops
     if data.op_count:
         select = (op_kinds(data) == OP) & ~ops.device_is("cuda")
@@ -112,19 +112,22 @@ def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
         ends = starts + ops["dur"][select]
     else:
         starts = ends = np.zeros(0, dtype=np.int64)
+    reach_before = np.maximum.accumulate(ends) if len(ends) else ends  # the latest end of the ops started so far
     steps = {s["n"]: s for s in data.window_steps}
     out = []
     for row in rows:
-        waits = steps.get(row["n"], {}).get("waits") or []
-        after_wait = max([row["start"]] + [int(e) for _, e in waits])
-        lo, hi = np.searchsorted(starts, after_wait), np.searchsorted(starts, row["end"])
+        waits = np.array(steps.get(row["n"], {}).get("waits") or np.zeros((0, 2)), dtype=np.int64).reshape(-1, 2)
+        lo, hi = np.searchsorted(starts, row["start"]), np.searchsorted(starts, row["end"])
+        s, e = starts[lo:hi], np.minimum(ends[lo:hi], row["end"])
+        if lo and reach_before[lo - 1] > row["start"]:  # an op started in the step before still runs (asynchronous graphs)
+            s, e = np.concatenate(([row["start"]], s)), np.concatenate(([min(int(reach_before[lo - 1]), row["end"])], e))
         busy = 0.0
-        if hi > lo:
-            s, e = starts[lo:hi], np.minimum(ends[lo:hi], row["end"])
+        if len(s):
             reach = np.maximum.accumulate(e)
-            new = np.concatenate(([True], s[1:] > reach[:-1]))
-            firsts = np.flatnonzero(new)
-            busy = float((np.maximum.reduceat(e, firsts) - s[firsts]).sum()) / 1e6
+            firsts = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))
+            begin, finish = s[firsts], np.maximum.reduceat(e, firsts)
+            in_wait = sum(np.clip(np.minimum(finish, b) - np.maximum(begin, a), 0, None).sum() for a, b in waits.tolist())
+            busy = float((finish - begin).sum() - in_wait) / 1e6  # ops run while fetching data are the wait's
         total, wait = row["total"] / 1e6, row.get("wait", 0) / 1e6
         out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy,
                     "host": max(total - wait - busy, 0.0)})
@@ -143,7 +146,7 @@ def _ranges(numbers: list[int]) -> list[list[int]]:
 
 
 def _finding(finding_id: str, category: str, severity: str, ms: float, evidence: dict[str, Any], text: str, act: str) -> Finding:
-    return {"id": finding_id, "category": category, "severity": severity, "ms_per_step": round(ms, 3),
+    return {"id": finding_id, "category": category, "severity": severity, "ms_per_step": round(float(ms), 3),
             "evidence": evidence, "text": text, "action": act}
 
 

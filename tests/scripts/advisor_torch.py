@@ -1,0 +1,91 @@
+"""A small PyTorch training with one injected cause of known size, for the advisor's scenarios.
+
+``--closure`` runs forward and backward inside ``optimizer.step(closure)`` as PyTorch Lightning does,
+so torch's ``Optimizer.step#SGD.step`` range holds the whole step.
+"""
+import argparse
+import time
+
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=16)
+parser.add_argument("--data-ms", type=float, default=0.0, help="the data source sleeps this long per batch")
+parser.add_argument("--loop-ms", type=float, default=0.0, help="Python work in the training loop, per step")
+parser.add_argument("--forward-ms", type=float, default=0.0, help="Python work inside the model's forward, per step")
+parser.add_argument("--big-op", type=int, default=0, help="a square matmul of this size in the forward")
+parser.add_argument("--pause-every", type=int, default=0)
+parser.add_argument("--pause-ms", type=float, default=0.0)
+parser.add_argument("--grow-mb", type=float, default=0.0, help="memory kept per step")
+parser.add_argument("--closure", action="store_true")
+args = parser.parse_args()
+
+
+def slow_data_source(ms):
+    time.sleep(ms / 1000)
+
+
+def host_work_in_loop(ms):
+    time.sleep(ms / 1000)
+
+
+def python_in_forward(ms):
+    time.sleep(ms / 1000)
+
+
+def periodic_pause(ms):
+    time.sleep(ms / 1000)
+
+
+class Batches(torch.utils.data.Dataset):
+    def __len__(self):
+        return args.steps
+
+    def __getitem__(self, index):
+        if args.data_ms:
+            slow_data_source(args.data_ms)
+        return torch.randn(8, 16), torch.randn(8, 1)
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+        self.big = torch.randn(args.big_op, args.big_op) if args.big_op else None
+
+    def forward(self, x):
+        if args.forward_ms:
+            python_in_forward(args.forward_ms)
+        if self.big is not None:
+            x = x + torch.mm(self.big, self.big).mean()
+        return self.layers(x)
+
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = Model()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = torch.utils.data.DataLoader(Batches(), batch_size=None)
+kept = []
+
+
+def forward_backward(x, y):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+
+
+for step, (x, y) in enumerate(loader, 1):
+    if args.closure:
+        optimizer.step(lambda: forward_backward(x, y))  # noqa: B023 (called at once, inside this iteration)
+    else:
+        forward_backward(x, y)
+        optimizer.step()
+    if args.loop_ms:
+        host_work_in_loop(args.loop_ms)
+    if args.pause_every and step % args.pause_every == 0:
+        periodic_pause(args.pause_ms)
+    if args.grow_mb:
+        kept.append(torch.ones(int(args.grow_mb * (1 << 20) / 4)))
+print(f"trained {step} steps", flush=True)

@@ -1,0 +1,156 @@
+"""The advisor's scenarios: real MindSpore and PyTorch trainings, each with one injected cause of known
+size (tests/scripts/advisor_*.py), must give that cause as their top finding, with the right category,
+steps and value (within 15 % of the injected amount); clean runs give no data, host, jitter or
+CPU-contention finding. Each job runs once per module (``scenario``), however many tests read it.
+"""
+import os
+
+import pytest
+
+from conftest import SCRIPTS, profile_into, read_csv, read_json, run_script
+from msprof_agent.analysis import advisor
+
+TORCH = os.path.join(SCRIPTS, "advisor_torch.py")
+MINDSPORE = os.path.join(SCRIPTS, "advisor_mindspore.py")
+TOLERANCE = 0.15
+FALSE_ALARMS = {"data_wait", "host_work", "periodic_pause", "cpu_contention"}
+
+SCENARIOS = {  # name: (script, arguments, extra options)
+    "torch_clean": (TORCH, [], {}),
+    "torch_data": (TORCH, ["--data-ms", "60"], {}),
+    "torch_loop": (TORCH, ["--loop-ms", "60"], {"with_stack": True}),
+    "torch_forward": (TORCH, ["--forward-ms", "50", "--closure"], {"with_stack": True}),
+    "torch_op": (TORCH, ["--big-op", "600"], {}),
+    "torch_pause": (TORCH, ["--pause-every", "4", "--pause-ms", "100", "--steps", "20"], {}),
+    "torch_memory": (TORCH, ["--grow-mb", "4", "--steps", "24"], {"cpu_sampling_interval": 20}),
+    "ms_clean": (MINDSPORE, [], {}),
+    "ms_data": (MINDSPORE, ["--data-ms", "60"], {}),
+    "ms_loop": (MINDSPORE, ["--loop-ms", "60"], {"with_stack": True}),
+}
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    """``scenario(name)``: the profiler directory and summary of that job, run on first use."""
+    done = {}
+
+    def run(name):
+        if name not in done:
+            script, arguments, options = SCENARIOS[name]
+            out = str(tmp_path_factory.mktemp(name))
+            proc = run_script([script] + arguments, profile_into(out, **options), timeout=300)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            profiler_dir = os.path.join(out, "profiler")
+            done[name] = profiler_dir, read_json(os.path.join(profiler_dir, "summary_0.json")), proc.stderr
+        return done[name]
+    return run
+
+
+def top(summary, category, finding_id):
+    """The top finding, checked for category and id; warm-up steps are never another finding's evidence."""
+    findings = summary["findings"]
+    assert findings, summary["step_breakdown_ms"]
+    first = findings[0]
+    assert (first["category"], first["id"]) == (category, finding_id), [(f["id"], f["ms_per_step"]) for f in findings]
+    assert summary["verdict"] == advisor.VERDICT_OF[category]
+    warm = set(summary["warmup_steps"])
+    for finding in findings:
+        if finding["id"] != "warm_up":
+            steps = finding["evidence"].get("steps") or []
+            flat = {n for item in steps for n in (range(item[0], item[1] + 1) if isinstance(item, list) else [item])}
+            assert not flat & warm, (finding["id"], flat & warm)
+    return first
+
+
+def near(value, expected):
+    assert abs(value - expected) <= TOLERANCE * expected, (value, expected)
+
+
+def clean(summary):
+    found = {f["id"] for f in summary["findings"]}
+    assert not found & FALSE_ALARMS, summary["findings"]
+
+
+@pytest.mark.torch
+def test_torch_clean_run_raises_no_false_alarm(scenario):
+    _, summary, stderr = scenario("torch_clean")
+    clean(summary)
+    assert summary["verdict"] in ("balanced", "compute-bound")
+
+
+@pytest.mark.torch
+def test_torch_slow_data_source_is_data_bound(scenario):
+    _, summary, stderr = scenario("torch_data")
+    finding = top(summary, "data", "data_wait")
+    near(finding["ms_per_step"], 60.0)
+    assert "num_workers" in finding["action"]
+    assert "ms/step at stake: Data-bound" in stderr
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name, injected, function", [("torch_loop", 60.0, "host_work_in_loop"),
+                                                      ("torch_forward", 50.0, "python_in_forward")])
+def test_torch_host_work_is_host_bound_and_names_the_function(scenario, name, injected, function):
+    """Python work in the loop, or inside the forward run in an optimizer closure (Lightning's way):
+    host time, not compute; the top hot spot is the injected function."""
+    profiler_dir, summary, _ = scenario(name)
+    baseline = scenario("torch_clean")[1]["step_breakdown_ms"]["host"]
+    finding = top(summary, "host", "host_work")
+    near(finding["ms_per_step"] - baseline, injected)
+    assert finding["evidence"]["hot_spots"][0]["function"] == f"{function} (advisor_torch.py)"
+    assert summary["python_hot_spots"][0]["function"] == f"{function} (advisor_torch.py)"
+    op_types = [row[0] for row in read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))[1:]]
+    assert all("::" in t for t in op_types), op_types  # ranges and Python calls are not ops
+    if name == "torch_forward":
+        assert "Optimizer.step#SGD.step" in [a["name"] for a in summary["annotations"]]
+
+
+@pytest.mark.torch
+def test_torch_dominant_op_is_compute_bound_with_its_share(scenario):
+    profiler_dir, summary, _ = scenario("torch_op")
+    finding = top(summary, "compute", "hot_ops")
+    hot = finding["evidence"]["hot_ops"][0]
+    assert hot["op_type"] == "aten::mm"
+    measured = {row[0]: float(row[5]) for row in read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))[1:]}
+    near(hot["percent"], measured["aten::mm"])
+    assert hot["percent"] > 0.5
+
+
+@pytest.mark.torch
+def test_torch_periodic_pause_is_jitter_with_its_period(scenario):
+    _, summary, _ = scenario("torch_pause")
+    finding = top(summary, "jitter", "periodic_pause")
+    evidence = finding["evidence"]
+    assert evidence["period"] == 4
+    assert {n % 4 for n in evidence["steps"]} == {1} and len(evidence["steps"]) >= 3  # the pause ends step 4k: the next step holds it
+    near(evidence["excess_ms"], 100.0)
+    steady = summary["steps_profiled"] - len(summary["warmup_steps"])
+    near(finding["ms_per_step"], 100.0 * len(evidence["steps"]) / steady)
+
+
+@pytest.mark.torch
+def test_torch_memory_kept_every_step_is_memory_growth(scenario):
+    _, summary, _ = scenario("torch_memory")
+    finding = top(summary, "memory", "memory_growth")
+    near(finding["evidence"]["bytes_per_step"], 4 << 20)
+
+
+@pytest.mark.mindspore
+def test_mindspore_clean_run_raises_no_false_alarm(scenario):
+    clean(scenario("ms_clean")[1])
+
+
+@pytest.mark.mindspore
+def test_mindspore_slow_data_source_is_data_bound(scenario):
+    finding = top(scenario("ms_data")[1], "data", "data_wait")
+    near(finding["ms_per_step"], 60.0)
+    assert "num_parallel_workers" in finding["action"]
+
+
+@pytest.mark.mindspore
+def test_mindspore_host_work_is_host_bound_and_names_the_function(scenario):
+    summary = scenario("ms_loop")[1]
+    baseline = scenario("ms_clean")[1]["step_breakdown_ms"]["host"]
+    finding = top(summary, "host", "host_work")
+    near(finding["ms_per_step"] - baseline, 60.0)
+    assert finding["evidence"]["hot_spots"][0]["function"] == "host_work_in_loop (advisor_mindspore.py)"
