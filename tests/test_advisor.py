@@ -97,8 +97,8 @@ def test_torch_host_work_is_host_bound_and_names_the_function(scenario, name, in
     baseline = scenario("torch_clean")[1]["step_breakdown_ms"]["host"]
     finding = top(summary, "host", "host_work")
     near(finding["ms_per_step"] - baseline, injected)
-    assert finding["evidence"]["hot_spots"][0]["function"] == f"{function} (advisor_torch.py)"
-    assert summary["python_hot_spots"][0]["function"] == f"{function} (advisor_torch.py)"
+    assert finding["evidence"]["hot_spots"][0]["function"] == f"{function} (injected_causes.py)"
+    assert summary["python_hot_spots"][0]["function"] == f"{function} (injected_causes.py)"
     op_types = [row[0] for row in read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))[1:]]
     assert all("::" in t for t in op_types), op_types  # ranges and Python calls are not ops
     if name == "torch_forward":
@@ -153,4 +153,4 @@ def test_mindspore_host_work_is_host_bound_and_names_the_function(scenario):
     baseline = scenario("ms_clean")[1]["step_breakdown_ms"]["host"]
     finding = top(summary, "host", "host_work")
     near(finding["ms_per_step"] - baseline, 60.0)
-    assert finding["evidence"]["hot_spots"][0]["function"] == "host_work_in_loop (advisor_mindspore.py)"
+    assert finding["evidence"]["hot_spots"][0]["function"] == "host_work_in_loop (injected_causes.py)"

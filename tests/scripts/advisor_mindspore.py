@@ -1,33 +1,13 @@
 """A small MindSpore training (custom loop, GRAPH mode) with one injected cause of known size, for the
 advisor's scenarios. With ``--data-ms`` the dataset runs in debug mode: batches are made when fetched,
 so the step waits the source's whole time, not what background prefetching leaves of it."""
-import argparse
-import time
-
 import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
+from injected_causes import after_step, parser, slow_data_source
 from mindspore import nn
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--steps", type=int, default=16)
-parser.add_argument("--data-ms", type=float, default=0.0, help="the data source sleeps this long per batch")
-parser.add_argument("--loop-ms", type=float, default=0.0, help="Python work in the training loop, per step")
-parser.add_argument("--pause-every", type=int, default=0)
-parser.add_argument("--pause-ms", type=float, default=0.0)
-args = parser.parse_args()
-
-
-def slow_data_source(ms_):
-    time.sleep(ms_ / 1000)
-
-
-def host_work_in_loop(ms_):
-    time.sleep(ms_ / 1000)
-
-
-def periodic_pause(ms_):
-    time.sleep(ms_ / 1000)
+args = parser(__doc__.splitlines()[0]).parse_args()
 
 
 class Batches:
@@ -71,8 +51,5 @@ step = 0
 for x, y in dataset.create_tuple_iterator():
     train_step(x, y)
     step += 1
-    if args.loop_ms:
-        host_work_in_loop(args.loop_ms)
-    if args.pause_every and step % args.pause_every == 0:
-        periodic_pause(args.pause_ms)
+    after_step(args, step)
 print(f"trained {step} steps", flush=True)

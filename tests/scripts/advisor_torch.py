@@ -3,38 +3,15 @@
 ``--closure`` runs forward and backward inside ``optimizer.step(closure)`` as PyTorch Lightning does,
 so torch's ``Optimizer.step#SGD.step`` range holds the whole step.
 """
-import argparse
-import time
-
 import torch
+from injected_causes import after_step, parser, python_in_forward, slow_data_source
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--steps", type=int, default=16)
-parser.add_argument("--data-ms", type=float, default=0.0, help="the data source sleeps this long per batch")
-parser.add_argument("--loop-ms", type=float, default=0.0, help="Python work in the training loop, per step")
-parser.add_argument("--forward-ms", type=float, default=0.0, help="Python work inside the model's forward, per step")
-parser.add_argument("--big-op", type=int, default=0, help="a square matmul of this size in the forward")
-parser.add_argument("--pause-every", type=int, default=0)
-parser.add_argument("--pause-ms", type=float, default=0.0)
-parser.add_argument("--grow-mb", type=float, default=0.0, help="memory kept per step")
-parser.add_argument("--closure", action="store_true")
-args = parser.parse_args()
-
-
-def slow_data_source(ms):
-    time.sleep(ms / 1000)
-
-
-def host_work_in_loop(ms):
-    time.sleep(ms / 1000)
-
-
-def python_in_forward(ms):
-    time.sleep(ms / 1000)
-
-
-def periodic_pause(ms):
-    time.sleep(ms / 1000)
+parse = parser(__doc__.splitlines()[0])
+parse.add_argument("--forward-ms", type=float, default=0.0, help="Python work inside the model's forward, per step")
+parse.add_argument("--big-op", type=int, default=0, help="a square matmul of this size in the forward")
+parse.add_argument("--grow-mb", type=float, default=0.0, help="memory kept per step")
+parse.add_argument("--closure", action="store_true")
+args = parse.parse_args()
 
 
 class Batches(torch.utils.data.Dataset):
@@ -82,10 +59,7 @@ for step, (x, y) in enumerate(loader, 1):
     else:
         forward_backward(x, y)
         optimizer.step()
-    if args.loop_ms:
-        host_work_in_loop(args.loop_ms)
-    if args.pause_every and step % args.pause_every == 0:
-        periodic_pause(args.pause_ms)
+    after_step(args, step)
     if args.grow_mb:
         kept.append(torch.ones(int(args.grow_mb * (1 << 20) / 4)))
 print(f"trained {step} steps", flush=True)
