@@ -61,7 +61,7 @@ def load_run(path):
     if not directories:
         raise CompareError(f"no analysed profile under {path} (looked for summary_*.json in it, profiler/ and rank_*/profiler/)")
     samples = {m: [] for m in TIME_METRICS}
-    ops, ranks, reports, steps = {}, [], [], 0
+    ops, ranks, reports, steps, findings = {}, [], [], 0, {}
     peaks = {"allocated": [], "rss": []}
     for directory in directories:
         for rank in contract.summary_ranks(directory):
@@ -84,6 +84,8 @@ def load_run(path):
                 if memory.get(f"peak_{key}_mb") is not None:
                     peaks[key].append(memory[f"peak_{key}_mb"])
             ranks.append(summary.get("rank_id", rank))
+            for finding in summary.get("findings") or []:
+                findings.setdefault(finding["id"], finding.get("text", finding["id"]))
             report = os.path.join(directory, contract.name(contract.REPORT, rank))
             if os.path.isfile(report):
                 reports.append(report)
@@ -91,7 +93,8 @@ def load_run(path):
         raise CompareError(f"the profile under {path} has no profiled steps")
     return {"path": os.path.abspath(path), "profiler_dirs": directories, "ranks": ranks, "steps": steps,
             "samples": {m: np.asarray(v, dtype=np.float64) for m, v in samples.items()},
-            "op_ms_per_step": {k: v / steps for k, v in ops.items()} if steps else {}, "peaks": peaks, "reports": reports}
+            "op_ms_per_step": {k: v / steps for k, v in ops.items()} if steps else {}, "peaks": peaks, "reports": reports,
+            "findings": findings}
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -225,7 +228,9 @@ def compare(base_path, new_path, limits=()):
                     "change": round(after - before, 3), "change_pct": round((after - before) / before * 100, 1) if before else None})
     breaches = [_breach_line(r) for r in rows if r["status"] == "regression"]
     describe = lambda run: {k: run[k] for k in ("path", "profiler_dirs", "ranks", "steps", "reports")}
-    return {"base": describe(base), "new": describe(new), "rows": rows, "top_op_types": ops,
+    changed = {"appeared": [{"id": k, "text": t} for k, t in new["findings"].items() if k not in base["findings"]],
+               "vanished": [{"id": k, "text": t} for k, t in base["findings"].items() if k not in new["findings"]]}
+    return {"base": describe(base), "new": describe(new), "rows": rows, "top_op_types": ops, "findings": changed,
             "limits": [limit["text"] for limit in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE}
 
 
@@ -263,6 +268,11 @@ def _run_line(run):
     return f"{run['path']} ({run['steps']} steps, rank{'s' if len(run['ranks']) > 1 else ''} {', '.join(map(str, run['ranks']))})"
 
 
+def _finding_lines(result):
+    """The advisor's findings that appeared in NEW or vanished from it (by finding id)."""
+    return [f"finding {change}: {f['text']}" for change in ("appeared", "vanished") for f in result["findings"][change]]
+
+
 def to_text(result):
     def table(header, body):
         widths = [max(len(str(c)) for c in column) for column in zip(header, *body)]
@@ -272,7 +282,7 @@ def to_text(result):
     lines += table(HEADER, [_cells(r) for r in result["rows"]])
     if result["top_op_types"]:
         lines += ["", "top op types, ms per step:"] + table(["op type", "base", "new", "change", "change %"], [_op_cells(o) for o in result["top_op_types"]])
-    lines += [""] + [f"note: {n}" for n in result["notes"]] + [f"rule: {result['rule']}"]
+    lines += [""] + _finding_lines(result) + [f"note: {n}" for n in result["notes"]] + [f"rule: {result['rule']}"]
     return "\n".join(lines) + "\n"
 
 
@@ -290,7 +300,7 @@ def to_markdown(result):
                                                                       [_op_cells(o) for o in result["top_op_types"]])
     if result["new"]["reports"]:
         lines += ["", "Reports (keep as artifacts): " + ", ".join(f"`{r}`" for r in result["new"]["reports"])]
-    lines += [""] + [f"> note: {n}" for n in result["notes"]] + [f"<sub>Rule: {result['rule']}.</sub>", ""]
+    lines += [""] + [f"- {line}" for line in _finding_lines(result)] + [f"> note: {n}" for n in result["notes"]] + [f"<sub>Rule: {result['rule']}.</sub>", ""]
     return "\n".join(lines)
 
 

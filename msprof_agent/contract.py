@@ -48,6 +48,7 @@ HCCL = "hccl_raw_{rank}.csv"
 TIMELINE_DISPLAY = "{device}_timeline_display_{rank}.json"
 TIMELINE_SUMMARY = "{device}_timeline_summary_{rank}.json"
 TIMELINE_DEVICES = ("cpu", "ascend", "gpu")  # the {device} of the timeline names, in the order readers look
+PYTHON_HOT_SPOTS = "python_hot_spots_{rank}.csv"  # with_stack / profile_framework: sampled Python time per function
 CLUSTER_SUMMARY = "cluster_summary.json"
 CLUSTER_ANALYSE = "cpu_cluster_analyse_model-data_parallel_1_{ranks}_0.csv"
 
@@ -110,6 +111,7 @@ PIPELINE_HEADER = ["op_id", "op_type", "num_workers", "output_queue_size", "outp
 HCCL_HEADER = ["step_num", "communication_cost", "wait_cost", "link_info", "communication_operator_cost"]
 NOT_MEASURED = ""  # a contract column the agent cannot fill (hccl wait_cost): empty, read back as None
 CLUSTER_HEADER = ["rank_id", "step_time(ms)", "iteration_interval(ms)", "fp_and_bp(ms)", "tail(ms)", "communication(ms)"]
+PYTHON_HOT_SPOTS_HEADER = ["first_step", "last_step", "function", "self_ms", "total_ms", "self_ms_per_step"]
 QUEUE_FETCH, QUEUE_SIZE = "0", "1"  # first field of a queue profiling line: a fetch's cost, or the queue's size
 FETCH_GET, FETCH_TOTAL = 0, 2  # second field of a fetch line: the get alone, or the whole step
 

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from conftest import SCRIPTS, profile_into, read_csv, read_json, run_script
+from msprof_agent import compare
 from msprof_agent.analysis import advisor
 
 TORCH = os.path.join(SCRIPTS, "advisor_torch.py")
@@ -80,11 +81,14 @@ def test_torch_clean_run_raises_no_false_alarm(scenario):
 
 @pytest.mark.torch
 def test_torch_slow_data_source_is_data_bound(scenario):
-    _, summary, stderr = scenario("torch_data")
+    profiler_dir, summary, stderr = scenario("torch_data")
     finding = top(summary, "data", "data_wait")
     near(finding["ms_per_step"], 60.0)
     assert "num_workers" in finding["action"]
-    assert "ms/step at stake: Data-bound" in stderr
+    assert "ms/step at stake: Data-bound" in stderr  # the exit table
+    with open(os.path.join(profiler_dir, "report_0.html")) as handle:
+        report = handle.read()
+    assert report.index('class="finding severity-high" data-id="data_wait"') < report.index('class="verdict"')  # findings first
 
 
 @pytest.mark.torch
@@ -99,6 +103,7 @@ def test_torch_host_work_is_host_bound_and_names_the_function(scenario, name, in
     near(finding["ms_per_step"] - baseline, injected)
     assert finding["evidence"]["hot_spots"][0]["function"] == f"{function} (injected_causes.py)"
     assert summary["python_hot_spots"][0]["function"] == f"{function} (injected_causes.py)"
+    assert read_csv(os.path.join(profiler_dir, "python_hot_spots_0.csv"))[1][2] == f"{function} (injected_causes.py)"
     op_types = [row[0] for row in read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))[1:]]
     assert all("::" in t for t in op_types), op_types  # ranges and Python calls are not ops
     if name == "torch_forward":
@@ -154,3 +159,40 @@ def test_mindspore_host_work_is_host_bound_and_names_the_function(scenario):
     finding = top(summary, "host", "host_work")
     near(finding["ms_per_step"] - baseline, 60.0)
     assert finding["evidence"]["hot_spots"][0]["function"] == "host_work_in_loop (injected_causes.py)"
+
+
+@pytest.mark.torch
+def test_compare_says_which_findings_appeared_and_vanished(scenario):
+    clean_dir, data_dir = scenario("torch_clean")[0], scenario("torch_data")[0]
+    result = compare.compare(os.path.dirname(clean_dir), os.path.dirname(data_dir))
+    assert "data_wait" in [f["id"] for f in result["findings"]["appeared"]]
+    assert "finding appeared: Data-bound" in compare.to_text(result)
+    back = compare.compare(os.path.dirname(data_dir), os.path.dirname(clean_dir))
+    assert "data_wait" in [f["id"] for f in back["findings"]["vanished"]]
+
+
+def _rows(totals_ms):
+    return [{"n": n, "start": n * 10**9, "end": n * 10**9 + int(t * 1e6), "total": int(t * 1e6), "wait": 0}
+            for n, t in enumerate(totals_ms, 1)]
+
+
+@pytest.mark.unit
+def test_warm_up_is_never_the_verdict_and_no_finding_means_balanced():
+    warm = {"id": "warm_up", "category": "warm-up"}
+    assert advisor.verdict([warm, {"id": "host_work", "category": "host"}]) == "host-bound"
+    assert advisor.verdict([warm]) == advisor.verdict([]) == "balanced"
+    assert set(advisor.VERDICT_OF) == set(advisor.CATEGORIES) - {"warm-up"}
+
+
+@pytest.mark.unit
+def test_jitter_needs_a_period_and_warm_up_is_leading_slow_steps():
+    steady = [10.0] * 24
+    assert advisor.warmup_steps(_rows([900.0, 80.0] + steady)) == [1, 2]
+    periodic = [10.0 + (60.0 if n % 5 == 0 else 0.0) for n in range(1, 25)]
+    finding = advisor.jitter_finding([dict(r, total=r["total"] / 1e6) for r in _rows(periodic)])
+    assert finding["evidence"]["period"] == 5 and finding["evidence"]["steps"] == [5, 10, 15, 20]
+    assert finding["evidence"]["excess_ms"] == 60.0
+    scattered = [10.0 + (60.0 if n in (3, 4, 11, 19) else 0.0) for n in range(1, 25)]
+    assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6) for r in _rows(scattered)]) is None
+    small = [10.0 + (15.0 if n % 5 == 0 else 0.0) for n in range(1, 25)]  # under 20 ms: noise on a shared machine
+    assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6) for r in _rows(small)]) is None

@@ -180,7 +180,7 @@ def host_finding(steady: list[Row], step_ms: float, hot_spots: list[Row], framew
                                 "steps": _ranges([r["n"] for r in steady if r["host"] >= 0.5 * host])}
     named = ""
     if hot_spots:
-        evidence["hot_spots"] = hot_spots[:3]
+        evidence["hot_spots"] = [{"function": spot["function"], "self_ms_per_step": spot["self_ms_per_step"]} for spot in hot_spots[:3]]
         named = f"; top Python hot spot {hot_spots[0]['function']} ({hot_spots[0]['self_ms_per_step']:.1f} ms a step)"
     text = f"Host-bound: {host:.1f} ms of each step runs no op and waits for no data ({host / step_ms:.0%} of the step){named}"
     return _finding("host_work", "host", _share_severity(host / step_ms), host, evidence, text, action("host_work", framework))
@@ -302,8 +302,9 @@ def communication_finding(comm: dict[str, Any] | None, step_ms: float) -> Findin
 
 
 def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:
-    """Python functions by sampled time in the steady steps: self (innermost frame) and total (anywhere
-    on the stack); a sample lasts until the next one. Functions are "name (file)", lines folded."""
+    """Python functions by sampled time in the consecutive steps ``steady``: self (innermost frame) and
+    total (anywhere on the stack); a sample lasts until the next one. Functions are "name (file)",
+    lines folded."""
     if not data.stacks or not steady:
         return []
     records = sorted(data.stacks, key=lambda s: s["ts"])
@@ -328,9 +329,8 @@ def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:
             total[name] = total.get(name, 0.0) + span
     count = len(steady)
     ranked = sorted(own.items(), key=lambda item: -item[1])[:limit]
-    steps = [steady[0]["n"], steady[-1]["n"]]
     return [{"function": name, "self_ms": round(ms, 3), "total_ms": round(total[name], 3),
-             "self_ms_per_step": round(ms / count, 3), "steps": steps} for name, ms in ranked]
+             "self_ms_per_step": round(ms / count, 3), "steps": [steady[0]["n"], steady[-1]["n"]]} for name, ms in ranked]
 
 
 def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
@@ -344,6 +344,7 @@ def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
         return {"findings": [], "verdict": None, "warmup_steps": [], "breakdown_ms": None, "hot_spots": []}
     step_ms = _median([r["total"] for r in steady])
     spots = hot_spots(data, steady)
+    warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
     found = [data_finding(steady, step_ms, results.get("data_prep") or {}, framework),
              host_finding(steady, step_ms, spots, framework),
              compute_finding(steady, step_ms, results.get("operators") or {}, len(rows), framework),
@@ -354,7 +355,7 @@ def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
     found += [cpu_contention_finding(results.get("cpu"), int(data.meta.get("cpus") or 1), waiting),
               mfu_finding(results.get("flops"), compute_bound)]
     findings = sorted((f for f in found if f), key=lambda f: (SEVERITY_ORDER[f["severity"]], -f["ms_per_step"]))
-    return {"findings": findings, "verdict": verdict(findings), "warmup_steps": warm, "hot_spots": spots,
+    return {"findings": findings, "verdict": verdict(findings), "warmup_steps": warm, "hot_spots": spots + warm_spots,
             "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) for key in ("total", "wait", "compute", "host")}}
 
 

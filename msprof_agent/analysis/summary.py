@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import contract, log
 from ..options import not_applicable
-from ..writers import write_json
+from ..writers import write_csv, write_json
 from . import advisor
 
 
@@ -51,6 +51,9 @@ def build(data, ctx, results):
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],
     }
+    if advice["hot_spots"]:
+        write_csv(ctx.path(contract.PYTHON_HOT_SPOTS), contract.PYTHON_HOT_SPOTS_HEADER,
+                  [[*spot["steps"], spot["function"], spot["self_ms"], spot["total_ms"], spot["self_ms_per_step"]] for spot in advice["hot_spots"]])
     write_json(ctx.path(contract.SUMMARY), summary, ctx.pretty)
     return summary
 

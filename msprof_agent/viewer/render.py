@@ -199,13 +199,15 @@ def data_stats(sections):
 
 def overview(page, run, rank, sections, report=False):
     info, summary = sections.get("info"), sections.get("summary")
-    context = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections),
+    context = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [],
                "info_rows": [(key, info["data"][key]) for key in ("ms_version", "context_mode", "parallel_mode", "rank_size")
                              if ok(info) and isinstance(info["data"], dict) and key in info["data"]]}
     if ok(summary):
         context["suggestions"] = [{"id": sug.get("id"), "text": sug.get("text"),
                                    "evidence": [(k, _evidence_text(v)) for k, v in (sug.get("evidence") or {}).items()]}
                                   for sug in (summary["data"].get("suggestions") or []) if isinstance(sug, dict)]
+        context["findings"] = [dict(f, evidence=[(k, _evidence_text(v)) for k, v in (f.get("evidence") or {}).items()])
+                               for f in (summary["data"].get("findings") or []) if isinstance(f, dict)]
     st = sections["step_trace"]
     if ok(st):
         context["average"] = st["data"]["average"] or {}
