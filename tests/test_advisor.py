@@ -4,10 +4,11 @@ steps and value (within 15 % of the injected amount); clean runs give no data, h
 CPU-contention finding. Each job runs once per module (``scenario``), however many tests read it.
 """
 import os
+import subprocess
 
 import pytest
 
-from conftest import SCRIPTS, profile_into, read_csv, read_json, run_script
+from conftest import EXAMPLES, PY, SCRIPTS, hook_env, profile_into, read_csv, read_json, run_script
 from msprof_agent import compare
 from msprof_agent.analysis import advisor
 
@@ -196,3 +197,17 @@ def test_jitter_needs_a_period_and_warm_up_is_leading_slow_steps():
     assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6) for r in _rows(scattered)]) is None
     small = [10.0 + (15.0 if n % 5 == 0 else 0.0) for n in range(1, 25)]  # under 20 ms: noise on a shared machine
     assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6) for r in _rows(small)]) is None
+
+
+@pytest.mark.torch
+def test_slowed_rank_of_a_two_rank_gloo_job_is_the_straggler(tmp_path):
+    """Rank 1 sleeps 200 ms a step before its all_reduce; rank 0 waits for it inside the collective."""
+    out = str(tmp_path / "prof")
+    proc = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", os.path.join(EXAMPLES, "torch_cnn.py"),
+                           "--steps", "6", "--sleep-rank", "1", "--sleep-ms", "200"],
+                          env=hook_env(profile_into(out)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cluster = read_json(os.path.join(out, "profiler", "cluster_summary.json"))
+    finding = cluster["findings"][0]
+    assert (finding["id"], finding["category"], finding["evidence"]["rank"]) == ("straggler", "straggler", 1)
+    near(finding["ms_per_step"], 200.0)

@@ -59,6 +59,8 @@ ACTIONS = {
                                "run fewer jobs or data workers per machine, or pin the training to its own cores",
     ("low_mfu", "any"): "the ops reach a small share of the device's peak: raise the batch size, use lower "
                         "precision, or larger fused ops",
+    ("straggler", "any"): "rank {rank} is slower ({kind} time): give it the same data shard size and host work as the others, "
+                          "check its machine for other load, or rebalance the work across ranks",
     ("communication", "any"): "communication takes much of the step: overlap it with compute (DDP bucket size, "
                               "gradient accumulation), or reduce what is exchanged (lower precision, fewer syncs)",
 }
@@ -299,6 +301,33 @@ def communication_finding(comm: dict[str, Any] | None, step_ms: float) -> Findin
     evidence = {"communication_ms": round(ms, 3), "share": round(ms / step_ms, 4)}
     text = f"Communication-bound: collectives take {ms:.1f} ms of a {step_ms:.1f} ms step"
     return _finding("communication", "communication", _share_severity(ms / step_ms), ms, evidence, text, action("communication", None))
+
+
+def straggler_finding(summaries: list[dict[str, Any]]) -> Finding | None:
+    """The rank whose own work per step (its steady step minus its time in collectives, where the others
+    wait for it) exceeds the other ranks' median by 5 ms and 10 %."""
+    own = {}
+    for summary in summaries:
+        breakdown = summary.get("step_breakdown_ms") or {}
+        if breakdown.get("total") is not None:
+            own[summary.get("rank_id")] = breakdown["total"] - ((summary.get("communication") or {}).get("mean_ms") or 0.0)
+    if len(own) < 2:
+        return None
+    slow = max(own, key=lambda rank: own[rank])
+    others = _median([ms for rank, ms in own.items() if rank != slow])
+    extra = own[slow] - others
+    if extra < MIN_STAKE_MS or extra < MIN_SHARE * max(others, 1e-9):
+        return None
+    by_rank = {s.get("rank_id"): s for s in summaries}
+    breakdown = by_rank[slow]["step_breakdown_ms"]
+    evidence = {"rank": slow, "extra_ms": round(extra, 3), "own_work_ms": {str(r): round(ms, 3) for r, ms in sorted(own.items())},
+                "slow_rank_breakdown_ms": breakdown,
+                "others_in_communication_ms": {str(r): (s.get("communication") or {}).get("mean_ms") for r, s in by_rank.items() if r != slow}}
+    kind = max(("host", "compute", "wait"), key=lambda key: breakdown.get(key) or 0.0)
+    text = f"Straggler: rank {slow} works {extra:.0f} ms more per step than the others (mostly {kind}), who wait for it in collectives"
+    framework = by_rank[slow].get("framework")
+    return _finding("straggler", "straggler", _share_severity(extra / max(others + extra, 1e-9)), extra, evidence, text,
+                    action("straggler", framework, rank=slow, kind=kind))
 
 
 def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:

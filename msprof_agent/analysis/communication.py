@@ -10,6 +10,7 @@ import orjson
 
 from .. import contract
 from ..writers import write_csv, write_json
+from . import advisor
 
 
 def write_rank(data, ctx):
@@ -44,8 +45,9 @@ def write_cluster(profiler_dir, rank_results, pretty=False):
                       "iteration_interval": stages.get("iteration_interval"), "fp_and_bp": stages.get("fp_and_bp"),
                       "tail": stages.get("tail"), "communication_ms": (s.get("communication") or {}).get("mean_ms"), "steps": s.get("steps_profiled")})
     slowest = contract.slowest_rank({r["rank_id"]: r for r in ranks})
+    straggler = advisor.straggler_finding(summaries)
     result = {"rank_size": len(ranks), "ranks": ranks, "slowest_rank": slowest,
-              "why": contract.SLOWEST_RANK_WHY if slowest is not None else None}
+              "why": contract.SLOWEST_RANK_WHY if slowest is not None else None, "findings": [straggler] if straggler else []}
     write_json(os.path.join(profiler_dir, contract.CLUSTER_SUMMARY), result, pretty)
     write_csv(os.path.join(profiler_dir, contract.CLUSTER_ANALYSE.format(ranks=len(ranks))), contract.CLUSTER_HEADER,
               [[r["rank_id"], r["step_time_ms"], r["iteration_interval"], r["fp_and_bp"], r["tail"], r["communication_ms"]] for r in ranks])
