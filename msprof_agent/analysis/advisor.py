@@ -375,7 +375,7 @@ def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
     spots = hot_spots(data, steady)
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
     found = [data_finding(steady, step_ms, results.get("data_prep") or {}, framework),
-             host_finding(steady, step_ms, spots, framework),
+             host_finding(steady, step_ms, spots, framework) if data.op_count else None,  # no ops recorded: compute unknown
              compute_finding(steady, step_ms, results.get("operators") or {}, len(rows), framework),
              jitter_finding(steady), memory_finding(data, steady, framework), warmup_finding(rows, warm, step_ms),
              communication_finding(results.get("communication"), step_ms)]
@@ -385,7 +385,8 @@ def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
               mfu_finding(results.get("flops"), compute_bound)]
     findings = sorted((f for f in found if f), key=lambda f: (SEVERITY_ORDER[f["severity"]], -f["ms_per_step"]))
     return {"findings": findings, "verdict": verdict(findings), "warmup_steps": warm, "hot_spots": spots + warm_spots,
-            "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) for key in ("total", "wait", "compute", "host")}}
+            "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) if data.op_count or key in ("total", "wait") else None
+                             for key in ("total", "wait", "compute", "host")}}
 
 
 def verdict(findings: list[Finding]) -> str:
