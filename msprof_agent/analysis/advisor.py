@@ -68,9 +68,7 @@ ACTIONS = {
 
 def action(finding_id: str, framework: str | None, **fields: Any) -> str:
     """The action for a finding in the words of the framework (torch / mindspore), else the generic one."""
-    text = ACTIONS.get((finding_id, framework or ""), ACTIONS.get((finding_id, "any")))
-    if text is None:
-        text = ACTIONS.get((finding_id, "torch"), "")
+    text = ACTIONS.get((finding_id, framework or "")) or ACTIONS.get((finding_id, "any")) or ACTIONS.get((finding_id, "torch"), "")
     return text.format(**fields)
 
 
@@ -256,7 +254,7 @@ def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Findi
     if slope < MEMORY_MIN_BYTES_PER_STEP or growth < MEMORY_MIN_GROWTH or r2 < 0.8:
         return None
     evidence = {"bytes_per_step": int(slope), "growth_bytes": int(growth), "r2": round(r2, 4),
-                "steps": [int(numbers[0]), int(numbers[-1])], "source": "framework allocator" if allocated else "process RSS"}
+                "steps": [[int(numbers[0]), int(numbers[-1])]], "source": "framework allocator" if allocated else "process RSS"}
     text = f"Memory grows {slope / (1 << 20):.1f} MiB every step (steps {int(numbers[0])}-{int(numbers[-1])}, " \
            f"{growth / (1 << 20):.0f} MiB in all, {evidence['source']}): a leak signature"
     return _finding("memory_growth", "memory", "high", 0.0, evidence, text, action("memory_growth", framework))
