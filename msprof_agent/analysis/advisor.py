@@ -30,6 +30,7 @@ SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 MIN_STAKE_MS = 5.0  # below this a data or host cost is noise on a shared machine, whatever its share
 MIN_SHARE = 0.10  # ... and below this share of the step it is not worth a change
 JITTER_MIN_MS = 20.0  # a slow step is at least this much and 3 MADs above the median
+JITTER_MIN_BEATS = 4  # slow steps on the period's beat
 MEMORY_MIN_BYTES_PER_STEP = 256 << 10
 MEMORY_MIN_GROWTH = 32 << 20
 LOW_MFU = 0.10
@@ -201,31 +202,40 @@ def compute_finding(steady: list[Row], step_ms: float, operators: dict[str, Any]
                     action("hot_ops", framework))
 
 
+def _periodic(numbers: list[int], steps: int) -> tuple[int, list[int]]:
+    """The period k >= 2 and the slow steps on its beat that explain the most slow steps: at least
+    ``JITTER_MIN_BEATS`` and half the slow steps, at 3/4 or more of the places the period predicts;
+    (0, []) when none does (three slow steps fit some period by chance too often)."""
+    best: tuple[int, list[int]] = (0, [])
+    for period in range(2, max(steps // JITTER_MIN_BEATS, 2) + 1):
+        for anchor in numbers:
+            on_beat = [n for n in numbers if (n - anchor) % period == 0]
+            expected = (on_beat[-1] - on_beat[0]) // period + 1
+            if len(on_beat) >= max(JITTER_MIN_BEATS, 0.5 * len(numbers), 0.75 * expected) and len(on_beat) > len(best[1]):
+                best = (period, on_beat)
+    return best
+
+
 def jitter_finding(steady: list[Row]) -> Finding | None:
-    """Slow steps recurring with a period: at least 3, at 3/4 of the places the period predicts."""
-    totals = [r["total"] for r in steady]
-    median, mad = _median(totals), _mad(totals)
-    slow = [r for r in steady if r["total"] - median >= max(JITTER_MIN_MS, 3 * mad)]
-    if len(slow) < 3:
+    """Slow steps recurring with a period, in the step time or in its host part (where GC, checkpoints
+    and logging land; on a shared machine the ops' own time is the noisier series)."""
+    found = None
+    for key, label in (("total", "step time"), ("host", "host time")):
+        values = [r[key] for r in steady]
+        median, mad = _median(values), _mad(values)
+        slow = {r["n"]: r[key] - median for r in steady if r[key] - median >= max(JITTER_MIN_MS, 3 * mad)}
+        period, beat = _periodic(sorted(slow), len(steady))
+        if period and (found is None or len(beat) > len(found[1])):
+            found = (period, beat, [slow[n] for n in beat], label)
+    if found is None:
         return None
-    numbers = [r["n"] for r in slow]
-    gaps = np.diff(numbers)
-    period = int(np.bincount(gaps).argmax())
-    if period < 2:
-        return None
-    best: list[int] = []
-    for anchor in numbers:
-        on_beat = [n for n in numbers if (n - anchor) % period == 0]
-        best = on_beat if len(on_beat) > len(best) else best
-    expected = (best[-1] - best[0]) // period + 1
-    if len(best) < 3 or len(best) < 0.75 * expected:
-        return None
-    excess = [r["total"] - median for r in slow if r["n"] in best]
+    period, beat, excess, label = found
     ms = sum(excess) / len(steady)
-    evidence = {"period": period, "steps": best, "excess_ms": round(_median(excess), 3), "median_step_ms": round(median, 3)}
-    text = f"Jitter: every {period} steps a step runs {_median(excess):.0f} ms longer (steps {', '.join(map(str, best[:6]))}" \
-           f"{'...' if len(best) > 6 else ''})"
-    return _finding("periodic_pause", "jitter", "high" if ms >= MIN_SHARE * median else "medium", ms, evidence, text,
+    step_ms = _median([r["total"] for r in steady])
+    evidence = {"period": period, "steps": beat, "excess_ms": round(_median(excess), 3), "series": label, "median_step_ms": round(step_ms, 3)}
+    text = f"Jitter: every {period} steps a step runs {_median(excess):.0f} ms longer ({label}; steps {', '.join(map(str, beat[:6]))}" \
+           f"{'...' if len(beat) > 6 else ''})"
+    return _finding("periodic_pause", "jitter", "high" if ms >= MIN_SHARE * step_ms else "medium", ms, evidence, text,
                     action("periodic_pause", None, period=period))
 
 
