@@ -6,7 +6,7 @@ step time, e.g. memory growth), ``evidence`` (numbers, steps, ops, functions) an
 words of the framework in use. Findings come ordered by severity, then time at stake; the verdict
 is ``VERDICT_OF`` the first finding's category (warm-up never: it is a one-off cost).
 
-Each step is split into data wait, compute (some op running: the union of the ops' intervals after
+Each step is split into data wait, compute (some op running: the union of the ops' intervals outside
 the wait; annotation ranges and Python calls are not ops, see ``operators.op_kinds``) and host time
 (the rest: Python between and around the ops, in the loop or inside the model's forward). Every
 diagnosis but warm-up reads only the steady steps, those after ``warmup_steps``.
