@@ -105,7 +105,8 @@ def warmup_steps(rows: list[Row]) -> list[int]:
 
 
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
-    """Per step (ms): total, data wait, compute (some op running, outside the wait) and host (the rest)."""
+    """Per step (ms): total, data wait, compute (some op running, outside the wait), host (the rest) and
+    communication (time in collectives, inside compute or host)."""
     ops = data.ops
     if data.op_count:
         select = (op_kinds(data) == OP) & ~ops.device_is("cuda")
@@ -115,6 +116,9 @@ def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
         starts = ends = np.zeros(0, dtype=np.int64)
     reach_before = np.maximum.accumulate(ends) if len(ends) else ends  # the latest end of the ops started so far
     steps = {s["n"]: s for s in data.window_steps}
+    in_collectives: dict[int, float] = {}
+    for call in data.comm:
+        in_collectives[call.get("step", 0)] = in_collectives.get(call.get("step", 0), 0.0) + call["dur"] / 1e6
     out = []
     for row in rows:
         waits = np.array(steps.get(row["n"], {}).get("waits") or np.zeros((0, 2)), dtype=np.int64).reshape(-1, 2)
@@ -131,7 +135,7 @@ def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
             busy = float((finish - begin).sum() - in_wait) / 1e6  # ops run while fetching data are the wait's
         total, wait = row["total"] / 1e6, row.get("wait", 0) / 1e6
         out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy,
-                    "host": max(total - wait - busy, 0.0)})
+                    "host": max(total - wait - busy, 0.0), "communication": in_collectives.get(row["n"], 0.0)})
     return out
 
 
@@ -302,8 +306,8 @@ def mfu_finding(flops: dict[str, Any] | None, compute_bound: bool) -> Finding | 
     return _finding("low_mfu", "utilisation", "low", 0.0, evidence, text, action("low_mfu", None))
 
 
-def communication_finding(comm: dict[str, Any] | None, step_ms: float) -> Finding | None:
-    ms = (comm or {}).get("mean_ms") or 0.0
+def communication_finding(steady: list[Row], step_ms: float) -> Finding | None:
+    ms = _median([r["communication"] for r in steady])
     if ms < MIN_STAKE_MS or ms < 0.2 * step_ms:
         return None
     evidence = {"communication_ms": round(ms, 3), "share": round(ms / step_ms, 4)}
@@ -318,7 +322,7 @@ def straggler_finding(summaries: list[dict[str, Any]]) -> Finding | None:
     for summary in summaries:
         breakdown = summary.get("step_breakdown_ms") or {}
         if breakdown.get("total") is not None:
-            own[summary.get("rank_id")] = breakdown["total"] - ((summary.get("communication") or {}).get("mean_ms") or 0.0)
+            own[summary.get("rank_id")] = breakdown["total"] - (breakdown.get("communication") or 0.0)
     if len(own) < 2:
         return None
     slow = max(own, key=lambda rank: own[rank])
@@ -330,7 +334,7 @@ def straggler_finding(summaries: list[dict[str, Any]]) -> Finding | None:
     breakdown = by_rank[slow]["step_breakdown_ms"]
     evidence = {"rank": slow, "extra_ms": round(extra, 3), "own_work_ms": {str(r): round(ms, 3) for r, ms in sorted(own.items())},
                 "slow_rank_breakdown_ms": breakdown,
-                "others_in_communication_ms": {str(r): (s.get("communication") or {}).get("mean_ms") for r, s in by_rank.items() if r != slow}}
+                "others_in_communication_ms": {str(r): s["step_breakdown_ms"].get("communication") for r, s in by_rank.items() if r != slow}}
     kind = max(("host", "compute", "wait"), key=lambda key: breakdown.get(key) or 0.0)
     text = f"Straggler: rank {slow} works {extra:.0f} ms more per step than the others (mostly {kind}), who wait for it in collectives"
     framework = by_rank[slow].get("framework")
@@ -386,15 +390,15 @@ def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
              host_finding(steady, step_ms, spots, framework) if data.op_count else None,  # no ops recorded: compute unknown
              compute_finding(steady, step_ms, results.get("operators") or {}, len(rows), framework),
              jitter_finding(steady), memory_finding(data, steady, framework), warmup_finding(rows, warm, step_ms),
-             communication_finding(results.get("communication"), step_ms)]
+             communication_finding(steady, step_ms)]
     waiting = any(f and f["category"] in ("data", "host") for f in found)
     compute_bound = any(f and f["id"] == "hot_ops" for f in found)
     found += [cpu_contention_finding(results.get("cpu"), int(data.meta.get("cpus") or 1), waiting),
               mfu_finding(results.get("flops"), compute_bound)]
     findings = sorted((f for f in found if f), key=lambda f: (SEVERITY_ORDER[f["severity"]], -f["ms_per_step"]))
     return {"findings": findings, "verdict": verdict(findings), "warmup_steps": warm, "hot_spots": spots + warm_spots,
-            "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) if data.op_count or key in ("total", "wait") else None
-                             for key in ("total", "wait", "compute", "host")}}
+            "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) if data.op_count or key in ("total", "wait", "communication") else None
+                             for key in ("total", "wait", "compute", "host", "communication")}}
 
 
 def verdict(findings: list[Finding]) -> str:
