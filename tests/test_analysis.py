@@ -6,7 +6,7 @@ import subprocess
 import orjson
 import pytest
 
-from conftest import EXAMPLES, PY, read_csv, read_json, run_script
+from conftest import EXAMPLES, PY, overlapping_slices, read_csv, read_json, run_script
 
 TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
 LENET = os.path.join(EXAMPLES, "mindspore_lenet.py")
@@ -84,10 +84,14 @@ def test_timeline_is_trace_event_json_matching_the_step_trace(run, request):
     steps = {e["args"]["step"]: e for e in events if e.get("cat") == "step"}
     _, rows, _ = step_table(profiler_dir)
     assert sorted(steps) == [int(r[0]) for r in rows]
-    for row in rows:
+    base = [e["args"]["epoch_ns"] for e in events if e["ph"] == "M" and e["name"] == "time_base"]
+    assert len(base) == 1 and base[0] % 3_600_000_000_000 == 0  # the start of a UTC hour
+    for row in rows:  # the step trace's 10 ns units, exactly: the times count from the base
         event = steps[int(row[0])]
-        assert event["ts"] == pytest.approx(int(row[1]) / 100.0, abs=0.5)  # 10 ns units -> us; a double holds epoch us to 0.25
-        assert event["dur"] == pytest.approx(int(row[3]) / 100.0, abs=0.01)
+        start_ns = round(event["ts"] * 1000) + base[0]
+        assert start_ns // 10 == int(row[1])
+        assert (start_ns + round(event["dur"] * 1000)) // 10 == int(row[2])
+    assert overlapping_slices(events) == []
     assert any(e.get("pid") == 2 and e["ph"] == "X" for e in events), "no op events"
     assert any(e["ph"] == "C" for e in events), "no CPU counter events"
     summary = read_json(os.path.join(profiler_dir, "cpu_timeline_summary_0.json"))
@@ -272,7 +276,7 @@ def test_coded_and_plain_op_records_load_alike(tmp_path):
 def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limit_mb):
     """A timeline of several 4 MB chunks, written by threads each formatting one stretch of the file,
     holds every kept op once with its exact name, thread, shape, step and ns times (read back as
-    decimals: a double cannot hold epoch times to the ns); under a limit, the longest ops stay."""
+    decimals, from the file's time base); under a limit, the longest ops stay."""
     import decimal
     import json
 
@@ -305,7 +309,8 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
     ops = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
     step_of = lambda start: next(n for n, begin, end in steps if begin <= start < end)  # noqa: E731
     expected = {(names[i], i % 3, shapes[i], step_of(starts[i]), starts[i], durs[i]) for i in range(count)}
-    got = [(e["name"], e["tid"], e["args"].get("shape"), e["args"]["step"], int(e["ts"] * 1000), int(e["dur"] * 1000)) for e in ops]
+    time_base = next(e["args"]["epoch_ns"] for e in events if e["ph"] == "M" and e["name"] == "time_base")
+    got = [(e["name"], e["tid"], e["args"].get("shape"), e["args"]["step"], int(e["ts"] * 1000) + time_base, int(e["dur"] * 1000)) for e in ops]
     assert len(set(got)) == len(got) and set(got) <= expected
     summary = read_json(str(tmp_path / "profiler" / "summary_0.json"))
     assert summary["timeline"]["bytes"] == path.stat().st_size

@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, read_csv, read_json, run_script
+from conftest import EXAMPLES, ROOT, overlapping_slices, read_csv, read_json, run_script
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_SCRIPT = "</script><script>alert(2)</script>"
@@ -517,5 +517,8 @@ def test_real_torch_two_ranks(tmp_path):
         events = json.loads(server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "summary"}))[2])
         names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
         assert {"Rank 0: Step Trace", "Rank 1: Step Trace"} <= names
+        detail = json.loads(server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "detail"}))[2])
+        assert [e["name"] for e in detail if e["ph"] == "M" and e["name"] == "time_base"] == ["time_base"]  # one base for both ranks
+        assert overlapping_slices(detail) == []
     finally:
         server.close()

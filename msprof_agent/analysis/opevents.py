@@ -33,8 +33,9 @@ class OpEvents:
     """Every op's event length, known before formatting (``lengths``, the comma included), and the
     events of any subset of ops written into a file (``write_file``)."""
 
-    def __init__(self, data, host_pid, device_pid):
+    def __init__(self, data, host_pid, device_pid, base):
         ops = self.ops = data.ops
+        self.starts = ops["start"] - base  # ns from the timeline's base: small enough for a double to hold exactly
         values = ops.values
         cuda = ops.device_is("cuda")
         columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
@@ -43,7 +44,7 @@ class OpEvents:
         self.heads = _Texts([_head(values["name"][n], values["type"][t], device_pid if c else host_pid, values["tid"][i])
                              for n, t, c, i, _ in samples])
         self.tails = _Texts([_tail(values["shape"][s]) for *_, s in samples])
-        self.widths = (_micros_width(ops["start"]), _micros_width(ops["dur"]), _integer_width(ops["step"]))
+        self.widths = (_micros_width(self.starts), _micros_width(ops["dur"]), _integer_width(ops["step"]))
         self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP)).astype(np.int32)[self.texts]
                         + self.widths[0] + self.widths[1] + self.widths[2])
 
@@ -107,7 +108,7 @@ class OpEvents:
         falls there, staged into page-aligned chunks. A block across two stretches is formatted by both."""
         chunk = _aligned(_CHUNK)
         rows = np.empty(_BLOCK_BYTES + int(self.lengths.max()), dtype=np.uint8)  # reused: fresh megabytes cost page faults
-        numbers = [self.ops[c] for c in ("start", "dur", "step")]
+        numbers = [self.starts, self.ops["dur"], self.ops["step"]]
         at = lo  # the file offset of chunk[0]
         for begin, *what in segments:
             if len(what) == 1:
