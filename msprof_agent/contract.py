@@ -428,16 +428,23 @@ def op_type_totals(profiler_dir: str, rank: int | str) -> Optional[list[tuple[st
         return [(row["op_type"], row["total_ms"] or 0.0) for row in read_op_types(handle.read())]
 
 
+def warmup_step_numbers(summary: Mapping[str, Any]) -> set[int]:
+    """The numbers of the steps the summary names as warm-up (left out of every steady figure)."""
+    return {w["step"] for w in summary.get("warmup_steps") or ()}
+
+
 def step_samples(profiler_dir: str, rank: int | str, summary: Mapping[str, Any]) -> dict[str, list[float]]:
-    """Per-step total and stage times (ms) of one rank: the summary's ``per_step_ms``; for summaries
-    written before it (released versions), the step trace file beside it."""
+    """Per-step total and stage times (ms) of one rank's steady steps (warm-up left out): the summary's
+    ``per_step_ms``; for summaries written before it (released versions), the step trace file beside it."""
     per_step = summary.get("per_step_ms")
     if per_step is None:
         path = os.path.join(profiler_dir, name(STEP_TRACE, rank))
         with open(path, "rb") as handle:
             steps = read_step_trace(handle.read())["steps"]
-        per_step = {key: [step[key] for step in steps] for key in ("total",) + STAGES}
-    return {key: list(per_step[key]) for key in ("total",) + STAGES}
+        per_step = {key: [step[key] for step in steps] for key in ("step", "total") + STAGES}
+    warm = warmup_step_numbers(summary)
+    keep = [i for i, n in enumerate(per_step["step"]) if n not in warm]
+    return {key: [per_step[key][i] for i in keep] for key in ("total",) + STAGES}
 
 
 # -- rules over several ranks --------------------------------------------------------------------

@@ -8,7 +8,7 @@ last 0.1 s. A write (and a JSON encoding) per step would cost a training step of
 sessions deliver them in bulk and the analyses read them as arrays.
 
 Record kinds (key ``k``): ``meta`` (once, first), ``step``, ``ops``, ``cpu``, ``mem``, ``queue``,
-``pipeline``, ``comm``, ``window``, ``note``, ``pause``, ``end``. Times are epoch nanoseconds (``time.time_ns``),
+``pipeline``, ``comm``, ``window``, ``note``, ``pause``, ``probe`` (machine speed), ``end``. Times are epoch nanoseconds (``time.time_ns``),
 the clock MindSpore's and torch's profilers use too; ``cpu`` samples carry ``ts`` in ms.
 """
 import collections

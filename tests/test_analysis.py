@@ -121,6 +121,23 @@ def test_summary_and_other_pages(torch_run):
     assert len(gets) == 8 and all(float(g[3]) >= 18 for g in gets)
 
 
+def test_graph_compile_step_is_warmup_left_out_of_the_steady_figures(mindspore_run):
+    """LeNet's first step compiles the graph: it is named as warm-up with why, stays in the step trace,
+    and the summary's stage means and percentiles are those of the other steps."""
+    summary = read_json(os.path.join(mindspore_run, "summary_0.json"))
+    _, rows, _ = step_table(mindspore_run)
+    warm = summary["warmup_steps"]
+    assert warm and warm[0]["step"] == int(rows[0][0]) and "steady median" in warm[0]["why"]
+    steady = [r for r in rows if int(r[0]) not in {w["step"] for w in warm}]
+    assert len(rows) == 6 and summary["steady_steps"] == len(steady)
+    for key, column in (("iteration_interval", 6), ("fp_and_bp", 7), ("tail", 8)):
+        assert summary["stages_ms"][key] == pytest.approx(sum(int(r[column]) for r in steady) / len(steady) / 1e5, abs=1e-3)
+    assert summary["step_time_ms"]["max"] == pytest.approx(max(int(r[3]) for r in steady) / 1e5, abs=1e-3)
+    for item in summary["suggestions"]:  # every number behind a suggestion is a steady one
+        if item["id"] == "step_interval":
+            assert item["evidence"]["iteration_interval_ms"] == summary["stages_ms"]["iteration_interval"]
+
+
 def test_mindspore_pipeline_files(mindspore_run):
     rows = read_csv(os.path.join(mindspore_run, "minddata_pipeline_raw_0.csv"))
     assert rows[0][:3] == ["op_id", "op_type", "num_workers"]

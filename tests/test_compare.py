@@ -248,3 +248,43 @@ def test_missing_profile_is_one_line_and_exit_2(tmp_path):
     result = agent(["compare", str(tmp_path), str(tmp_path)])
     assert result.returncode == 2
     assert result.stderr.startswith("msprof-agent: compare: no analysed profile under") and result.stderr.count("\n") == 1
+
+
+def _tiny_run(out, sleep_ms, competitors=0):
+    """30 steps of the tiny torch loop with ``sleep_ms`` of host work in each, beside ``competitors``
+    CPU-bound processes sharing the cores."""
+    hogs = [subprocess.Popen([PY, "-c", "while True: pass"]) for _ in range(competitors)]
+    try:
+        result = agent(["run", "--output-path", out, "--", PY, TINY, "--steps", "30", "--sleep-ms", str(sleep_ms)])
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def drift_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("drift")
+    return {"base": _tiny_run(str(root / "base"), 20), "same": _tiny_run(str(root / "same"), 20),
+            "slow": _tiny_run(str(root / "slow"), 80), "loaded": _tiny_run(str(root / "loaded"), 20, competitors=2)}
+
+
+def test_host_work_fails_the_gate_and_a_busier_machine_does_not(drift_runs):
+    """60 ms more host work per step fails step_time>25%; the same job passes, also when two CPU-bound
+    processes shared the cores: its machine-speed probe shows the slower machine and the noise widens by it."""
+    gate = "step_time>25%"
+    slow = agent(["compare", drift_runs["base"], drift_runs["slow"], "--fail-on", gate])
+    assert slow.returncode == 1 and "msprof-agent: FAIL step_time p50 regressed" in slow.stderr, slow.stdout
+    for name in ("same", "loaded"):
+        result = agent(["compare", drift_runs["base"], drift_runs[name], "--fail-on", gate])
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "machine speed: base " in result.stdout
+    loaded = compare.compare(drift_runs["base"], drift_runs["loaded"], compare.parse_limits(gate))
+    assert loaded["machine_speed"]["ratio"] < 1 - compare.SPEED_LIMIT
+    assert any("the machines differ" in note for note in loaded["notes"])
+    for run in drift_runs.values():  # the probe is in every summary; torch's first step is no steady step
+        summary = read_json(glob.glob(os.path.join(run, "**", "summary_0.json"), recursive=True)[0])
+        assert 0 < summary["machine_speed"]["cpu_share"] <= 1 and summary["machine_speed"]["host_mips"] > 0
+        assert all(w["step"] <= 15 for w in summary["warmup_steps"])

@@ -10,7 +10,7 @@ import time
 
 from .. import contract, log
 from ..store import raw_ranks
-from . import communication, cpu_util, data_prep, dynamic_shape, flops, info, memory, operators, step_trace, summary, timeline
+from . import communication, cpu_util, data_prep, dynamic_shape, flops, info, memory, operators, step_trace, summary, timeline, warmup
 from .rundata import load_rank
 
 
@@ -21,6 +21,7 @@ class Context:
         self.profiler_dir, self.rank, self.pretty = profiler_dir, rank, pretty
         self.sampling_interval_ms = sampling_interval_ms
         self.notes = []
+        self.warmup = []  # the window's warm-up steps (``warmup.detect``), left out of the steady figures
 
     def path(self, template, **fields):
         """Where this rank's file of a ``contract`` name template goes."""
@@ -35,6 +36,8 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     options = data.meta.get("options") or {}
     ctx = Context(profiler_dir, rank, pretty, options.get("cpu_sampling_interval", 1000))
     results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx)}
+    rows = results["step_trace"]["rows"]
+    ctx.warmup = warmup.detect([r["n"] for r in rows], [r["total"] / 1e6 for r in rows])
     pages = (("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
              ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
              ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None))

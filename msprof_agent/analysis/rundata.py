@@ -24,7 +24,7 @@ class RunData:
         self.ops = {}
         self.op_names = self.op_types = None  # the string of each name_id / type_id code
         self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
-        self.windows, self.notes, self.pauses = [], [], []
+        self.windows, self.notes, self.pauses, self.probes = [], [], [], []
         self.end = None
 
     @property
@@ -58,7 +58,7 @@ class RunData:
 
 
 _LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "stack": "stacks",
-          "window": "windows", "note": "notes", "pause": "pauses"}
+          "window": "windows", "note": "notes", "pause": "pauses", "probe": "probes"}
 _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
 
 

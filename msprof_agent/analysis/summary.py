@@ -9,6 +9,7 @@ import numpy as np
 from .. import contract, log
 from ..options import not_applicable
 from ..writers import write_json
+from . import warmup
 
 PIPELINE_ADVICE = {
     "GeneratorOp": "increase num_parallel_workers of the GeneratorDataset or replace it with MindRecordDataset",
@@ -72,8 +73,27 @@ def suggestions(stages_ms, wait_ms, data_prep, cpu, ops, step_ms):
     return out
 
 
+def machine_speed(probes):
+    """The machine's speed over the run from its two probes (``collectors.cpu.speed_probe``): the host's
+    loop speed (the better of the two), times the share of the job's runnable time it spent on a CPU
+    rather than waiting for one between them (1 without schedstat). Runs on one idle host score alike."""
+    by_time = {p.get("at"): p for p in probes if p.get("mips")}
+    if not by_time:
+        return None
+    mips = max(p["mips"] for p in by_time.values())
+    start, end = by_time.get("start", {}), by_time.get("end", {})
+    share = 1.0
+    if "run_ns" in start and "run_ns" in end:
+        ran, waited = end["run_ns"] - start["run_ns"], end["wait_ns"] - start["wait_ns"]
+        share = ran / (ran + waited) if ran + waited > 0 else 1.0
+    return {"host_mips": mips, "cpu_share": round(share, 4), "speed": round(mips * share, 3),
+            "how": "pure-Python loop speed (million iterations/s, best of start and end) x the share of the job's runnable time "
+                   "spent on a CPU, not waiting for one (schedstat)"}
+
+
 def build(data, ctx, results):
-    rows = results["step_trace"]["rows"]
+    window = results["step_trace"]["rows"]
+    rows = warmup.steady(window, ctx.warmup)  # every figure here is of the steady steps
     totals = [r["total"] / 1e6 for r in rows]
     step_ms = _percentiles(totals)
     stages_ms, share = {}, {}
@@ -91,8 +111,8 @@ def build(data, ctx, results):
     meta = data.meta
     summary = {
         "rank_id": ctx.rank, "framework": meta.get("framework"), "device_target": meta.get("device_target", "CPU"),
-        "profiler_dir": ctx.profiler_dir, "steps_profiled": len(rows), "steps_total": len(data.steps),
-        "step_range": [rows[0]["n"], rows[-1]["n"]] if rows else None, "step_time_ms": step_ms,
+        "profiler_dir": ctx.profiler_dir, "steps_profiled": len(window), "steps_total": len(data.steps),
+        "step_range": [window[0]["n"], window[-1]["n"]] if window else None, "steady_steps": len(rows), "step_time_ms": step_ms,
         "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
         "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
         "ops_recorded": data.op_count, "flops": results.get("flops"), "memory": results.get("memory"), "cpu": results.get("cpu"),
@@ -102,6 +122,7 @@ def build(data, ctx, results):
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")), "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],
+        "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
     }
     write_json(ctx.path(contract.SUMMARY), summary, ctx.pretty)
     return summary
@@ -121,6 +142,9 @@ def print_table(summary):
     say(f"profiled {summary['steps_profiled']} of {summary['steps_total']} steps (rank {summary['rank_id']}, "
         f"{summary['framework'] or 'no framework'} on {summary['device_target']}) -> {summary['profiler_dir']}")
     step = summary["step_time_ms"]
+    if summary["warmup_steps"]:
+        say("  warm-up     " + ", ".join(f"step {w['step']} {w['ms']:.1f} ms" for w in summary["warmup_steps"])
+            + " (left out of the figures below)")
     if step:
         say(f"  step time   p50 {step['p50']:.2f} ms   p90 {step['p90']:.2f} ms   max {step['max']:.2f} ms")
         share, stages = summary["stage_share"], summary["stages_ms"]

@@ -3,6 +3,9 @@
 psutil gives machine user/sys/iowait/idle and context switches, /proc/stat the runnable count,
 and the process's own CPU times and RSS. Samples go to the writer's thread-safe queue; the main
 thread writes them at the next flush, so this thread never touches a file or a lock of ours.
+
+It also probes the machine's speed as it starts and as it stops (``probe`` records): ``compare``
+tells a slower machine (other work on the cores, another host) from a slower job by their ratio.
 """
 import os
 import time
@@ -23,12 +26,45 @@ def _runnable_processes():
     return 0
 
 
+PROBE_LOOPS, PROBE_REPEATS = 20_000, 5  # about 1 ms a repeat on an idle core
+
+
+def speed_probe():
+    """The machine's speed, in two parts, for ``summary.machine_speed``:
+
+    ``mips``: million iterations per second of a fixed pure-Python loop, the best of a few repeats
+    (a few ms in all): the host's own speed. Pure Python, not the BLAS matmul of the MFU calibration,
+    which spins its threads at barriers and takes seconds, not milliseconds, on busy cores.
+    ``run_ns`` / ``wait_ns``: this process's time on a CPU and waiting in a run queue for one so far
+    (Linux schedstat, all threads): between two probes, how much other work took the cores from the job.
+    A short probe cannot see that itself: the scheduler favours a thread that just woke up.
+    """
+    best = float("inf")
+    for _ in range(PROBE_REPEATS):
+        began, total = time.perf_counter(), 0
+        for i in range(PROBE_LOOPS):
+            total += i
+        best = min(best, time.perf_counter() - began)
+    probe = {"mips": round(PROBE_LOOPS / best / 1e6, 3)}
+    try:
+        run_ns = wait_ns = 0
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/schedstat", "rb") as handle:
+                fields = handle.read().split()
+            run_ns, wait_ns = run_ns + int(fields[0]), wait_ns + int(fields[1])
+        probe.update(run_ns=run_ns, wait_ns=wait_ns)
+    except (OSError, ValueError, IndexError):  # not Linux, or a kernel without schedstat: the loop speed alone
+        pass
+    return probe
+
+
 class CpuSampler(SamplerThread):
     """Machine, process and memory readings; the last one is taken as it stops, so short windows have one."""
 
     thread_name = "msprof-agent-cpu"
 
     def _run(self):
+        self._queue.append(dict(speed_probe(), k="probe", at="start", ts=time.time_ns()))
         process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process
         cpus = psutil.cpu_count() or 1
         psutil.cpu_times_percent(interval=None)
@@ -55,4 +91,5 @@ class CpuSampler(SamplerThread):
             except Exception:  # a vanished /proc entry must not kill sampling or the job
                 pass
             if stopping:
+                self._queue.append(dict(speed_probe(), k="probe", at="end", ts=time.time_ns()))
                 return
