@@ -374,6 +374,26 @@ def read_cpu_utilization(raw: bytes) -> dict[str, Any]:
     return data
 
 
+def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
+    """The mean CPU utilization (%) of a ``minddata_cpu_utilization`` dict, the one definition the summary,
+    report and viewer show: each sample weighted by the time since the one before (the first by the
+    next gap), so a sample covering no time counts for nothing and uneven sampling is not biased."""
+    stamps = list(utilization.get("time_stamp") or [])
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    weights = ([gaps[0]] + gaps) if gaps else [1.0] * len(stamps)
+    total = sum(w for w in weights if w > 0)
+
+    def mean(values: Optional[Sequence[Any]]) -> Optional[float]:
+        pairs = [(w, v) for w, v in zip(weights, values or ()) if w > 0 and isinstance(v, (int, float))]
+        return round(sum(w * v for w, v in pairs) / total, 2) if pairs and total else None
+
+    machine, process = utilization.get("device_info") or {}, utilization.get("process_info") or {}
+    idle = mean(machine.get("idle_utilization"))
+    return {"machine_busy_mean": None if idle is None else round(100 - idle, 2), "machine_user_mean": mean(machine.get("user_utilization")),
+            "machine_sys_mean": mean(machine.get("sys_utilization")), "process_user_mean": mean(process.get("user_utilization")),
+            "process_sys_mean": mean(process.get("sys_utilization")), "samples": len(stamps)}
+
+
 def read_hccl(raw: bytes) -> dict[str, Any]:
     """``hccl_raw``: per-step communication time and wait (ms; None where not measured) and the average row."""
     _, rows = _csv_rows(raw)

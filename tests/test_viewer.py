@@ -7,6 +7,7 @@ and run once ``msprof_agent.analysis`` can analyse them.
 import csv
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -452,9 +453,11 @@ def _check_real_run(base, run, rank):
             assert len(st["data"]["steps"]) == len(rows) - 2
         else:
             assert st["status"] == "missing"
+        bodies = {}
         for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
             status, _, body = server.get(f"/run/{page}?" + urllib.parse.urlencode({"run": run.id, "rank": rank}))
             assert status == 200 and 'class="error"' not in body, (page, body[:2000])
+            bodies[page] = body
         status, _, body = server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "detail"}))
         assert status == 200 and isinstance(json.loads(body), list)
         report = os.path.join(directory, f"report_{rank}.html")
@@ -463,8 +466,27 @@ def _check_real_run(base, run, rank):
 
             report = write_report(directory, rank)
         assert os.path.getsize(report) > 0
+        with open(report, encoding="utf-8") as handle:
+            _figures_agree(summary, [bodies["resources"], bodies["operators"], handle.read()])
     finally:
         server.close()
+
+
+def _figures_agree(summary, pages):
+    """The CPU means and MFU each page shows are the summary's (to the digits shown)."""
+    cpu, mfu = summary.get("cpu"), (summary.get("flops") or {}).get("mfu")
+    assert cpu and mfu, "a real run has CPU samples and an MFU"
+    # the default interval adapts to the window: a 0.3 s window gets ~20 (1 s sampling gave it one); fewer when
+    # busy shared cores wake the sampler late (measured: 10 ms waits ending after 11-70 ms)
+    assert cpu["samples"] >= 5
+    shown = lambda html, key: float(re.search(f'id="{key}">([^<]*)<', html).group(1))  # noqa: E731
+    for html in pages:
+        if 'id="cpu-busy"' in html:
+            for key, field in (("cpu-busy", "machine_busy_mean"), ("cpu-user", "machine_user_mean"), ("cpu-puser", "process_user_mean")):
+                assert shown(html, key) == pytest.approx(cpu[field], abs=0.051), key
+        if 'id="flops-mfu"' in html:
+            assert shown(html, "flops-mfu") == pytest.approx(100 * mfu["ratio"], abs=0.00051)
+    assert any('id="cpu-busy"' in html for html in pages) and any('id="flops-mfu"' in html for html in pages)
 
 
 @pytest.mark.parametrize("script", [pytest.param("mindspore_lenet.py", marks=pytest.mark.mindspore),

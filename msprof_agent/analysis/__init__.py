@@ -31,6 +31,7 @@ class Context:
 def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False):
     """Analyse one rank's raw data into ``profiler_dir``; returns the summary dict."""
     data = load_rank(profiler_dir, rank)
+    data.cpu = cpu_util.measured(data.cpu)  # every page (CPU file, timeline counters, memory) reads only samples that cover time
     if step_list:
         data.restrict_to_steps(step_list)
     options = data.meta.get("options") or {}

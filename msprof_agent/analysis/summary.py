@@ -154,7 +154,7 @@ def print_table(summary):
         say("  top ops     " + ", ".join(f"{o['op_type']} {o['percent']:.0%}" for o in summary["top_op_types"][:4]))
     mfu = (summary["flops"] or {}).get("mfu")
     if mfu:
-        say(f"  MFU         {mfu['mean']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']})")
+        say(f"  MFU         {mfu['ratio']:.2%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']})")
     if summary["verdict"]:
         say(f"  verdict     {summary['verdict']}")
     for item in summary["suggestions"][:3]:

@@ -12,6 +12,7 @@ import time
 
 import psutil
 
+from ..options import Options
 from . import SamplerThread
 
 
@@ -59,9 +60,17 @@ def speed_probe():
 
 
 class CpuSampler(SamplerThread):
-    """Machine, process and memory readings; the last one is taken as it stops, so short windows have one."""
+    """Machine, process and memory readings; the last one is taken as it stops, so short windows have one.
+
+    At the default interval (``Options.cpu_sampling_interval``) the wait adapts to the window: a
+    ``1/POINTS`` of the time sampled so far, from ``FIRST_WAIT_S`` up to the interval, so a window of
+    any length has at least about ``POINTS`` samples; any other interval the user gives is kept as is.
+    Each sample says how long it covers (``span_ms``); one covering under ``MIN_SPAN_S`` (a stop right
+    after a sample) holds no measurement and is not taken.
+    """
 
     thread_name = "msprof-agent-cpu"
+    POINTS, FIRST_WAIT_S, MIN_SPAN_S = 20, 0.01, 0.005
 
     def _run(self):
         self._queue.append(dict(speed_probe(), k="probe", at="start", ts=time.time_ns()))
@@ -70,24 +79,27 @@ class CpuSampler(SamplerThread):
         psutil.cpu_times_percent(interval=None)
         last_ctx = psutil.cpu_stats().ctx_switches
         last_proc = process.cpu_times()
-        last_wall = time.monotonic()
+        began = last_wall = time.monotonic()
+        adaptive = round(self._interval * 1000) == Options.cpu_sampling_interval
         while True:
-            stopping = self._stop.wait(self._interval)
+            wait = min(self._interval, max(self.FIRST_WAIT_S, (time.monotonic() - began) / self.POINTS)) if adaptive else self._interval
+            stopping = self._stop.wait(wait)
             try:
-                machine = psutil.cpu_times_percent(interval=None)
-                ctx = psutil.cpu_stats().ctx_switches
-                proc = process.cpu_times()
                 wall = time.monotonic()
-                span = max(wall - last_wall, 1e-6) * cpus
-                self._queue.append({
-                    "k": "cpu", "ts": time.time_ns() // 1_000_000,
-                    "user": machine.user, "sys": machine.system, "io": getattr(machine, "iowait", 0.0),
-                    "idle": machine.idle, "ctx": ctx - last_ctx, "run": _runnable_processes(),
-                    "puser": 100.0 * (proc.user - last_proc.user) / span,
-                    "psys": 100.0 * (proc.system - last_proc.system) / span,
-                    "rss": process.memory_info().rss,
-                })
-                last_ctx, last_proc, last_wall = ctx, proc, wall
+                if wall - last_wall >= self.MIN_SPAN_S:
+                    machine = psutil.cpu_times_percent(interval=None)
+                    ctx = psutil.cpu_stats().ctx_switches
+                    proc = process.cpu_times()
+                    span = (wall - last_wall) * cpus
+                    self._queue.append({
+                        "k": "cpu", "ts": time.time_ns() // 1_000_000, "span_ms": round((wall - last_wall) * 1000, 3),
+                        "user": machine.user, "sys": machine.system, "io": getattr(machine, "iowait", 0.0),
+                        "idle": machine.idle, "ctx": ctx - last_ctx, "run": _runnable_processes(),
+                        "puser": 100.0 * (proc.user - last_proc.user) / span,
+                        "psys": 100.0 * (proc.system - last_proc.system) / span,
+                        "rss": process.memory_info().rss,
+                    })
+                    last_ctx, last_proc, last_wall = ctx, proc, wall
             except Exception:  # a vanished /proc entry must not kill sampling or the job
                 pass
             if stopping:

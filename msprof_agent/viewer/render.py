@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 import orjson
 
+from .. import contract
 from .sections import MAX_TABLE_ROWS, PAGES
 
 PAGE_TITLES = {"overview": "Overview", "steps": "Step trace", "operators": "Operators", "data": "Data preparation",
@@ -355,7 +356,7 @@ def operators_page(page, run, rank, sections):
         fs = flops_summary["data"]
         head += kv_table([("FLOPs (MFLOPs)", f'<span id="flops-total">{fmt(fs.get("FLOPs"))}</span>'),
                           ("FLOPS (GFLOPS)", f'<span id="flops-rate">{fmt(fs.get("FLOPS"))}</span>'),
-                          ("FLOPS utilization (%)", fmt(fs.get("FLOPS_Utilization")))])
+                          ("FLOPS utilization (%)", f'<span id="flops-mfu">{fmt(fs.get("FLOPS_Utilization"))}</span>')])
     elif flops_summary["status"] == "error":
         head += section_state(flops_summary)
     page.add(card("Operators", head + '<div class="tabs"><button type="button" class="on" data-tab="tab-types">By type</button>'
@@ -447,11 +448,6 @@ def pipeline_graph(ops, marked):
 
 # ---- resources --------------------------------------------------------------------------------------
 
-def _mean(values):
-    values = [v for v in values or [] if isinstance(v, (int, float))]
-    return sum(values) / len(values) if values else None
-
-
 def resources_page(page, run, rank, sections):
     cpu = sections["cpu"]
     state = section_state(cpu)
@@ -462,11 +458,13 @@ def resources_page(page, run, rank, sections):
         ts = c.get("time_stamp") or []
         x = [(t - ts[0]) / 1000.0 for t in ts] if ts else []
         dev, proc = c.get("device_info") or {}, c.get("process_info") or {}
+        means = contract.cpu_means(c)
         body = kv_table([("processors", esc(c.get("cpu_processor_num"))), ("sampling interval (ms)", esc(c.get("sampling_interval"))),
-                         ("machine user mean (%)", f'<span id="cpu-user">{fmt(_mean(dev.get("user_utilization")), 1)}</span>'),
-                         ("machine sys mean (%)", fmt(_mean(dev.get("sys_utilization")), 1)),
-                         ("process user mean (%)", f'<span id="cpu-puser">{fmt(_mean(proc.get("user_utilization")), 1)}</span>'),
-                         ("process sys mean (%)", fmt(_mean(proc.get("sys_utilization")), 1))])
+                         ("machine busy mean (%)", f'<span id="cpu-busy">{fmt(means["machine_busy_mean"], 1)}</span>'),
+                         ("machine user mean (%)", f'<span id="cpu-user">{fmt(means["machine_user_mean"], 1)}</span>'),
+                         ("machine sys mean (%)", fmt(means["machine_sys_mean"], 1)),
+                         ("process user mean (%)", f'<span id="cpu-puser">{fmt(means["process_user_mean"], 1)}</span>'),
+                         ("process sys mean (%)", fmt(means["process_sys_mean"], 1))])
         machine = [{"type": "scatter", "mode": "lines", "x": x, "y": dev.get(k) or [], "name": k.replace("_utilization", "")}
                    for k in ("user_utilization", "sys_utilization", "io_utilization", "idle_utilization") if dev.get(k)]
         body += page.chart("cpu-machine", machine, {"title": {"text": "Machine CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}})
