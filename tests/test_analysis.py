@@ -237,16 +237,7 @@ def test_with_stack_puts_sampled_python_stacks_in_the_timeline(tmp_path):
     assert python, "no Python stack events"
     outer = [e for e in python if e["name"].startswith("<module> (tiny_torch.py:")]
     assert outer and sum(e["dur"] for e in outer) >= 5 * 60_000 * 0.9
-    def inside(inner, outer_event):
-        return inner is not outer_event and outer_event["ts"] - 1 <= inner["ts"] and inner["ts"] + inner["dur"] <= outer_event["ts"] + outer_event["dur"] + 1
-
-    def overlap(a, b):
-        return a["ts"] + 1 < b["ts"] + b["dur"] and b["ts"] + 1 < a["ts"] + a["dur"]
-
-    for a in python:  # frames on one track never partly overlap: nested or disjoint
-        for b in python:
-            if a is not b and overlap(a, b):
-                assert inside(a, b) or inside(b, a), (a, b)
+    assert overlapping_slices(events) == []  # every track, the Python flame chart included: nested or disjoint, exactly
     assert not any("msprof_agent" in e["name"] for e in python)
 
 

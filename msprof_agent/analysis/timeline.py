@@ -104,11 +104,13 @@ def write(data, ctx, stages):
     device = contract.timeline_device(data.meta.get("device_target", "CPU"))
     limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
     base = contract.hour_base(_first_ns(data, stages))
+    events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
     fixed = _fixed_events(data, base)
+    fixed += [{"ph": "M", "name": "thread_name", "pid": OPS_PID, "tid": track, "args": {"name": f"thread {thread}: Python functions"}}
+              for track, thread in (events.python_tracks if events else ())]
     steps, step_events = _step_events(data, stages, base)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops
-    events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
     keep = _select_within(events.lengths, ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else slice(0)
     kept = data.op_count if isinstance(keep, slice) else len(keep)
     name = contract.name(contract.TIMELINE_DISPLAY, ctx.rank, device=device)
