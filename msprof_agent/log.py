@@ -3,10 +3,10 @@ import os
 import sys
 
 PREFIX = "msprof-agent: "
-_said = set()
+_said: "set[object]" = set()
 
 
-def say(message):
+def say(message: str) -> None:
     """Print one line to stderr (for notices the user asked for, like the exit summary)."""
     try:
         sys.stderr.write(PREFIX + message + "\n")
@@ -15,7 +15,7 @@ def say(message):
         pass
 
 
-def warn_once(message, key=None):
+def warn_once(message: str, key: object = None) -> None:
     """Report a problem once per process; repeats of the same key are dropped so logs are never flooded."""
     key = key or message
     if key in _said:
@@ -24,7 +24,7 @@ def warn_once(message, key=None):
     say(message)
 
 
-def report_error(where, exc):
+def report_error(where: str, exc: BaseException) -> None:
     """An agent failure: reported once, never raised into the user's job (MSPROF_AGENT_DEBUG=1 adds the traceback)."""
     if os.environ.get("MSPROF_AGENT_DEBUG"):
         import traceback
