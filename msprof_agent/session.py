@@ -252,11 +252,12 @@ class Session:
         return self.device is not None and (self.options.op_time or self.options.data_process)
 
     def _start_sampler(self, writer):
-        """CPU and memory always; the training thread's Python stack with with_stack / profile_framework."""
+        """CPU and memory always (disk, network with host_sys); the training thread's Python stack with with_stack / profile_framework."""
         try:
             from .collectors.cpu import CpuSampler
 
-            self._samplers = [CpuSampler(writer.queue, self.options.cpu_sampling_interval)]
+            host_io = [kind for kind in self.options.host_sys if kind in ("disk", "network")]
+            self._samplers = [CpuSampler(writer.queue, self.options.cpu_sampling_interval, host_io)]
             if self.options.with_stack or self.options.profile_framework:
                 from .collectors.stacks import StackSampler
 

@@ -8,8 +8,8 @@ last 0.1 s. A write (and a JSON encoding) per step would cost a training step of
 sessions deliver them in bulk and the analyses read them as arrays.
 
 Record kinds (key ``k``): ``meta`` (once, first), ``step``, ``ops``, ``cpu``, ``mem``, ``queue``,
-``pipeline``, ``comm``, ``window``, ``note``, ``pause``, ``end``. Times are epoch nanoseconds (``time.time_ns``),
-the clock MindSpore's and torch's profilers use too; ``cpu`` samples carry ``ts`` in ms.
+``pipeline``, ``comm``, ``hostio``, ``mstx``, ``window``, ``note``, ``pause``, ``end``. Times are epoch nanoseconds
+(``time.time_ns``), the clock MindSpore's and torch's profilers use too; ``cpu`` and ``hostio`` samples carry ``ts`` in ms.
 """
 import collections
 import glob
