@@ -132,7 +132,7 @@ def test_mindspore_format_values_are_checked_strictly(values, expected):
 def test_torch_loop_two_windows_a_bad_edit_and_a_window_in_the_past(tmp_path):
     cfg, out = str(tmp_path / "cfg"), str(tmp_path / "out")
     edits = ["2:" + window(4, 6), "7:{not json", "8:" + window(3, 4), "9:" + window(12, 13, with_stack=True),
-             "10:" + window(15, 14), "11:" + window(16, 17, bogus=1)]
+             "10:" + window(15, 14), "11:" + window(16, 17, profiler_level="Level9")]
     result = run_script([DYN_TORCH, "--cfg", cfg, "--out", out, "--steps", "20"] + [f"--edit={e}" for e in edits], hook=False)
     assert result.returncode == 0 and "trained 20 steps" in result.stdout, result.stderr
     assert windows_made(out) == ["window_12_13", "window_4_6"]
@@ -141,7 +141,7 @@ def test_torch_loop_two_windows_a_bad_edit_and_a_window_in_the_past(tmp_path):
     lines = warnings(result.stderr)
     assert len(lines) == 4, result.stderr
     assert "not valid JSON" in lines[0] and "window 3..4 is in the past: step 8 has run already" in lines[1]
-    assert '"start_step" 15 is after "stop_step" 14' in lines[2] and 'unknown key "bogus"' in lines[3]
+    assert '"start_step" 15 is after "stop_step" 14' in lines[2] and 'key "profiler_level": got \'Level9\'' in lines[3]
     assert read_json(os.path.join(out, "window_12_13", "profiler", "profiler_info_0.json")) is not None
     run = read_json(os.path.join(out, "profiler", "summary_0.json"))
     assert run["steps_total"] == 20
@@ -153,7 +153,7 @@ def test_seed_method_3_example_on_mindspore_model_train(tmp_path):
     pytest.importorskip("mindspore")
     cfg, out = str(tmp_path / "dyn_cfg"), str(tmp_path / "dynprof_data")
     edits = ["2:" + window(4, 6, 0), "7:" + window(9, 9, 1), "8:" + '{"start_step": 12, "stop_step": 11}',
-             "12:" + window(14, 15, bogus=1), "13:{", "14:" + window(16, 17, 0)]
+             "12:" + window(14, 15, with_stack="yes"), "13:{", "14:" + window(16, 17, 0)]
     result = run_script([DYN_MS, "--cfg", cfg, "--output", out] + [f"--edit={e}" for e in edits], hook=False, timeout=300)
     assert result.returncode == 0 and "done" in result.stdout, result.stderr[-3000:]
     assert windows_made(out) == ["window_16_17", "window_4_6", "window_9_9"]
@@ -162,6 +162,21 @@ def test_seed_method_3_example_on_mindspore_model_train(tmp_path):
     assert steps_in(os.path.join(out, "window_16_17")) == [16, 17]
     assert read_json(os.path.join(out, "window_4_6", "profiler", "summary_0.json"))["framework"] == "mindspore"
     assert len(warnings(result.stderr)) == 3
+
+
+def test_mindspore_docstring_example_config_collects_its_window(tmp_path):
+    """MindSpore's own DynamicProfilerMonitor example file, as written: its window, in its prof_path."""
+    pytest.importorskip("mindspore")
+    cfg = tmp_path / "cfg_path"
+    cfg.mkdir()
+    (cfg / "profiler_config.json").write_text(json.dumps(MINDSPORE_EXAMPLE, indent=4))
+    result = run_script([DYN_MS, "--cfg", str(cfg), "--output", str(tmp_path / "unused"), "--epochs", "4"], hook=False,
+                        cwd=str(tmp_path), timeout=300)
+    assert result.returncode == 0 and "done" in result.stdout, result.stderr[-3000:]
+    assert windows_made(tmp_path / "data") == ["window_2_5"]
+    assert steps_in(tmp_path / "data" / "window_2_5") == [2, 3, 4, 5]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("msprof-agent:") and "record_shape" in line]
+    assert len(lines) == 1 and "ignored" in lines[0]
 
 
 def test_zero_code_dynamic_profiling_of_an_unmodified_script(tmp_path):
