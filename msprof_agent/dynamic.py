@@ -31,10 +31,10 @@ DEFAULTS = {
     "analyse_mode": -1, "profile_communication": False, "parallel_strategy": False, "with_stack": False,
     "data_simplification": True,
 }
-# Keys of the file itself; every other key is an option key (either generation, MindSpore's integer codes allowed).
 ANALYSE_MODES = {-1: None, 0: S.SYNC, 1: S.ASYNC}  # the seed's: -1 = no analysis
 NEWER_ANALYSE_MODES = {-1: S.SYNC, 0: S.SYNC, 1: S.ASYNC}  # MindSpore's, with "analyse" saying whether at all
 FRAMEWORK_CODES = {-1: None, 0: "all", 1: "time"}
+# Keys of the file itself; every other key is an option key (either generation, MindSpore's integer codes allowed).
 FILE_KEYS = ("start_step", "stop_step", "analyse_mode", "analyse", "prof_path", "is_valid", "profile_framework")
 NOT_IN_FILE = ("start", "output_path", "capture")
 

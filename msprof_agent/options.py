@@ -96,12 +96,6 @@ def _coded(names: Check, codes: Mapping[int, Any]) -> Check:
     return check
 
 
-def _optional(check: Check) -> Check:
-    def optional(key: str, value: Any) -> Any:
-        return None if value is None else check(key, value)
-    return optional
-
-
 def _path(key: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise OptionsError(f'key "{key}": got {value!r}; accepted: a non-empty path string')
