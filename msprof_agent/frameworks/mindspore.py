@@ -264,7 +264,10 @@ def _iterator_next(wrapped, instance, args, kwargs):
 
 # -- mstx -------------------------------------------------------------------------------------------------
 def _patch_mstx(session):
-    from mindspore.profiler.mstx import Mstx
+    try:
+        from mindspore.profiler.mstx import Mstx
+    except ImportError:  # MindSpore before 2.5 has no mstx: nothing to record
+        return
 
     from ..collectors.mstx import MstxRecorder
 
