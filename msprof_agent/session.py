@@ -192,11 +192,12 @@ class Session:
         return self.device is not None and (options.op_time or options.data_process)
 
     def _start_samplers(self, c):
-        """CPU and memory always; the training thread's Python stack with with_stack / profile_framework."""
+        """CPU and memory always (disk, network with host_sys); the training thread's Python stack with with_stack / profile_framework."""
         try:
             from .collectors.cpu import CpuSampler
 
-            self._samplers = [CpuSampler(c.writer.queue, c.options.cpu_sampling_interval)]
+            host_io = [kind for kind in c.options.host_sys if kind in ("disk", "network")]
+            self._samplers = [CpuSampler(c.writer.queue, c.options.cpu_sampling_interval, host_io)]
             if c.options.with_stack or c.options.profile_framework:
                 from .collectors.stacks import StackSampler
 

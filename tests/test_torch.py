@@ -234,3 +234,14 @@ def test_changing_shapes_give_the_dynamic_shape_page(out_dir, tmp_path):
     assert info["shapes_by_step"]["1"]["aten::linear"].startswith("[[6,8]")
     assert info["shapes_by_step"]["2"]["aten::linear"].startswith("[[4,8]")
     assert all(ms > 0 for ms in info["op_type_time_ms_by_step"]["3"].values())
+
+
+def test_record_function_ranges_are_the_mstx_table(out_dir):
+    """The script's own record_function ranges, and only those (not torch's Optimizer.step#... ones)."""
+    proc = run_script([os.path.join(os.path.dirname(__file__), "scripts", "torch_marks.py")],
+                      profile_into(out_dir, mstx=True, activities=["CPU"]))
+    check_ok(proc)
+    expected = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("ranges ")).split(" ", 1)[1])
+    with open(os.path.join(out_dir, "profiler", "mstx_ranges_0.json")) as handle:
+        table = json.load(handle)
+    assert [[r["name"], r["count"]] for r in table["ranges"]] == expected

@@ -10,7 +10,7 @@ import time
 
 from .. import contract, log
 from ..store import raw_ranks
-from . import communication, cpu_util, data_prep, dynamic_shape, flops, info, memory, operators, step_trace, summary, timeline
+from . import communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline
 from .rundata import load_rank
 
 
@@ -37,7 +37,8 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx)}
     pages = (("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
              ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
-             ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None))
+             ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),
+             ("host_io", host_io.write, {}), ("mstx", mstx.write, None))
     for name, write, fallback in pages:
         results[name] = _page(name, fallback, write, data, ctx)
     results["cpu"] = _page("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))

@@ -1,7 +1,8 @@
 """Timeline: Trace Event JSON (``{cpu,gpu,ascend}_timeline_display_{r}.json``) that Perfetto opens.
 
-Tracks: step trace (steps and their three stages), ops per thread, data waits, CPU counters and
-communication calls. ``timeline_limit`` (MB) is honoured by dropping the shortest ops first, the
+Tracks: step trace (steps and their three stages), ops per thread, data waits, CPU counters,
+communication calls, host disk / network counters and the user's mstx marks and ranges.
+``timeline_limit`` (MB) is honoured by dropping the shortest ops first, the
 least useful detail, and the summary says how many went. The op events, millions of them, are
 formatted in blocks (``opevents``) and streamed into a temporary file that replaces the timeline
 once complete: neither their texts nor the whole file are ever held in memory.
@@ -11,11 +12,13 @@ import orjson
 
 from .. import contract
 from ..writers import replacing, write_json
+from . import host_io, mstx
 from .opevents import OpEvents
 
-STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID = 1, 2, 3, 4, 5, 6, 7
+STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID, HOST_IO_PID, MSTX_PID = 1, 2, 3, 4, 5, 6, 7, 8, 9
 TRACK_NAMES = {STEP_PID: "Step Trace", OPS_PID: "Host Ops", DATA_PID: "Data Wait", CPU_PID: "CPU Utilization",
-               COMM_PID: "Communication", DEVICE_PID: "Device Kernels", PYTHON_PID: "Python Stack (sampled)"}
+               COMM_PID: "Communication", DEVICE_PID: "Device Kernels", PYTHON_PID: "Python Stack (sampled)",
+               HOST_IO_PID: "Host Disk / Network", MSTX_PID: "User Marks (mstx)"}
 
 
 def _us(ns):
@@ -87,7 +90,7 @@ def _select_within(lengths, durations, budget):
 def write(data, ctx, stages):
     device = contract.timeline_device(data.meta.get("device_target", "CPU"))
     limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
-    fixed = _fixed_events(data)
+    fixed = _fixed_events(data) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms) + mstx.events(data, MSTX_PID)
     steps, step_events = _step_events(data, stages)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops

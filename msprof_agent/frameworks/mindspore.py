@@ -11,6 +11,9 @@ guarded so an agent error never reaches the training script):
   a sunk epoch, recorded with ``sink_steps``. On CPU MindSpore never sinks (it trains per batch even
   with ``dataset_sink_mode=True``), which is left as a ``note``.
 - ``Model.eval``: while it runs, fetches count for nothing.
+- ``mindspore.profiler.mstx`` (``Mstx.mark / range_start / range_end``): the user's marks and ranges
+  are recorded on every device (MindSpore's own record them on Ascend only). The ``dataloader`` range
+  MindSpore's iterator opens around each fetch is left out: that fetch is the data wait already.
 - ``Iterator.__next__`` (``mindspore/dataset/engine/iterators.py``, the base of the Tuple/Dict
   iterators that ``create_*_iterator`` and Model's dataset helper return): outside Model, a custom
   loop. Each fetch from the training dataset closes the previous step at the fetch start and is that
@@ -28,6 +31,7 @@ install time and is saved and parsed at the window's end.
 import collections.abc
 import os
 import shutil
+import sys
 import time
 import weakref
 
@@ -81,6 +85,7 @@ def install(session):
     _patches.wrap(model_module.Model, "eval", _model_eval)
     _patches.wrap(model_module.Model, "_train_dataset_sink_process", _model_sink_process)
     _patches.wrap(iterators.Iterator, "__next__", _iterator_next)
+    _patch_mstx(session)
     if session.options.data_process:
         device.start_dataset_profiler()
 
@@ -255,6 +260,47 @@ def _iterator_next(wrapped, instance, args, kwargs):
     except Exception as exc:
         log.report_error("recording a data wait", exc)
     return out
+
+
+# -- mstx -------------------------------------------------------------------------------------------------
+def _patch_mstx(session):
+    try:
+        from mindspore.profiler.mstx import Mstx
+    except ImportError:  # MindSpore before 2.5 has no mstx: nothing to record
+        return
+
+    from ..collectors.mstx import MstxRecorder
+
+    recorder = MstxRecorder(session)
+
+    def guarded(record):
+        def wrapper(wrapped, instance, args, kwargs):
+            result = wrapped(*args, **kwargs)
+            try:
+                return record(result, *args, **kwargs)
+            except Exception as exc:
+                log.report_error("recording an mstx mark", exc)
+                return result
+        return wrapper
+
+    def mark(result, message, stream=None, domain="default"):
+        recorder.mark(message, domain)
+        return result
+
+    def range_start(native_id, message, stream=None, domain="default"):
+        if message == "dataloader" and sys._getframe(2).f_globals.get("__name__") == ITERATORS_MODULE:
+            return native_id  # MindSpore's own range around a fetch: our data wait already
+        return recorder.range_start(message, domain, native_id)
+
+    def range_end(result, range_id, domain="default"):
+        recorder.range_end(range_id, domain)
+        return result
+
+    for name, record in (("mark", mark), ("range_start", range_start), ("range_end", range_end)):
+        _patches.wrap(Mstx, name, guarded(record))
+
+
+ITERATORS_MODULE = "mindspore.dataset.engine.iterators"
 
 
 # -- the device session -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ Every hook catches its own errors (``log.report_error``): the agent never breaks
 """
 import bisect
 import os
+import sys
 import threading
 import time
 import weakref
@@ -112,10 +113,41 @@ class _Integration:
         self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
         self._patches.wrap(torch.autograd, "backward", self._backward)
+        self._patch_record_function()
         if torch.distributed.is_available():
             for name in COMM_FUNCTIONS:
                 if callable(getattr(torch.distributed, name, None)):
                     self._patches.wrap(torch.distributed, name, self._comm_wrapper(name))
+
+    def _patch_record_function(self):
+        """The user's ``torch.profiler.record_function`` ranges as mstx ranges (domain "default"); torch's
+        own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out."""
+        from torch.autograd.profiler import record_function
+
+        from ..collectors.mstx import MstxRecorder
+
+        recorder = MstxRecorder(self.session)
+
+        def enter(wrapped, instance, args, kwargs):
+            out = wrapped(*args, **kwargs)
+            try:
+                if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch"):
+                    instance._msprof_range = recorder.range_start(instance.name, "default")
+            except Exception as exc:
+                log.report_error("recording a record_function range", exc)
+            return out
+
+        def leave(wrapped, instance, args, kwargs):
+            try:
+                range_id = vars(instance).pop("_msprof_range", None)
+                if range_id is not None:
+                    recorder.range_end(range_id, "default")
+            except Exception as exc:
+                log.report_error("recording a record_function range", exc)
+            return wrapped(*args, **kwargs)
+
+        self._patches.wrap(record_function, "__enter__", enter)
+        self._patches.wrap(record_function, "__exit__", leave)
 
     def uninstall(self):
         for handle in self._handles:
