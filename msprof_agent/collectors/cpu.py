@@ -14,8 +14,11 @@ from collections.abc import Iterable
 
 import psutil
 
-from ..store import Record
 from . import SamplerThread
+
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from ..store import Record
 
 
 def _runnable_processes() -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
     from ..session import Session
 
