@@ -62,7 +62,7 @@ def _options_json(args):
 
 
 def _checked_options(args):
-    """(the variable's text, its parsed options), or (None, the one-line error) when the job cannot be profiled."""
+    """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be profiled."""
     from .bootstrap import output_path_error
     from .options import ENV_VAR, OptionsError, parse_text
 
@@ -70,8 +70,9 @@ def _checked_options(args):
         text = _options_json(args)
         opts = parse_text(text)
     except OptionsError as exc:
-        return None, f"{ENV_VAR}: {exc}"
-    return text, output_path_error(opts.output_path) or opts
+        return None, None, f"{ENV_VAR}: {exc}"
+    problem = output_path_error(opts.output_path)
+    return (None, None, problem) if problem else (text, opts, None)
 
 
 def _say_outcome(output_path, before_ns):
@@ -115,12 +116,12 @@ def cmd_run(args):
     if executable is None:
         raise SystemExit(f"msprof-agent run: command not found: {command[0]}")
     env = dict(os.environ)
-    text, checked = _checked_options(args)
-    if isinstance(checked, str):
+    text, opts, problem = _checked_options(args)
+    if problem:
         if args.require_profile:
-            log.say(f"{checked}. With --require-profile the job is not started.")
+            log.say(f"{problem}. With --require-profile the job is not started.")
             return EXIT_NOT_PROFILED
-        log.say(f"{checked}. The job runs unprofiled.")
+        log.say(f"{problem}. The job runs unprofiled.")
         env.pop(ENV_VAR, None)
     else:
         env[ENV_VAR] = text
@@ -138,10 +139,9 @@ def cmd_run(args):
         from .compare import run_with_baseline
 
         return run_with_baseline(executable, command, env, args)
-    profiled = not isinstance(checked, str)
-    before_ns = os.stat(os.path.join(checked.output_path, "profiler")).st_mtime_ns if profiled else None
+    before_ns = None if problem else os.stat(os.path.join(opts.output_path, "profiler")).st_mtime_ns
     status = supervise.run_job(executable, command, env)
-    written = profiled and _say_outcome(checked.output_path, before_ns)
+    written = not problem and _say_outcome(opts.output_path, before_ns)
     if status == 0 and args.require_profile and not written:
         return EXIT_NOT_PROFILED
     return supervise.end_like(status)

@@ -2,9 +2,9 @@
 
 - As ``sitecustomize``, when this folder is on PYTHONPATH (a checkout, an editable install, or
   ``msprof-agent run`` there): it runs the user's own sitecustomize first, then starts the agent.
-- As the line of ``zz_msprof_agent.pth`` that an installed wheel puts in site-packages: setup.py embeds
-  this file's source there, executed only when MS_PROFILER_OPTIONS or MSPROF_DYNAMIC_CFG is set, under
-  another ``__name__``, so it leaves the user's sitecustomize alone.
+- As ``_msprof_agent_pth``, the copy of this file an installed wheel carries (setup.py): the one line of
+  its ``zz_msprof_agent.pth`` imports it only when MS_PROFILER_OPTIONS or MSPROF_DYNAMIC_CFG is set, and
+  under that name it leaves the user's sitecustomize alone.
 
 Standard library only, and on the off path (variable unset, empty or ``"start": false``) it does two
 ``os.environ`` lookups and a string scan: no json, no wrapt, no threads. With both present, the first to

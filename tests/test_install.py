@@ -70,6 +70,9 @@ def test_the_wheel_is_what_runs(venv):
     assert package.startswith(venv["site"]) and pth == os.path.join(venv["site"], "zz_msprof_agent.pth") and hook == "None"
     with open(pth) as handle:
         assert len(handle.read().splitlines()) == 1
+    imported = "import sys; print('_msprof_agent_pth' in sys.modules)"
+    assert run(venv, [venv["python"], "-c", imported]).stdout == "False\n"  # unset: the .pth imports nothing
+    assert run(venv, [venv["python"], "-c", imported], {"start": False}).stdout == "True\n"
 
 
 @pytest.mark.parametrize("options", [None, '{"start": false}'])
