@@ -34,6 +34,14 @@ def make_venvs(work):
     return pythons
 
 
+def pth_cost(python, env):
+    """timeit's line for what site spends on the installed .pth with the variable unset: a ratio of
+    whole starts cannot resolve 50 µs on a shared machine, this can."""
+    setup = "import site, sysconfig; purelib = sysconfig.get_paths()['purelib']"
+    return subprocess.run([python, "-m", "timeit", "-s", setup, "site.addpackage(purelib, 'zz_msprof_agent.pth', set())"],
+                          env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
 def variants(out_dir, pythons):
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")}
     hooked = dict(base, PYTHONPATH=HOOK)
@@ -67,7 +75,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        cases = variants(os.path.join(work, "out"), make_venvs(work))
+        pythons = make_venvs(work)
+        cases = variants(os.path.join(work, "out"), pythons)
         samples = {name: [] for name in cases}
         for name, case in cases.items():  # warm the page cache once
             time_once(*case)
@@ -77,6 +86,7 @@ def main():
             shuffle(order)  # no variant always runs right after the same other one
             for name in order:
                 samples[name].append(time_once(*cases[name]))
+        pth_line = pth_cost(*cases["venv, .pth, unset"])
     medians = {name: [statistics.median(v[i] for v in values) for i in (0, 1)] for name, values in samples.items()}
     print(f"python -c pass, {args.rounds} interleaved rounds, medians (ms):        wall      CPU")
     for name, (wall, cpu) in medians.items():
@@ -89,6 +99,7 @@ def main():
     print("ratios:                                          wall      CPU")
     for label, top, bottom, target in ratios:
         print(f"  {label:44s} {medians[top][0] / medians[bottom][0]:8.3f} {medians[top][1] / medians[bottom][1]:8.3f}{target}")
+    print(f"site's processing of zz_msprof_agent.pth, variable unset: {pth_line}")
 
 if __name__ == "__main__":
     main()
