@@ -209,10 +209,19 @@ def test_run_keeps_the_exit_status(flags, status, out_dir):
     assert os.path.isfile(os.path.join(out_dir, "profiler", "summary_0.json"))
 
 
-def test_run_warns_about_flags_that_disable_the_hook(out_dir):
-    result = agent_run(["-S", PROBE], out_dir)
-    assert "-S skips site" in result.stderr
+@pytest.mark.parametrize("flag, why", [("-S", "-S skips site"), ("-E", "-E ignores PYTHONPATH"), ("-I", "-I ignores PYTHONPATH")])
+def test_run_warns_about_flags_that_disable_the_hook(flag, why, out_dir):
+    """From a checkout the hook comes through PYTHONPATH, so -E and -I disable it too (not so for an installed .pth: test_install)."""
+    result = agent_run([flag, PROBE], out_dir)
+    assert why in result.stderr
     assert result.stdout.split()[0] == "no-agent"
+
+
+def test_debug_traceback_of_an_agent_error(tmp_path):
+    code = "from msprof_agent import log\ntry:\n    1 / 0\nexcept ZeroDivisionError as exc:\n    log.report_error('probe', exc)\nprint('job goes on')"
+    result = run_script(["-c", code], extra_env={"MSPROF_AGENT_DEBUG": "1"}, hook=False, cwd=str(tmp_path))
+    assert result.stdout == "job goes on\n"
+    assert "Traceback (most recent call last)" in result.stderr and "msprof-agent: probe failed, the job goes on: ZeroDivisionError" in result.stderr
 
 
 def test_run_deduplicates_pythonpath(out_dir):
