@@ -10,10 +10,11 @@ import shutil
 from . import log
 
 
-def _prepend_path(value, entry):
-    """Put entry first in an os.pathsep list, removing any other copy (compared normalised)."""
-    parts = [p for p in (value or "").split(os.pathsep) if p and os.path.normpath(p) != os.path.normpath(entry)]
-    return os.pathsep.join([entry] + parts)
+def _prepend_path(value, entries):
+    """Put entries first in an os.pathsep list, removing any other copy (compared normalised)."""
+    ours = {os.path.normpath(e) for e in entries}
+    parts = [p for p in (value or "").split(os.pathsep) if p and os.path.normpath(p) not in ours]
+    return os.pathsep.join(list(entries) + parts)
 
 
 def _python_flags_warning(command, through_pth):
@@ -131,7 +132,8 @@ def cmd_run(args):
             if hook is None:
                 raise SystemExit("msprof-agent run: this installation has neither its .pth in site-packages nor a "
                                  "sitecustomize_hook folder beside the package; reinstall it (pip install msprof-agent)")
-            env["PYTHONPATH"] = _prepend_path(env.get("PYTHONPATH"), hook)
+            # the checkout too: a job's sys.path starts with its script's folder, not the one run was started from
+            env["PYTHONPATH"] = _prepend_path(env.get("PYTHONPATH"), [hook, os.path.dirname(hook)])
         warning = _python_flags_warning(command, through_pth)
         if warning:
             log.say(warning)

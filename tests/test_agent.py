@@ -226,7 +226,7 @@ def test_debug_traceback_of_an_agent_error(tmp_path):
 
 def test_run_deduplicates_pythonpath(out_dir):
     result = agent_run(["-c", "import os; print(os.environ['PYTHONPATH'])"], out_dir, {"PYTHONPATH": HOOK_DIR + os.pathsep + "/elsewhere"})
-    assert result.stdout.strip().split(os.pathsep) == [HOOK_DIR, "/elsewhere"]
+    assert result.stdout.strip().split(os.pathsep) == [HOOK_DIR, ROOT, "/elsewhere"]
 
 
 def test_run_passes_options_through(out_dir):

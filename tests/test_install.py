@@ -35,7 +35,8 @@ def venv(tmp_path_factory):
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     # Frameworks and dependencies from here; "frameworks.pth" runs before the agent's zz_msprof_agent.pth.
-    deps = sorted({os.path.dirname(os.path.dirname(importlib.util.find_spec(m).origin)) for m in ("torch", "mindspore", "wrapt", "orjson", "psutil", "numpy", "plotly")})
+    specs = [importlib.util.find_spec(m) for m in ("torch", "mindspore", "wrapt", "orjson", "psutil", "numpy", "plotly")]
+    deps = sorted({os.path.dirname(os.path.dirname(spec.origin)) for spec in specs if spec is not None})
     with open(os.path.join(site, "frameworks.pth"), "w") as handle:
         handle.write("\n".join(deps) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index",
