@@ -18,8 +18,8 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import orjson
 

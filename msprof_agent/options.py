@@ -34,9 +34,9 @@ here the same way, with one line each.
 """
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from . import log
 
@@ -55,7 +55,7 @@ def _bool(key: str, value: Any) -> bool:
     raise OptionsError(f'key "{key}": got {value!r} ({type(value).__name__}); accepted: true or false (JSON booleans, not strings)')
 
 
-def _int_in(low: Optional[int], high: Optional[int] = None) -> Check:
+def _int_in(low: int | None, high: int | None = None) -> Check:
     def check(key: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise OptionsError(f'key "{key}": got {value!r} ({type(value).__name__}); accepted: an integer'
@@ -75,7 +75,7 @@ def _choice(allowed: tuple[Any, ...]) -> Check:
     return check
 
 
-def _list_of(allowed: Optional[tuple[str, ...]]) -> Check:
+def _list_of(allowed: tuple[str, ...] | None) -> Check:
     """A JSON list of strings from ALLOWED (any non-empty string if None), duplicates dropped, order kept."""
     def check(key: str, value: Any) -> list[str]:
         what = ("strings from " + ", ".join(json.dumps(a) for a in allowed)) if allowed else "non-empty strings"
@@ -103,13 +103,13 @@ def _path(key: str, value: Any) -> str:
     return os.path.abspath(os.path.expanduser(value))
 
 
-def _profile_framework(key: str, value: Any) -> Optional[str]:
+def _profile_framework(key: str, value: Any) -> str | None:
     if value in (None, "all", "time"):
         return value  # type: ignore[no-any-return]
     raise OptionsError(f'key "{key}": got {value!r}; accepted: "all", "time" or null')
 
 
-def _stop_step(key: str, value: Any) -> Optional[int]:
+def _stop_step(key: str, value: Any) -> int | None:
     if value in (None, -1):
         return None
     return _int_in(1)(key, value)  # type: ignore[no-any-return]
@@ -122,7 +122,7 @@ CAPTURE_KEYS = {"every": ("every", "steps", "first", "max_windows", "max_trace_m
                 "slow_step": ("slow_step", "steps", "warmup", "max_windows", "max_trace_mb")}
 
 
-def _capture(key: str, value: Any) -> Optional[dict[str, Any]]:
+def _capture(key: str, value: Any) -> dict[str, Any] | None:
     """A capture policy, with its defaults filled in (steps 3; first = every; warmup 5; max_windows 5 for slow steps)."""
     if value is None:
         return None
@@ -184,7 +184,7 @@ class Key(NamedTuple):
     check: Check
     default: Any
     asks: Callable[[Any], dict[str, Any]] = lambda value: {}
-    coded: Optional[Check] = None
+    coded: Check | None = None
 
 
 def _feature(name: str) -> Callable[[Any], dict[str, Any]]:
@@ -257,17 +257,17 @@ class Options:
     timeline_limit: int = 500
     data_process: bool = False
     parallel_strategy: bool = False
-    profile_framework: Optional[str] = None
+    profile_framework: str | None = None
     with_stack: bool = False
     record_shapes: bool = True
     start_step: int = 1
-    stop_step: Optional[int] = None
+    stop_step: int | None = None
     cpu_sampling_interval: int = 1000
-    capture: Optional[dict[str, Any]] = None  # a capture policy (periodic or slow-step windows) instead of start_step..stop_step
+    capture: dict[str, Any] | None = None  # a capture policy (periodic or slow-step windows) instead of start_step..stop_step
     # MindSpore 2.5+'s keys, as written (None: not written; the features above carry their effect).
-    profiler_level: Optional[str] = None
-    activities: Optional[list[str]] = None
-    aic_metrics: Optional[str] = None
+    profiler_level: str | None = None
+    activities: list[str] | None = None
+    aic_metrics: str | None = None
     start_profile: bool = True
     hbm_ddr: bool = False
     pcie: bool = False
@@ -282,8 +282,8 @@ class Options:
     mstx_domain_exclude: list[str] = field(default_factory=list)
     keys_given: list[str] = field(default_factory=list)  # what the user wrote, for the not-applicable notes
     # From the environment, not from the JSON object.
-    fp_start: Optional[str] = None
-    bp_end: Optional[str] = None
+    fp_start: str | None = None
+    bp_end: str | None = None
     rank_id: int = 0
     device_id: int = 0
     world_size: int = 1
@@ -359,7 +359,7 @@ def _features(values: Mapping[str, Any]) -> dict[str, Any]:
     return {feature: wish for feature, (_, _, wish) in asked.items()}
 
 
-def from_mapping(values: Any, environ: Optional[Mapping[str, str]] = None, codes: bool = False,
+def from_mapping(values: Any, environ: Mapping[str, str] | None = None, codes: bool = False,
                  source: str = ENV_VAR) -> Options:
     """Validate a dict of option keys (the variable's object, Profiler(**kwargs), or a dynamic config's
     keys with CODES: MindSpore's integer forms allowed) into Options."""
@@ -390,7 +390,7 @@ def from_mapping(values: Any, environ: Optional[Mapping[str, str]] = None, codes
     return opts
 
 
-def _env_int(environ: Mapping[str, str], *names: str) -> Optional[int]:
+def _env_int(environ: Mapping[str, str], *names: str) -> int | None:
     for name in names:
         raw = environ.get(name)
         if raw not in (None, ""):
@@ -413,7 +413,7 @@ def _apply_environment(opts: Options, environ: Mapping[str, str]) -> None:
     opts.bp_end = environ.get("PROFILING_BP_END") or None
 
 
-def parse_text(text: str, environ: Optional[Mapping[str, str]] = None) -> Options:
+def parse_text(text: str, environ: Mapping[str, str] | None = None) -> Options:
     """Parse the variable's text; invalid JSON says where it broke."""
     try:
         values = json.loads(text)

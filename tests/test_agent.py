@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import HOOK_DIR, PY, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, run_two_tiny_ranks, steps_in
+from conftest import HOOK_DIR, PY, ROOT, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, run_two_tiny_ranks, steps_in
 
 PROBE = os.path.join(SCRIPTS, "probe_imports.py")
 
@@ -206,16 +206,26 @@ def test_run_keeps_the_exit_status(flags, status, out_dir):
 
 
 @pytest.mark.unit
-def test_run_warns_about_flags_that_disable_the_hook(out_dir):
-    result = agent_run(["-S", PROBE], out_dir)
-    assert "-S skips site" in result.stderr
+@pytest.mark.parametrize("flag, why", [("-S", "-S skips site"), ("-E", "-E ignores PYTHONPATH"), ("-I", "-I ignores PYTHONPATH")])
+def test_run_warns_about_flags_that_disable_the_hook(flag, why, out_dir):
+    """From a checkout the hook comes through PYTHONPATH, so -E and -I disable it too (not so for an installed .pth: test_install)."""
+    result = agent_run([flag, PROBE], out_dir)
+    assert why in result.stderr
     assert result.stdout.split()[0] == "no-agent"
+
+
+@pytest.mark.unit
+def test_debug_traceback_of_an_agent_error(tmp_path):
+    code = "from msprof_agent import log\ntry:\n    1 / 0\nexcept ZeroDivisionError as exc:\n    log.report_error('probe', exc)\nprint('job goes on')"
+    result = run_script(["-c", code], extra_env={"MSPROF_AGENT_DEBUG": "1"}, hook=False, cwd=str(tmp_path))
+    assert result.stdout == "job goes on\n"
+    assert "Traceback (most recent call last)" in result.stderr and "msprof-agent: probe failed, the job goes on: ZeroDivisionError" in result.stderr
 
 
 @pytest.mark.unit
 def test_run_deduplicates_pythonpath(out_dir):
     result = agent_run(["-c", "import os; print(os.environ['PYTHONPATH'])"], out_dir, {"PYTHONPATH": HOOK_DIR + os.pathsep + "/elsewhere"})
-    assert result.stdout.strip().split(os.pathsep) == [HOOK_DIR, "/elsewhere"]
+    assert result.stdout.strip().split(os.pathsep) == [HOOK_DIR, ROOT, "/elsewhere"]
 
 
 @pytest.mark.torch
