@@ -4,6 +4,7 @@
 one ``ProfilerStep#N`` (``user_annotation``) per profiled step on the main thread, and the collectives,
 on the same time base as our timeline. The directory holds only these traces: HTA reads every JSON there.
 """
+import json
 import os
 
 import numpy as np
@@ -27,9 +28,9 @@ def write(data, ctx, directory, overlap):
     tid = _main_thread(data)
     steps = [{"ph": "X", "name": f"ProfilerStep#{row['n']}", "cat": "user_annotation", "pid": OPS_PID, "tid": tid,
               "ts": row["start"] / 1000.0, "dur": (row["end"] - row["start"]) / 1000.0, "args": {"step": row["n"]}} for row in overlap.stages]
-    head = orjson.dumps({"schemaVersion": 1, "deviceProperties": [],
-                         "distributedInfo": {"backend": "gloo" if world > 1 else "", "rank": rank, "world_size": world},
-                         "displayTimeUnit": "ms", "traceEvents": _fixed_events(data) + steps})[:-2]  # the ops and "]}" follow
+    distributed = json.dumps({"backend": "gloo" if world > 1 else "", "rank": rank, "world_size": world})  # '"rank": r' spaced: HTA finds it by regex
+    head = (b'{"schemaVersion": 1, "distributedInfo": %s, "deviceProperties": [], "displayTimeUnit": "ms",\n"traceEvents": %s'
+            % (distributed.encode(), orjson.dumps(_fixed_events(data) + steps)[:-1]))  # the ops and "]}" follow
     events = OpEvents(data, OPS_PID, DEVICE_PID, category="cpu_op") if data.op_count else None
     limit_mb = (meta.get("options") or {}).get("timeline_limit") or 500
     name = f"{meta.get('host', 'localhost')}_{meta.get('pid', 0)}.rank{rank}.pt.trace.json"
