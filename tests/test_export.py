@@ -228,3 +228,22 @@ def test_mindspore_run_is_found_as_ascend_ms(msprof_analyze, tmp_path):
     assert os.path.exists(path), log[-3000:]
     rows = list(csv.DictReader(open(path)))
     assert [r["Step"] for r in rows] == ["1", "2", "3", "4"] and all(float(r["Computing"]) > 0 for r in rows)
+
+
+@pytest.mark.torch
+def test_variable_export_type_writes_both_at_exit(tmp_path):
+    """Needs no client: the exit analysis writes both exports when the variable names them."""
+    from msprof_agent import options
+
+    if "export_type" not in options.CHECKS:
+        pytest.skip("export_type is not an option on this branch yet (added in options.py by its own change)")
+    out = str(tmp_path / "prof")
+    proc = run_script([os.path.join(ROOT, "tests", "scripts", "tiny_torch.py"), "--steps", "4"],
+                      {"start": True, "output_path": out, "export_type": ["text", "db"]}, timeout=300)
+    assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr[-3000:]
+    (directory,) = _ascend_dirs(out).values()
+    output = os.path.join(directory, "ASCEND_PROFILER_OUTPUT")
+    counts = {r[1]: int(r[3]) for r in read_csv(os.path.join(output, "op_statistic.csv"))[1:]}
+    tasks = sqlite3.connect(os.path.join(output, "ascend_pytorch_profiler_0.db")).execute("SELECT count(*) FROM TASK").fetchone()[0]
+    assert tasks == sum(counts.values()) > 0
+    assert len(os.listdir(os.path.join(out, "hta_trace"))) == 1
