@@ -100,6 +100,7 @@ def _write_db(path, fill, indexes):
         with contextlib.closing(sqlite3.connect(tmp, isolation_level=None)) as db:
             db.execute("PRAGMA journal_mode=OFF")
             db.execute("PRAGMA synchronous=OFF")
+            db.execute("PRAGMA temp_store=MEMORY")
             db.execute("BEGIN")
             result = fill(db)
             for table, column in indexes:
@@ -156,23 +157,20 @@ def _ops(db, data, strings, pid, torch):
     start = ops["start"][index]
     end = start + ops["dur"][index]
     tid = np.array([int(t) if str(t).isdigit() else 0 for t in ops.values["tid"]], dtype=np.int64)[ops["tid_id"][index]]
-    global_tid = (pid << 32) | tid
-    task_ids = np.arange(len(index), dtype=np.int64)
     host = strings(HOST_TASK)
-    zeros = np.zeros(len(index), dtype=np.int64)
     name = ops["name_id"][index] + strings.name_base
     op_type = ops["type_id"][index] + strings.type_base
     shape = ops["shape_id"][index] + strings.shape_base
     device = int(data.meta.get("device_id") or 0)
-    db.executemany("INSERT INTO TASK VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", zip(
-        start.tolist(), end.tolist(), [device] * len(index), task_ids.tolist(), task_ids.tolist(), [pid] * len(index),
-        [host] * len(index), zeros.tolist(), tid.tolist(), task_ids.tolist(), zeros.tolist()))
-    empty = [0] * len(index)
-    db.executemany("INSERT INTO COMPUTE_TASK_INFO VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", zip(
-        name.tolist(), task_ids.tolist(), empty, empty, [host] * len(index), op_type.tolist(), empty, empty, shape.tolist(),
-        empty, empty, empty, empty, empty, empty))
+    # one pass of Python binding into a scratch table in memory; the three tables are filled from it by SQLite itself
+    db.execute("CREATE TEMP TABLE ops (id INTEGER PRIMARY KEY, startNs INTEGER, endNs INTEGER, tid INTEGER, name INTEGER, opType INTEGER, shape INTEGER)")
+    db.executemany("INSERT INTO temp.ops VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   zip(range(len(index)), start.tolist(), end.tolist(), tid.tolist(), name.tolist(), op_type.tolist(), shape.tolist()))
+    db.execute("INSERT INTO TASK (startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, streamId, taskId) "
+               "SELECT startNs, endNs, ?, id, id, ?, ?, tid, id FROM temp.ops", (device, pid, host))
+    db.execute("INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType, inputShapes) SELECT name, id, ?, opType, shape FROM temp.ops", (host,))
     if torch:
-        db.executemany("INSERT INTO PYTORCH_API VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", zip(
-            start.tolist(), end.tolist(), global_tid.tolist(), task_ids.tolist(), name.tolist(), [None] * len(index), [None] * len(index),
-            empty, shape.tolist(), [None] * len(index), [API_TYPE_OP] * len(index)))
+        db.execute("INSERT INTO PYTORCH_API (startNs, endNs, globalTid, connectionId, name, inputShapes, type) "
+                   "SELECT startNs, endNs, (? << 32) | tid, id, name, shape, ? FROM temp.ops", (pid, API_TYPE_OP))
+    db.execute("DROP TABLE temp.ops")
     return len(index)

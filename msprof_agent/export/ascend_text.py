@@ -78,22 +78,30 @@ def metadata(data):
 
 
 def overlap_events(overlap):
-    """The ``Overlap Analysis`` process: Computing / Communication / Communication(Not Overlapped) / Free."""
+    """The ``Overlap Analysis`` process: per step one Computing, Communication, Communication(Not Overlapped)
+    and Free event, each as long as the step's total of that kind (what the advisor sums), placed from the
+    first such interval of the step. One event per interval would be one per op on a host run."""
     events = [{"ph": "M", "name": "process_name", "pid": OVERLAP_PID, "tid": 0, "args": {"name": "Overlap Analysis"}}]
     events += [{"ph": "M", "name": "thread_name", "pid": OVERLAP_PID, "tid": tid, "args": {"name": name}} for tid, name in enumerate(OVERLAP_TRACKS)]
-    free = overlap.free_intervals()
-    sets = (overlap.computing, overlap.communication, overlap.comm_alone,
-            (np.array([f[0] for f in free], dtype=np.int64), np.array([f[1] for f in free], dtype=np.int64)))
-    lo = overlap.rows[0]["start"] if overlap.rows else None
-    hi = overlap.rows[-1]["end"] if overlap.rows else None
+    firsts = [_first_within(starts, ends, overlap.rows) for starts, ends in (overlap.computing, overlap.communication, overlap.comm_alone)]
+    firsts.append(overlap.first_free())
     parts = []
-    for tid, (name, (starts, ends)) in enumerate(zip(OVERLAP_TRACKS, sets)):
-        if lo is not None:  # only the profiled steps' span, as the step table
-            inside = (ends > lo) & (starts < hi)
-            starts, ends = np.maximum(starts[inside], lo), np.minimum(ends[inside], hi)
-        template = b',{"ph":"X","name":"%s","cat":"overlap","pid":%d,"tid":%d,"ts":%%d.%%03d,"dur":%%d.%%03d}' % (name.encode(), OVERLAP_PID, tid)
-        parts += [template % (*divmod(s, 1000), *divmod(e - s, 1000)) for s, e in zip(starts.tolist(), ends.tolist())]
+    for tid, (name, key, first) in enumerate(zip(OVERLAP_TRACKS, ("computing", "communication", "comm_alone", "free"), firsts)):
+        template = b',{"ph":"X","name":"%s","cat":"overlap","pid":%d,"tid":%d,"ts":%%d.%%03d,"dur":%%d.%%03d,"args":{"step":%%d}}' % (
+            name.encode(), OVERLAP_PID, tid)
+        for row, begin in zip(overlap.rows, first):
+            if row[key] > 0:
+                begin = max(row["start"], min(begin, row["end"] - row[key]))
+                parts.append(template % (*divmod(begin, 1000), *divmod(row[key], 1000), row["n"]))
     return events, b"".join(parts)
+
+
+def _first_within(starts, ends, rows):
+    """For each step, the start of its first interval (clipped to the step), or the step's start."""
+    lo = np.array([r["start"] for r in rows], dtype=np.int64)
+    at = np.searchsorted(ends, lo, side="right")
+    first = np.where(at < len(starts), np.maximum(starts[np.minimum(at, len(starts) - 1)] if len(starts) else lo, lo), lo)
+    return first.tolist()
 
 
 def _trace_view(data, path, overlap):

@@ -102,20 +102,13 @@ class Overlap:
             self.rows.append({"n": stage["n"], "start": stage["start"], "end": stage["end"], "computing": c, "communication": m,
                               "comm_alone": a, "overlapped": m - a, "free": max(0, total - c - a), "preparing": stage["interval"]})
 
-    def free_intervals(self):
-        """The gaps of each step that neither computing nor communication covers."""
-        busy = merge(*_sorted_union(self.computing, self.comm_alone))
-        out = []
-        for row in self.rows:
-            lo, hi = np.searchsorted(busy[1], row["start"], side="right"), np.searchsorted(busy[0], row["end"], side="left")
-            cursor = row["start"]
-            for s, e in zip(busy[0][lo:hi].tolist(), busy[1][lo:hi].tolist()):
-                if s > cursor:
-                    out.append((cursor, s))
-                cursor = max(cursor, e)
-            if cursor < row["end"]:
-                out.append((cursor, row["end"]))
-        return out
+    def first_free(self):
+        """Where each step's first free gap starts: its start, or the end of the busy stretch covering it."""
+        busy_starts, busy_ends = merge(*_sorted_union(self.computing, self.comm_alone))
+        lo = np.array([r["start"] for r in self.rows], dtype=np.int64)
+        at = np.searchsorted(busy_starts, lo, side="right") - 1
+        covering = busy_ends[np.maximum(at, 0)] if len(busy_ends) else lo
+        return np.where((at >= 0) & (covering > lo), covering, lo).tolist()
 
 
 def _sorted_union(a, b):
