@@ -106,8 +106,11 @@ def test_text_layout_is_rewritten_in_place_and_counts_as_our_tables(torch_job):
         output = os.path.join(directory, "ASCEND_PROFILER_OUTPUT")
         assert sorted(os.listdir(output)) == ["communication.json", "communication_matrix.json", "op_statistic.csv",
                                               "step_trace_time.csv", "trace_view.json"]  # nothing device-only
-        steps = [r[0] for r in read_csv(os.path.join(output, "step_trace_time.csv"))[1:]]
-        assert steps == [str(n) for n in range(1, STEPS + 1)]
+        table = list(csv.DictReader(open(os.path.join(output, "step_trace_time.csv"))))
+        assert [r["Step"] for r in table] == [str(n) for n in range(1, STEPS + 1)]
+        for row in table:  # the parts add up to the step
+            parts = float(row["Computing"]) + float(row["Communication(Not Overlapped)"]) + float(row["Free"])
+            assert parts == pytest.approx(float(row["Stage"]), abs=0.01)
         counts = {r[1]: int(r[3]) for r in read_csv(os.path.join(output, "op_statistic.csv"))[1:]}
         assert counts == _our_type_counts(torch_job, rank)
         trace = json.load(open(os.path.join(output, "trace_view.json")))
@@ -120,6 +123,8 @@ def test_text_layout_is_rewritten_in_place_and_counts_as_our_tables(torch_job):
         assert "all_reduce_0@world" in comm["step2"]["collective"] and "Total Op Info" in comm["step2"]["collective"]
     _analyse(torch_job, "text")  # a later export of the same run replaces its directories
     assert _ascend_dirs(torch_job) == dirs
+    wrong = subprocess.run([PY, "-m", "msprof_agent", "analyse", torch_job, "--export", "csv"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "export_type: 'csv' is not an export; accepted: text, db" in wrong.stderr
 
 
 @pytest.mark.torch

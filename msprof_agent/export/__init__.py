@@ -59,7 +59,7 @@ def write(data, ctx, results, names=None):
     if "text" in names:
         written["text"] = ascend_text.write(data, ctx, root, overlap, results)
         if is_torch(data):
-            written["hta"] = hta_trace.write(data, ctx, hta_dir(ctx.profiler_dir), overlap)
+            written["hta"] = hta_trace.write(data, hta_dir(ctx.profiler_dir), stages)
     if "db" in names:
-        written["db"] = ascend_db.write(data, ctx, root, overlap)
+        written["db"] = ascend_db.write(data, root, overlap)
     return written

@@ -76,7 +76,7 @@ class _Strings:
         return self.ids[text]
 
 
-def write(data, ctx, root, overlap):
+def write(data, root, overlap):
     out = os.path.join(root, OUTPUT)
     torch = data.meta.get("framework") == "torch"
     indexes = [i for i in INDEXES if torch or i[0] != "PYTORCH_API"]

@@ -22,12 +22,12 @@ def _main_thread(data):
     return data.ops.values["tid"][tid_id]
 
 
-def write(data, ctx, directory, overlap):
+def write(data, directory, stages):
     meta = data.meta
     rank, world = data.rank, int(meta.get("rank_size") or 1)
     tid = _main_thread(data)
     steps = [{"ph": "X", "name": f"ProfilerStep#{row['n']}", "cat": "user_annotation", "pid": OPS_PID, "tid": tid,
-              "ts": row["start"] / 1000.0, "dur": (row["end"] - row["start"]) / 1000.0, "args": {"step": row["n"]}} for row in overlap.stages]
+              "ts": row["start"] / 1000.0, "dur": (row["end"] - row["start"]) / 1000.0, "args": {"step": row["n"]}} for row in stages]
     distributed = json.dumps({"backend": "gloo" if world > 1 else "", "rank": rank, "world_size": world})  # '"rank": r' spaced: HTA finds it by regex
     head = (b'{"schemaVersion": 1, "distributedInfo": %s, "deviceProperties": [], "displayTimeUnit": "ms",\n"traceEvents": %s'
             % (distributed.encode(), orjson.dumps(_fixed_events(data) + steps)[:-1]))  # the ops and "]}" follow

@@ -38,17 +38,6 @@ def _length_within(starts, ends, lo, hi):
     return np.array(lengths, dtype=np.int64)
 
 
-def _intersect(a, b):
-    """Intersection of two disjoint sorted interval sets."""
-    (a_start, a_end), (b_start, b_end) = a, b
-    out_s, out_e = [], []
-    for s, e in zip(a_start.tolist(), a_end.tolist()):
-        lo, hi = np.searchsorted(b_end, s, side="right"), np.searchsorted(b_start, e, side="left")
-        out_s += np.maximum(b_start[lo:hi], s).tolist()
-        out_e += np.minimum(b_end[lo:hi], e).tolist()
-    return np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
-
-
 def _subtract(a, b):
     """``a`` minus ``b``, both disjoint sorted interval sets (``a`` small: the collectives)."""
     out_s, out_e = [], []
@@ -88,7 +77,6 @@ class Overlap:
         comm = merge(np.array([c[0] for c in calls], dtype=np.int64), np.array([c[1] for c in calls], dtype=np.int64))
         self.communication = comm
         self.comm_alone = _subtract(comm, self.computing)
-        self.overlapped = _intersect(comm, self.computing)
         lo = np.array([s["start"] for s in stages], dtype=np.int64)
         hi = np.array([s["end"] for s in stages], dtype=np.int64)
         self.rows = []
