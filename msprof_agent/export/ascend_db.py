@@ -149,28 +149,40 @@ def _fill(db, data, overlap):
 
 
 def _ops(db, data, strings, pid, torch):
-    """TASK + COMPUTE_TASK_INFO (and PYTORCH_API) rows of the host ops in the profiled steps, as the op tables count them."""
+    """TASK + COMPUTE_TASK_INFO (and PYTORCH_API) rows of the host ops in the profiled steps, as the op tables count them.
+
+    Binding values from Python is the cost: each op binds only its start, end and the code of its
+    (name, type, shape, thread), a few thousand distinct combinations kept in a small table; SQLite
+    then fills the three tables from these two scratch tables itself."""
     if not data.op_count:
         return 0
     ops = data.ops
     index = np.flatnonzero(profiled_op_mask(data))
     start = ops["start"][index]
-    end = start + ops["dur"][index]
-    tid = np.array([int(t) if str(t).isdigit() else 0 for t in ops.values["tid"]], dtype=np.int64)[ops["tid_id"][index]]
+    columns = [ops[c][index].astype(np.int64) for c in ("name_id", "type_id", "shape_id", "tid_id")]
+    combined = np.zeros(len(index), dtype=np.int64)
+    for column in columns:
+        combined = combined * (int(column.max(initial=0)) + 1) + column
+    kinds, code = np.unique(combined, return_inverse=True)
+    first = np.zeros(len(kinds), dtype=np.int64)
+    first[code.reshape(-1)] = np.arange(len(index))
+    name, op_type, shape, tid_id = (column[first].tolist() for column in columns)
+    tids = [int(t) if str(t).isdigit() else 0 for t in ops.values["tid"]]
     host = strings(HOST_TASK)
-    name = ops["name_id"][index] + strings.name_base
-    op_type = ops["type_id"][index] + strings.type_base
-    shape = ops["shape_id"][index] + strings.shape_base
+    db.execute("CREATE TEMP TABLE kinds (id INTEGER PRIMARY KEY, name INTEGER, opType INTEGER, shape INTEGER, tid INTEGER)")
+    db.executemany("INSERT INTO temp.kinds VALUES (?, ?, ?, ?, ?)", zip(range(len(kinds)), [n + strings.name_base for n in name],
+                   [t + strings.type_base for t in op_type], [s + strings.shape_base for s in shape], [tids[t] for t in tid_id]))
+    db.execute("CREATE TEMP TABLE ops (id INTEGER PRIMARY KEY, startNs INTEGER, endNs INTEGER, kind INTEGER)")
+    db.executemany("INSERT INTO temp.ops (startNs, endNs, kind) VALUES (?, ?, ?)",
+                   zip(start.tolist(), (start + ops["dur"][index]).tolist(), code.reshape(-1).tolist()))
     device = int(data.meta.get("device_id") or 0)
-    # one pass of Python binding into a scratch table in memory; the three tables are filled from it by SQLite itself
-    db.execute("CREATE TEMP TABLE ops (id INTEGER PRIMARY KEY, startNs INTEGER, endNs INTEGER, tid INTEGER, name INTEGER, opType INTEGER, shape INTEGER)")
-    db.executemany("INSERT INTO temp.ops VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   zip(range(len(index)), start.tolist(), end.tolist(), tid.tolist(), name.tolist(), op_type.tolist(), shape.tolist()))
+    rows = "FROM temp.ops o CROSS JOIN temp.kinds k ON k.id = o.kind"  # CROSS: ops outer, in id order
     db.execute("INSERT INTO TASK (startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, streamId, taskId) "
-               "SELECT startNs, endNs, ?, id, id, ?, ?, tid, id FROM temp.ops", (device, pid, host))
-    db.execute("INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType, inputShapes) SELECT name, id, ?, opType, shape FROM temp.ops", (host,))
+               f"SELECT o.startNs, o.endNs, ?, o.id, o.id, ?, ?, k.tid, o.id {rows}", (device, pid, host))
+    db.execute(f"INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType, inputShapes) SELECT k.name, o.id, ?, k.opType, k.shape {rows}", (host,))
     if torch:
         db.execute("INSERT INTO PYTORCH_API (startNs, endNs, globalTid, connectionId, name, inputShapes, type) "
-                   "SELECT startNs, endNs, (? << 32) | tid, id, name, shape, ? FROM temp.ops", (pid, API_TYPE_OP))
+                   f"SELECT o.startNs, o.endNs, (? << 32) | k.tid, o.id, k.name, k.shape, ? {rows}", (pid, API_TYPE_OP))
     db.execute("DROP TABLE temp.ops")
+    db.execute("DROP TABLE temp.kinds")
     return len(index)
