@@ -20,6 +20,7 @@ from .overlap import GROUP, collectives
 
 SCHEMA_VERSION = "1.0.0"
 HOST_TASK = "HOST_CPU"
+CHUNK = 100_000  # ops bound per executemany
 API_TYPE_OP = 50001  # ENUM_API_TYPE's code for an op (PyTorch API level "op")
 TABLES = {
     "META_DATA": "name TEXT, value TEXT",
@@ -173,8 +174,10 @@ def _ops(db, data, strings, pid, torch):
     db.executemany("INSERT INTO temp.kinds VALUES (?, ?, ?, ?, ?)", zip(range(len(kinds)), [n + strings.name_base for n in name],
                    [t + strings.type_base for t in op_type], [s + strings.shape_base for s in shape], [tids[t] for t in tid_id]))
     db.execute("CREATE TEMP TABLE ops (id INTEGER PRIMARY KEY, startNs INTEGER, endNs INTEGER, kind INTEGER)")
-    db.executemany("INSERT INTO temp.ops (startNs, endNs, kind) VALUES (?, ?, ?)",
-                   zip(start.tolist(), (start + ops["dur"][index]).tolist(), code.reshape(-1).tolist()))
+    end, code = start + ops["dur"][index], code.reshape(-1)
+    for lo in range(0, len(index), CHUNK):  # Python lists of a chunk at a time, not of every op at once
+        db.executemany("INSERT INTO temp.ops (startNs, endNs, kind) VALUES (?, ?, ?)",
+                       zip(start[lo:lo + CHUNK].tolist(), end[lo:lo + CHUNK].tolist(), code[lo:lo + CHUNK].tolist()))
     device = int(data.meta.get("device_id") or 0)
     rows = "FROM temp.ops o CROSS JOIN temp.kinds k ON k.id = o.kind"  # CROSS: ops outer, in id order
     db.execute("INSERT INTO TASK (startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, streamId, taskId) "
