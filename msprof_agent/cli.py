@@ -151,10 +151,13 @@ def cmd_run(args):
 
 def cmd_analyse(args):
     from .analysis import offline_analyse
+    from .export import kinds as export_kinds
 
     try:
         step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None
-        offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True)
+        export_kinds(args.export)  # a wrong name is said before any analysis
+        offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True,
+                        export_type=args.export)
     except (ValueError, FileNotFoundError) as exc:
         log.say(f"analyse: {exc}")
         return 2
@@ -200,6 +203,7 @@ def build_parser():
     analyse.add_argument("--pretty", action="store_true", help="indent JSON output")
     analyse.add_argument("--step-list", help="comma-separated consecutive steps to analyse, e.g. 3,4,5")
     analyse.add_argument("--no-data-simplification", dest="data_simplification", action="store_false")
+    analyse.add_argument("--export", help="also write these exports: text (Ascend layout, HTA trace), db (Ascend SQLite), e.g. text,db")
     analyse.set_defaults(func=cmd_analyse)
 
     view = sub.add_parser("view", help="serve the analysed profiles under a directory")

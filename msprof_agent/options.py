@@ -307,8 +307,6 @@ def not_applicable(options: Mapping[str, Any], device_target: str) -> list[str]:
             notes.append(f"activities {activity}: no {target} device in this run; not applicable on {device_target}")
     if "osrt" in (options.get("host_sys") or []):
         notes.append("host_sys osrt (OS runtime API tracing) needs msprof on Ascend; not collected by msprof-agent")
-    if "db" in (options.get("export_type") or []):
-        notes.append('export_type "db": accepted; this version writes the text export only')
     notes += [f"{key}: {why}; not applicable" for key, why in WITHOUT_EFFECT.items() if key in given]
     return notes
 

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from .. import contract, log
+from .. import contract, export, log
 from ..store import raw_ranks
 from . import communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline
 from .rundata import load_rank
@@ -27,8 +27,9 @@ class Context:
         return os.path.join(self.profiler_dir, contract.name(template, self.rank, **fields))
 
 
-def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False):
-    """Analyse one rank's raw data into ``profiler_dir``; returns the summary dict."""
+def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None):
+    """Analyse one rank's raw data into ``profiler_dir``; returns the summary dict. ``export_type``
+    (default: the run's option) names the exports written beside it (``export``)."""
     data = load_rank(profiler_dir, rank)
     if step_list:
         data.restrict_to_steps(step_list)
@@ -43,6 +44,7 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
         results[name] = _page(name, fallback, write, data, ctx)
     results["cpu"] = _page("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))
     results["timeline"] = _page("timeline", None, timeline.write, data, ctx, results["step_trace"]["rows"])
+    results["export"] = _page("export", None, export.write, data, ctx, results, export_type)
     headline = summary.build(data, ctx, results)
     communication.write_cluster(profiler_dir, [headline], pretty)
     _write_report(profiler_dir, rank)
@@ -78,7 +80,7 @@ def profiler_dirs(path):
     return contract.profiler_dirs(path, raw_ranks)
 
 
-def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False):
+def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None):
     """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
 
     ``data_simplification`` is accepted for compatibility: the raw store is what a second analysis
@@ -95,6 +97,6 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
     results = []
     for number, (directory, rank) in enumerate(jobs, 1):
         began = time.perf_counter()
-        results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty))
+        results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty, export_type=export_type))
         sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {directory}\n")
     return results

@@ -33,14 +33,15 @@ class OpEvents:
     """Every op's event length, known before formatting (``lengths``, the comma included), and the
     events of any subset of ops written into a file (``write_file``)."""
 
-    def __init__(self, data, host_pid, device_pid):
+    def __init__(self, data, host_pid, device_pid, category=None):
+        """``category``: one ``cat`` for every event (the exports' "cpu_op"); by default each op's type."""
         ops = self.ops = data.ops
         values = ops.values
         cuda = ops.device_is("cuda")
         columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
         self.texts, first = _groups(columns)  # the code of each op's head and tail
         samples = list(zip(*(column[first].tolist() for column in columns)))
-        self.heads = _Texts([_head(values["name"][n], values["type"][t], device_pid if c else host_pid, values["tid"][i])
+        self.heads = _Texts([_head(values["name"][n], category or values["type"][t], device_pid if c else host_pid, values["tid"][i])
                              for n, t, c, i, _ in samples])
         self.tails = _Texts([_tail(values["shape"][s]) for *_, s in samples])
         self.widths = (_micros_width(ops["start"]), _micros_width(ops["dur"]), _integer_width(ops["step"]))

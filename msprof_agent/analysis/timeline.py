@@ -87,6 +87,21 @@ def _select_within(lengths, durations, budget):
     return np.sort(order[np.cumsum(lengths[order]) <= budget])
 
 
+def write_trace(path, head, tail, events, durations, limit_mb):
+    """Write ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail`` as one
+    file, atomically; returns (the kept ops, how many, the file's size). ``head`` ends inside an array
+    holding at least one event: each op event starts with its comma."""
+    keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail)) if events else slice(0)
+    kept = len(events.lengths) if events and isinstance(keep, slice) else (0 if not events else len(keep))
+    size = len(head) + len(tail) + (events.size(keep) if kept else 0)
+    with replacing(path, size) as handle:
+        if kept:
+            events.write_file(handle.fileno(), head, keep, tail, size)
+        else:
+            handle.write(head + tail)
+    return keep, kept, size
+
+
 def write(data, ctx, stages):
     device = contract.timeline_device(data.meta.get("device_target", "CPU"))
     limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
@@ -95,15 +110,9 @@ def write(data, ctx, stages):
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops
     events = OpEvents(data, OPS_PID, DEVICE_PID) if data.op_count else None
-    keep = _select_within(events.lengths, ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else slice(0)
-    kept = data.op_count if isinstance(keep, slice) else len(keep)
     name = contract.name(contract.TIMELINE_DISPLAY, ctx.rank, device=device)
-    size = len(payload) + (events.size(keep) if kept else 0)
-    with replacing(ctx.path(contract.TIMELINE_DISPLAY, device=device), size) as handle:
-        if kept:  # the op events follow the fixed ones inside the same array
-            events.write_file(handle.fileno(), payload[:-1], keep, payload[-1:], size)
-        else:
-            handle.write(payload)
+    keep, kept, size = write_trace(ctx.path(contract.TIMELINE_DISPLAY, device=device), payload[:-1], payload[-1:], events,
+                                   ops["dur"] if events else None, limit_mb)
     threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if kept else 0
     names = data.op_names[np.unique(ops["name_id"][keep][:10000])].tolist() if kept else []
     dropped_text = None
