@@ -32,14 +32,18 @@ def _write_csv(path, header, rows):
         writer.writerows(rows)
 
 
-def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framework="mindspore"):
-    """Write every contract file for one rank, with hostile names in op names, types and suggestion text."""
+def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framework="mindspore", warmup=None):
+    """Write every contract file for one rank, with hostile names in op names, types and suggestion text.
+    A torch fixture's profiler_info is as the analysis writes it for torch (empty ms_version, pynative);
+    ``warmup``: the summary's ``warmup_steps``, left out when None."""
     os.makedirs(profiler_dir, exist_ok=True)
     r = rank
     p = lambda name: os.path.join(profiler_dir, name)  # noqa: E731
     with open(p(f"profiler_info_{r}.json"), "w") as f:
-        json.dump({"context_mode": "graph", "rank_id": r, "ms_version": "2.10.0", "parallel_mode": "data_parallel",
-                   "stage_num": 1, "rank_size": rank_size}, f)
+        torch = framework == "torch"
+        json.dump({"context_mode": "pynative" if torch else "graph", "rank_id": r, "ms_version": "" if torch else "2.10.0",
+                   "parallel_mode": "data_parallel", "stage_num": 1, "rank_size": rank_size, "framework": framework,
+                   "framework_version": "2.13.0+cpu" if torch else "2.10.0"}, f)
     rows, t = [], 1_000_000_000
     totals = {"interval": 0, "fpbp": 0, "tail": 0}
     for n in range(1, steps + 1):
@@ -73,6 +77,8 @@ def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framewor
                                                 "total_compute_time(ms)", "avg_time(ms)", "percent"], type_rows)
     _write_csv(p(f"cpu_op_detail_info_{r}.csv"), ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)",
                                                   "op_avg_time(ms)", "total_proportion", "subgraph", "pid"], detail_rows)
+    _write_csv(p(f"cpu_op_shape_info_{r}.csv"), ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"],
+               [[row[1], row[3], f"[[{8 * (i + 1)},3,32,32]]", row[4], row[5], row[5] * 1.5] for i, row in enumerate(detail_rows)])
     _write_csv(p(f"flops_{r}.txt"), ["op_full_name", "MFLOPs(10^6 cube)", "GFLOPS(10^9 cube)", "MFLOPs(10^6 vector)", "GFLOPS(10^9 vector)"],
                flops_rows)
     with open(p(f"flops_summary_{r}.json"), "w") as f:
@@ -127,6 +133,8 @@ def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framewor
                                 "evidence": {"empty_ratio": 0.25, EVIL: 1, "threshold": 0.3}}],
                "timeline": {"file": f"cpu_timeline_display_{r}.json", "events": len(events), "truncated": False, "dropped": None},
                "notes": ["note with " + EVIL], "not_applicable": ["AI Core metrics: CPU run"]}
+    if warmup is not None:
+        summary["warmup_steps"] = warmup
     with open(p(f"summary_{r}.json"), "w") as f:
         json.dump(summary, f)
     return profiler_dir
@@ -362,9 +370,128 @@ def test_report_is_one_offline_file(tmp_path):
     assert "<script src" not in text and "<link" not in text and "@import" not in text
     assert "Plotly" in text and "msprof-charts" in text
     assert "<img" not in text.split("<script>", 1)[0]
-    for title in ("Overview", "Step trace", "Operators", "Resources"):
+    for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources"):
         assert f">{title}</h1>" in text
+    assert ">Cluster</h1>" not in text  # one rank: nothing to compare
     assert 'href="cpu_timeline_display_0.json"' in text
+    assert "st-timeline" in charts_of(text) and "st-steps" in charts_of(text)
+
+
+def charts_of(html):
+    """The plotly specs a page hands to viewer.js, keyed by chart id."""
+    blob = html.split('<script type="application/json" id="msprof-charts">', 1)[1].split("</script>", 1)[0]
+    return json.loads(blob)
+
+
+MINDSPORE_ONLY = ("ms_version", "context_mode", "MindSpore version", "hccl", "subgraph", "MindInsight", "pynative", "not found")
+
+
+def test_torch_pages_speak_torch_and_name_the_options(tmp_path):
+    """A torch run (no pipeline, one rank, no memory files) shows its torch version and eager mode, no MindSpore
+    word, and each empty section says in one sentence what fills it (or why torch has none)."""
+    root = tmp_path / "s"
+    d = root / "torch_job" / "profiler"
+    make_fixture(str(d), framework="torch")
+    for name in ("minddata_pipeline_raw_0.csv", "hccl_raw_0.csv", "memory_usage_summary_0.json", "memory_usage_details_0.json"):
+        os.remove(d / name)
+    server = Live(root)
+    try:
+        for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
+            body = server.get(f"/run/{page}?run=torch_job&rank=0")[2]
+            assert [w for w in MINDSPORE_ONLY if w in body] == [], page
+        overview = server.get("/run/overview?run=torch_job&rank=0")[2]
+        assert 'data-key="torch version">2.13.0+cpu<' in overview and 'data-key="mode">eager<' in overview
+        assert "PyTorch DataLoader has none" in server.get("/run/data?run=torch_job&rank=0")[2]
+        assert "profile_memory: true" in server.get("/run/resources?run=torch_job&rank=0")[2]
+        assert "profile_communication: true" in server.get("/run/cluster?run=torch_job&rank=0")[2]
+    finally:
+        server.close()
+
+
+def test_mindspore_empty_sections_name_their_option_and_draw_no_empty_chart(tmp_path):
+    root = tmp_path / "s"
+    d = root / "ms_job" / "profiler"
+    make_fixture(str(d))
+    os.remove(d / "minddata_pipeline_raw_0.csv")
+    with open(d / "dataset_iterator_profiling_0.txt", "w") as f:  # waits, no queue records
+        f.write("0 0 1 0.5 1700000000001\n")
+    server = Live(root)
+    try:
+        body = server.get("/run/data?run=ms_job&rank=0")[2]
+        assert "data_process: true" in body and "not found" not in body
+        assert list(charts_of(body)) == ["dp-fetch"]
+        overview = server.get("/run/overview?run=ms_job&rank=0")[2]
+        assert 'data-key="MindSpore version">2.10.0<' in overview and 'data-key="mode">graph<' in overview
+        assert "merge multiple subgraphs" in overview
+    finally:
+        server.close()
+
+
+def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
+    root = tmp_path / "s"
+    make_fixture(str(root / "warm" / "profiler"), steps=12, warmup=3)
+    make_fixture(str(root / "cold" / "profiler"), steps=12)
+    server = Live(root)
+    try:
+        warm = server.get("/run/steps?run=warm&rank=0")[2]
+        spec = charts_of(warm)["st-steps"]
+        traces = {t["name"]: t for t in spec["data"]}
+        assert list(traces) == ["Data wait", "Step interval (other)", "Forward + backward", "Step tail", "Communication (within the step)"]
+        steps = server.api("steps", "warm", 0)["step_trace"]["data"]["steps"]
+        assert traces["Data wait"]["x"] == [s["step"] for s in steps]
+        for i, step in enumerate(steps):  # the fixture waits 0.5 + (n % 4) * 0.25 ms, inside its interval
+            assert traces["Data wait"]["y"][i] == pytest.approx(min(0.5 + (step["step"] % 4) * 0.25, step["iteration_interval"]))
+            assert traces["Data wait"]["y"][i] + traces["Step interval (other)"]["y"][i] == pytest.approx(step["iteration_interval"])
+        assert traces["Communication (within the step)"]["y"] == [pytest.approx(0.2)] * 12
+        assert spec["layout"]["shapes"][0]["x0"] == 0.5 and spec["layout"]["shapes"][0]["x1"] == 3.5
+        assert "Steps 1–3 are warm-up" in warm
+        cold = server.get("/run/steps?run=cold&rank=0")[2]
+        assert "shapes" not in charts_of(cold)["st-steps"]["layout"] and "warm-up" not in cold
+        timeline = charts_of(warm)["st-timeline"]
+        bars = [(y, base, x) for t in timeline["data"] for y, base, x in zip(t["y"], t["base"], t["x"])]
+        assert len(bars) == 12 and {t["name"] for t in timeline["data"]} == {"Step"}
+        assert min(b[1] for b in bars) == 0.0
+    finally:
+        server.close()
+
+
+def test_cluster_timeline_has_every_rank(live):
+    spec = charts_of(live.get("/run/cluster?run=cluster&rank=0")[2])["cl-timeline"]
+    rows = {y for t in spec["data"] for y in t["y"]}
+    assert {y.split(" · ")[0] for y in rows} == {"rank 0", "rank 1"}
+
+
+def test_operators_by_shape_with_self_and_total(live, base):
+    body = live.get("/run/operators?run=job_a&rank=0")[2]
+    shapes = read_csv(str(base / "job_a" / "profiler" / "cpu_op_shape_info_0.csv"))[1:]
+    assert body.count('<td data-col="input_shape"') == len(shapes) == 10
+    conv_total = sum(float(r[5]) for r in shapes if r[0] == "Conv2D")
+    assert f'<td data-col="incl_ms" data-v="{conv_total!r}">' in body
+    ops = live.api("operators", "job_a", 0)["op_shapes"]["data"]
+    assert all(r["total_ms"] >= r["self_ms"] for r in ops)
+
+
+def test_index_shows_each_runs_numbers(live, base):
+    body = live.get("/")[2]
+    summary = read_json(str(base / "job_a" / "profiler" / "summary_0.json"))
+    row = body.split('<tr data-run="job_a">', 1)[1].split("</tr>", 1)[0]
+    for col, text in (("framework", "mindspore"), ("ranks", "1"), ("steps", "20"), ("p50", f"{summary['step_time_ms']['p50']:.3f}"),
+                      ("verdict", "data-bound")):
+        assert f'data-col="{col}"' in row and f">{text}</td>" in row, col
+    assert 'class="data sortable" id="runs"' in body
+
+
+def test_report_carries_the_cluster_page_of_ranks_analysed_together(tmp_path):
+    from msprof_agent.viewer import write_report
+
+    d = str(tmp_path / "multi" / "profiler")
+    make_fixture(d, rank=0, rank_size=2)
+    make_fixture(d, rank=1, rank_size=2, slow=1.5)
+    with open(write_report(d, 1), encoding="utf-8") as f:
+        text = f.read()
+    for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources", "Cluster"):
+        assert f">{title}</h1>" in text
+    assert "rank 1 (slowest)" in text
 
 
 def test_report_without_plotly_is_skipped_with_what_to_install(tmp_path, monkeypatch):

@@ -336,7 +336,7 @@ def per_step_chart(page, chart_id, steps, waits, communication, warmup):
                      "marker": {"color": STAGE_COLORS["communication"], "symbol": "diamond", "size": 9},
                      "hovertemplate": "step %{x}: communication %{y:.3f} ms<extra></extra>"})
     layout = {"barmode": "stack", "height": 340, "title": {"text": "Where each step's time went (ms)"}, "xaxis": {"title": {"text": "step"}},
-              "yaxis": {"title": {"text": "ms"}}, "legend": {"orientation": "h", "y": -0.25}}
+              "yaxis": {"title": {"text": "ms"}}, "legend": {"orientation": "h", "y": -0.25, "traceorder": "normal"}}
     if warmup:
         layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": min(warmup) - 0.5, "x1": max(warmup) + 0.5, "y0": 0, "y1": 1,
                              "fillcolor": "#999", "opacity": 0.15, "line": {"width": 0}, "layer": "below"}]
@@ -374,11 +374,11 @@ def timeline_chart(page, chart_id, timeline):
              "marker": {"color": colors[kind]}, "hovertemplate": "%{customdata}: %{base:.3f} ms + %{x:.3f} ms<extra></extra>"}
             for kind, g in groups.items()]
     rows = len({y for g in groups.values() for y in g["y"]})
-    out["chart"] = page.chart(chart_id, data, {"barmode": "overlay", "height": 140 + 40 * rows, "dragmode": "zoom",
-                                               "title": {"text": "Timeline (ms from the first event; drag to zoom, double-click to reset)"},
-                                               "xaxis": {"title": {"text": "ms"}, "rangeslider": {"visible": True}},
-                                               "yaxis": {"autorange": "reversed", "fixedrange": True}, "margin": {"l": 260, "r": 20, "t": 36, "b": 40},
-                                               "legend": {"orientation": "h", "y": 1.15}})
+    out["chart"] = page.chart(chart_id, data, {"barmode": "overlay", "height": 160 + 40 * rows, "dragmode": "zoom",
+                                               "xaxis": {"title": {"text": "ms from the first event (drag to zoom, double-click to reset)"},
+                                                         "rangeslider": {"visible": True}},
+                                               "yaxis": {"autorange": "reversed", "fixedrange": True}, "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
+                                               "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"}})
     return out
 
 
