@@ -589,6 +589,13 @@ def _check_real_run(base, run, rank):
         for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
             status, _, body = server.get(f"/run/{page}?" + urllib.parse.urlencode({"run": run.id, "rank": rank}))
             assert status == 200 and 'class="error"' not in body, (page, body[:2000])
+        shapes = read_csv(os.path.join(directory, f"cpu_op_shape_info_{rank}.csv"))
+        assert shapes[0] == ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"]
+        assert all(float(r[5]) >= float(r[4]) - 1e-6 for r in shapes[1:])
+        detail = read_csv(os.path.join(directory, f"cpu_op_detail_info_{rank}.csv"))[1:]
+        assert sum(float(r[4]) for r in shapes[1:]) == pytest.approx(sum(float(r[5]) for r in detail), rel=1e-4)  # self times agree
+        if summary["framework"] == "torch":  # nested ops: some op's total holds more than its own time
+            assert any(float(r[5]) > float(r[4]) * 1.5 for r in shapes[1:])
         status, _, body = server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "detail"}))
         assert status == 200 and isinstance(json.loads(body), list)
         report = os.path.join(directory, f"report_{rank}.html")
