@@ -428,6 +428,8 @@ def test_mindspore_empty_sections_name_their_option_and_draw_no_empty_chart(tmp_
 
 
 def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
+    from msprof_agent.viewer import render
+
     root = tmp_path / "s"
     make_fixture(str(root / "warm" / "profiler"), steps=12, warmup=3)
     make_fixture(str(root / "cold" / "profiler"), steps=12)
@@ -443,8 +445,10 @@ def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
             assert traces["Data wait"]["y"][i] == pytest.approx(min(0.5 + (step["step"] % 4) * 0.25, step["iteration_interval"]))
             assert traces["Data wait"]["y"][i] + traces["Step interval (other)"]["y"][i] == pytest.approx(step["iteration_interval"])
         assert traces["Communication (within the step)"]["y"] == [pytest.approx(0.2)] * 12
-        assert spec["layout"]["shapes"][0]["x0"] == 0.5 and spec["layout"]["shapes"][0]["x1"] == 3.5
-        assert "Steps 1–3 are warm-up" in warm
+        assert [(band["x0"], band["x1"]) for band in spec["layout"]["shapes"]] == [(0.5, 1.5), (1.5, 2.5), (2.5, 3.5)]
+        assert "Warm-up (shaded): step 1, 2, 3;" in warm
+        assert render.warmup_steps({"warmup_steps": [{"step": 2, "ms": 9.0}, {"step": 1, "ms": 30.0}]}, [1, 2, 3]) == [1, 2]
+        assert render.warmup_steps({"warmup_steps": [1]}, [1, 2]) == [1] and render.warmup_steps({}, [1, 2]) == []
         cold = server.get("/run/steps?run=cold&rank=0")[2]
         assert "shapes" not in charts_of(cold)["st-steps"]["layout"] and "warm-up" not in cold
         timeline = charts_of(warm)["st-timeline"]

@@ -294,13 +294,15 @@ def steps_page(page, run, rank, sections):
 
 
 def warmup_steps(summary, step_numbers):
-    """The warm-up steps among STEP_NUMBERS: the summary's ``warmup_steps`` is a count of first steps or a list of step numbers."""
+    """The warm-up steps among STEP_NUMBERS. The summary's ``warmup_steps`` (absent in older summaries) is a count
+    of first steps, a list of step numbers, or a list of ``{"step": n, ...}``."""
     marked = summary.get("warmup_steps") if isinstance(summary, dict) else None
     if isinstance(marked, bool) or not isinstance(marked, (int, list)):
         return []
     if isinstance(marked, int):
         return step_numbers[:marked]
-    return [n for n in step_numbers if n in set(marked)]
+    numbers = {m.get("step") if isinstance(m, dict) else m for m in marked}
+    return [n for n in step_numbers if n in numbers]
 
 
 def _step_waits(queue):
@@ -337,11 +339,10 @@ def per_step_chart(page, chart_id, steps, waits, communication, warmup):
                      "hovertemplate": "step %{x}: communication %{y:.3f} ms<extra></extra>"})
     layout = {"barmode": "stack", "height": 340, "title": {"text": "Where each step's time went (ms)"}, "xaxis": {"title": {"text": "step"}},
               "yaxis": {"title": {"text": "ms"}}, "legend": {"orientation": "h", "y": -0.25, "traceorder": "normal"}}
-    if warmup:
-        layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": min(warmup) - 0.5, "x1": max(warmup) + 0.5, "y0": 0, "y1": 1,
-                             "fillcolor": "#999", "opacity": 0.15, "line": {"width": 0}, "layer": "below"}]
-        layout["annotations"] = [{"xref": "x", "yref": "paper", "x": (min(warmup) + max(warmup)) / 2, "y": 1, "yanchor": "bottom",
-                                  "text": "warm-up", "showarrow": False}]
+    if warmup:  # one shaded band per warm-up step: they need not be consecutive
+        layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": n - 0.5, "x1": n + 0.5, "y0": 0, "y1": 1,
+                             "fillcolor": "#999", "opacity": 0.2, "line": {"width": 0}, "layer": "below"} for n in warmup]
+        layout["annotations"] = [{"xref": "x", "yref": "paper", "x": warmup[0], "y": 1, "yanchor": "bottom", "text": "warm-up", "showarrow": False}]
     return page.chart(chart_id, data, layout)
 
 
