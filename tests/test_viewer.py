@@ -427,6 +427,25 @@ def test_mindspore_empty_sections_name_their_option_and_draw_no_empty_chart(tmp_
         server.close()
 
 
+def test_one_sample_draws_no_empty_axes(tmp_path):
+    root = tmp_path / "s"
+    d = root / "short" / "profiler"
+    make_fixture(str(d))
+    cpu = read_json(str(d / "minddata_cpu_utilization_0.json"))
+    cpu["time_stamp"] = cpu["time_stamp"][:1]
+    with open(d / "minddata_cpu_utilization_0.json", "w") as f:
+        json.dump(cpu, f)
+    with open(d / "memory_usage_details_0.json", "w") as f:
+        json.dump({"0": {"graph_id": 0, "lines": [512.0]}}, f)
+    server = Live(root)
+    try:
+        body = server.get("/run/resources?run=short&rank=0")[2]
+        assert charts_of(body) == {} and "One sample only: the run was shorter than cpu_sampling_interval (1000 ms)" in body
+        assert 'id="mem-peak">512.000<' in body
+    finally:
+        server.close()
+
+
 def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
     from msprof_agent.viewer import render
 

@@ -506,6 +506,9 @@ def resources_page(page, run, rank, sections):
     context["cpu_data"] = c
     context["means"] = {f"{side}_{k}": _mean(values.get(f"{k}_utilization")) for side, values in (("machine", dev), ("process", proc))
                         for k in ("user", "sys")}
+    context["cpu_charts"] = []
+    if len(x) < 2:
+        return context  # one sample draws no line, only empty axes
     machine = [{"type": "scatter", "mode": "lines", "x": x, "y": dev.get(k) or [], "name": k.replace("_utilization", "")}
                for k in ("user_utilization", "sys_utilization", "io_utilization", "idle_utilization") if dev.get(k)]
     process = [{"type": "scatter", "mode": "lines", "x": x, "y": proc.get(k) or [], "name": k.replace("_utilization", "")}
@@ -530,7 +533,7 @@ def resources_page(page, run, rank, sections):
 def memory(page, sections):
     """The memory card's values: the summary's peaks, the memory summary file's scalars, the curve and its chart."""
     summary, ms, md = sections.get("summary"), sections["memory_summary"], sections["memory_details"]
-    context = {"summary_file": ms, "details": md, "peaks": None, "scalars": []}
+    context = {"summary_file": ms, "details": md, "peaks": None, "scalars": [], "chart": None}
     if ok(summary) and isinstance(summary["data"].get("memory"), dict):
         context["peaks"] = summary["data"]["memory"]
     if ok(ms) and isinstance(ms["data"], dict):
@@ -549,6 +552,8 @@ def memory(page, sections):
                            "textposition": "top center", "marker": {"color": "#c0392b", "size": 9}, "showlegend": False})
     peaks = [g["peak"] for g in md["data"] if g["peak"] is not None]
     context["curve_peak"] = max(peaks) if peaks else None
+    if max((len(g["lines"]) for g in md["data"]), default=0) < 2:
+        return context  # one sample draws no curve, only empty axes; the peak is shown above
     context["chart"] = page.chart("mem-lines", traces, {"title": {"text": "Memory over " + ("time" if over_time else "execution") + " (MB)"},
                                                         "xaxis": {"title": {"text": "s" if over_time else "execution order"}}})
     return context
