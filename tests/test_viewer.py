@@ -498,6 +498,8 @@ def test_cluster_timeline_has_every_rank(live):
     spec = charts_of(live.get("/run/cluster?run=cluster&rank=0")[2])["cl-timeline"]
     rows = {y for t in spec["data"] for y in t["y"]}
     assert {y.split(" · ")[0] for y in rows} == {"rank 0", "rank 1"}
+    order = [y.split(" · ")[0] for y in spec["layout"]["yaxis"]["categoryarray"]]
+    assert order == sorted(order) and set(spec["layout"]["yaxis"]["categoryarray"]) == rows  # rank 0's tracks, then rank 1's
 
 
 def test_operators_by_shape_with_self_and_total(live, base):

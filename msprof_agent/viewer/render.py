@@ -348,7 +348,21 @@ def per_step_chart(page, chart_id, steps, waits, communication, warmup):
     return page.chart(chart_id, data, layout)
 
 
-TIMELINE_KINDS = (("Step Interval", "iteration_interval"), ("Forward+Backward", "fp_and_bp"), ("Tail", "tail"))
+# The step-level timeline's kinds of bar (the stage events are named as the timeline writer names them) and their colours.
+TIMELINE_COLORS = {"Step": "#7f8c9a", "Step Interval": STAGE_COLORS["iteration_interval"], "Forward+Backward": STAGE_COLORS["fp_and_bp"],
+                   "Tail": STAGE_COLORS["tail"], "Data wait": STAGE_COLORS["data_wait"], "Communication": STAGE_COLORS["communication"],
+                   "Other": "#bbb"}
+
+
+def _timeline_kind(event):
+    track = event["track"].lower()
+    if "data" in track:
+        return "Data wait"
+    if "communicat" in track:
+        return "Communication"
+    if event["name"] in TIMELINE_COLORS:
+        return event["name"]
+    return "Step" if event["name"].lower().startswith("step ") else "Other"
 
 
 def timeline_chart(page, chart_id, timeline):
@@ -359,28 +373,25 @@ def timeline_chart(page, chart_id, timeline):
     if not events:
         return out
     origin = min(e["ts"] for e in events)
-    stage_colors = {name: STAGE_COLORS[key] for name, key in TIMELINE_KINDS}
-    groups = {}
+    groups, tracks = {}, {}
     for e in events:
-        track = f'rank {e["rank"].replace("Rank ", "")} · {e["track"]}'
-        lowered = e["name"].lower()
-        kind = ("Data wait" if "data" in e["track"].lower() else "Communication" if "communicat" in e["track"].lower()
-                else e["name"] if e["name"] in stage_colors else "Step" if lowered.startswith("step ") else "Other")
-        group = groups.setdefault(kind, {"y": [], "base": [], "x": [], "text": []})
-        group["y"].append(plot_text(track))
+        number = e["rank"].replace("Rank ", "")
+        track = plot_text(f'rank {number} · {e["track"]}')
+        tracks.setdefault(track, (int(number) if number.isdigit() else 0, len(tracks)))
+        group = groups.setdefault(_timeline_kind(e), {"y": [], "base": [], "x": [], "text": []})
+        group["y"].append(track)
         group["base"].append(round((e["ts"] - origin) / 1000.0, 4))
         group["x"].append(round(e["dur"] / 1000.0, 4))
         group["text"].append(plot_text(e["name"]))
-    colors = dict(stage_colors, Step="#7f8c9a", Other="#bbb")
-    colors.update({"Data wait": STAGE_COLORS["data_wait"], "Communication": STAGE_COLORS["communication"]})
     data = [{"type": "bar", "orientation": "h", "name": kind, "y": g["y"], "base": g["base"], "x": g["x"], "customdata": g["text"],
-             "marker": {"color": colors[kind]}, "hovertemplate": "%{customdata}: %{base:.3f} ms + %{x:.3f} ms<extra></extra>"}
+             "marker": {"color": TIMELINE_COLORS[kind]}, "hovertemplate": "%{customdata}: %{base:.3f} ms + %{x:.3f} ms<extra></extra>"}
             for kind, g in groups.items()]
-    rows = len({y for g in groups.values() for y in g["y"]})
+    rows = len(tracks)
     out["chart"] = page.chart(chart_id, data, {"barmode": "overlay", "height": 160 + 40 * rows, "dragmode": "zoom",
                                                "xaxis": {"title": {"text": "ms from the first event (drag to zoom, double-click to reset)"},
                                                          "rangeslider": {"visible": True}},
-                                               "yaxis": {"autorange": "reversed", "fixedrange": True}, "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
+                                               "yaxis": {"autorange": "reversed", "fixedrange": True, "categoryorder": "array",
+                                                         "categoryarray": sorted(tracks, key=tracks.get)}, "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
                                                "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"}})
     return out
 
