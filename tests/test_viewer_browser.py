@@ -275,6 +275,9 @@ def test_report_opens_offline(browser, tmp_path, artifacts):
         page.goto("file://" + report)
         page.wait_for_selector("body[data-ready='1']", timeout=30_000)
         assert page.locator(".js-plotly-plot").count() >= 6
+        assert page.locator("h1").all_inner_texts() == ["Overview", "Step trace", "Operators", "Data preparation", "Resources"]
+        assert page.locator("#chart-st-steps .trace.bars").first.locator(".point").count() == 20  # one bar per step
+        assert page.locator("#chart-st-timeline .trace.bars .point").count() == 2 * 20  # 20 step events, in the plot and its range slider
         assert page.locator("img[src=x]").count() == 0
         step = read_csv(os.path.join(os.path.dirname(report), "step_trace_raw_0_detail_time.csv"))[3]
         page.select_option("#step-pick", step[0])
@@ -344,8 +347,9 @@ def test_stacked_steps_and_zoomable_timeline(browser, real_live, torch_run, arti
         heights = page.evaluate("() => document.getElementById('chart-st-steps').data.map(t => t.y)")
         for i, step in enumerate(steps):  # the stack of each step adds up to its total
             assert sum(h[i] or 0 for h in heights[:4]) == pytest.approx(float(step[3]) / 1e5, abs=1e-3)
-        drawn = page.locator("#chart-st-timeline .trace.bars .point").count()
-        assert drawn >= 2 * len(steps)  # each step and its stages at least
+        events = page.evaluate("() => document.getElementById('chart-st-timeline').data.reduce((n, t) => n + t.x.length, 0)")
+        assert events >= 2 * len(steps)  # each step and its stages at least
+        assert page.locator("#chart-st-timeline .trace.bars .point").count() == 2 * events  # drawn in the plot and its range slider
         before = _x_range(page, "st-timeline")
         page.locator("#chart-st-timeline").scroll_into_view_if_needed()
         box = page.locator("#chart-st-timeline .nsewdrag").first.bounding_box()
