@@ -386,6 +386,7 @@ def charts_of(html):
 MINDSPORE_ONLY = ("ms_version", "context_mode", "MindSpore version", "hccl", "subgraph", "MindInsight", "pynative", "not found")
 
 
+@pytest.mark.unit
 def test_torch_pages_speak_torch_and_name_the_options(tmp_path):
     """A torch run (no pipeline, one rank, no memory files) shows its torch version and eager mode, no MindSpore
     word, and each empty section says in one sentence what fills it (or why torch has none)."""
@@ -408,6 +409,7 @@ def test_torch_pages_speak_torch_and_name_the_options(tmp_path):
         server.close()
 
 
+@pytest.mark.unit
 def test_mindspore_empty_sections_name_their_option_and_draw_no_empty_chart(tmp_path):
     root = tmp_path / "s"
     d = root / "ms_job" / "profiler"
@@ -427,6 +429,7 @@ def test_mindspore_empty_sections_name_their_option_and_draw_no_empty_chart(tmp_
         server.close()
 
 
+@pytest.mark.unit
 def test_one_sample_draws_no_empty_axes(tmp_path):
     root = tmp_path / "s"
     d = root / "short" / "profiler"
@@ -446,6 +449,7 @@ def test_one_sample_draws_no_empty_axes(tmp_path):
         server.close()
 
 
+@pytest.mark.unit
 def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
     from msprof_agent.viewer import render
 
@@ -478,6 +482,7 @@ def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
         server.close()
 
 
+@pytest.mark.unit
 def test_drawn_timeline_is_capped(tmp_path, monkeypatch):
     from msprof_agent.viewer import report, sections
 
@@ -494,6 +499,7 @@ def test_drawn_timeline_is_capped(tmp_path, monkeypatch):
     assert timeline["events"] == [] and "download it" in timeline["problems"][0]
 
 
+@pytest.mark.unit
 def test_cluster_timeline_has_every_rank(live):
     spec = charts_of(live.get("/run/cluster?run=cluster&rank=0")[2])["cl-timeline"]
     rows = {y for t in spec["data"] for y in t["y"]}
@@ -502,6 +508,7 @@ def test_cluster_timeline_has_every_rank(live):
     assert order == sorted(order) and set(spec["layout"]["yaxis"]["categoryarray"]) == rows  # rank 0's tracks, then rank 1's
 
 
+@pytest.mark.unit
 def test_operators_by_shape_with_self_and_total(live, base):
     body = live.get("/run/operators?run=job_a&rank=0")[2]
     shapes = read_csv(str(base / "job_a" / "profiler" / "cpu_op_shape_info_0.csv"))[1:]
@@ -512,6 +519,7 @@ def test_operators_by_shape_with_self_and_total(live, base):
     assert all(r["total_ms"] >= r["self_ms"] for r in ops)
 
 
+@pytest.mark.unit
 def test_index_shows_each_runs_numbers(live, base):
     body = live.get("/")[2]
     summary = read_json(str(base / "job_a" / "profiler" / "summary_0.json"))
@@ -522,6 +530,7 @@ def test_index_shows_each_runs_numbers(live, base):
     assert 'class="data sortable" id="runs"' in body
 
 
+@pytest.mark.unit
 def test_report_carries_the_cluster_page_of_ranks_analysed_together(tmp_path):
     from msprof_agent.viewer import write_report
 

@@ -17,6 +17,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
+pytestmark = pytest.mark.browser
 
 if not os.access(CHROMIUM, os.X_OK):
     pytest.skip(f"{CHROMIUM} is not installed (scripts/install_browser.sh installs it)", allow_module_level=True)
@@ -305,6 +306,8 @@ def _column(page, table, col):
     return page.locator(f"#{table} tbody td[data-col={col}]").evaluate_all("cells => cells.map(c => c.getAttribute('data-v'))")
 
 
+@pytest.mark.mindspore
+@pytest.mark.torch
 def test_runs_index_lists_both_frameworks_and_sorts(browser, real_live, torch_run, artifacts):
     server, _ = real_live
     tab = Tab(browser, server.url)
@@ -333,6 +336,8 @@ def _x_range(page, chart):
     return page.evaluate(f"() => document.getElementById('chart-{chart}')._fullLayout.xaxis.range.slice()")
 
 
+@pytest.mark.mindspore
+@pytest.mark.torch
 @pytest.mark.parametrize("run_id", ["lenet", "torchcnn"])
 def test_stacked_steps_and_zoomable_timeline(browser, real_live, torch_run, artifacts, run_id):
     server, _ = real_live

@@ -4,7 +4,8 @@ Always named ``report_{rank}.html``: ranks can share one profiler directory (eve
 carries ``_{rank}``), and a name that depended on how many ranks are present at the moment one rank
 finishes its analysis would race; a fixed per-rank name never collides and matches the contract.
 It holds every page the viewer has for the rank (the cluster page too where several ranks were analysed
-into the directory, as a multi-card ``msprof-agent analyse`` does), with plotly.min.js, the CSS and the viewer script inlined, so it opens from a CI artifact or a mail with no network and nothing installed.
+into the directory, as a multi-card ``msprof-agent analyse`` does), with plotly.min.js, the CSS and the
+viewer script inlined, so it opens from a CI artifact or a mail with no network and nothing installed.
 It is written inside the training process, where only the agent's core dependencies may be installed:
 without the viewer extra (jinja2 renders it, plotly draws it) ``write_report`` raises ``ViewerExtraMissing``.
 """
