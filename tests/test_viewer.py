@@ -405,6 +405,11 @@ def test_torch_pages_speak_torch_and_name_the_options(tmp_path):
         assert "PyTorch DataLoader has none" in server.get("/run/data?run=torch_job&rank=0")[2]
         assert "profile_memory: true" in server.get("/run/resources?run=torch_job&rank=0")[2]
         assert "profile_communication: true" in server.get("/run/cluster?run=torch_job&rank=0")[2]
+        with open(d / "step_trace_raw_0_detail_time.csv", "w") as f:  # no step profiled: a header only
+            f.write("step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,fp_and_bp,tail\n")
+        for page in ("overview", "steps"):
+            body = server.get(f"/run/{page}?run=torch_job&rank=0")[2]
+            assert "No step was profiled: check start_step / stop_step" in body and "st-steps" not in charts_of(body), page
     finally:
         server.close()
 

@@ -171,7 +171,10 @@ SECTIONS = {
 
 def load_section(profiler_dir, rank, name):
     templates, parse = SECTIONS[name]
-    return _first(profiler_dir, [contract.name(template, rank) for template in templates], parse)
+    section = _first(profiler_dir, [contract.name(template, rank) for template in templates], parse)
+    if name == "step_trace" and section["status"] == "ok" and not section["data"]["steps"]:
+        return _section("missing", section["file"])  # a header and no step: nothing profiled, no chart to draw
+    return section
 
 
 def load_page(run, rank, page):
