@@ -715,3 +715,10 @@ def test_real_torch_two_ranks(tmp_path):
         assert {"Rank 0: Step Trace", "Rank 1: Step Trace"} <= names
     finally:
         server.close()
+    assert len(set(run.ranks.values())) == 1, run.ranks  # both ranks in one directory: a multi-card analyse writes the cluster page
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank, directory in run.ranks.items():  # every rank's report, not only the last one analysed, has the cluster page
+        with open(os.path.join(directory, f"report_{rank}.html"), encoding="utf-8") as f:
+            text = f.read()
+        assert ">Cluster</h1>" in text and "rank 1 (slowest)" in text, rank
