@@ -34,7 +34,7 @@ STAGE_COLORS = {"iteration_interval": "#8fb3e0", "fp_and_bp": "#3b6fb6", "tail":
 FILLED_BY = {
     "step_trace": "No step was profiled: check start_step / stop_step, and that the training loop ran while profiling was on.",
     "queue": "The wait for data is recorded for every profiled step; this run profiled none (check start_step / stop_step).",
-    "queue_sizes": {"mindspore": "the dataset iterator's queue was not sampled (no queue records in the file).",
+    "queue_sizes": {"mindspore": "set data_process: true to sample the dataset queue's size at each fetch.",
                     "torch": "a PyTorch DataLoader has no queue to sample; the wait per step above is how long each batch took."},
     "pipeline": {"mindspore": "Set data_process: true in MS_PROFILER_OPTIONS to record the dataset pipeline's ops and queues.",
                  "torch": "The pipeline view is for mindspore.dataset pipelines; a PyTorch DataLoader has none (the wait for data per step is shown above)."},
