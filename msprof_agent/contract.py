@@ -32,6 +32,7 @@ STEP_TRACE = "step_trace_raw_{rank}_detail_time.csv"
 STEP_POINTS = "step_trace_point_info_{rank}.json"
 CPU_OP_TYPES = "cpu_op_type_info_{rank}.csv"
 CPU_OP_DETAIL = "cpu_op_detail_info_{rank}.csv"
+CPU_OP_SHAPES = "cpu_op_shape_info_{rank}.csv"  # ours: host ops by op and input shape, self and total time
 GPU_OP_TYPES = "gpu_op_type_info_{rank}.csv"
 GPU_OP_DETAIL = "gpu_op_detail_info_{rank}.csv"
 FLOPS = "flops_{rank}.txt"
@@ -102,6 +103,7 @@ AVERAGE_ROW = "-"  # step_num of the last row of the step trace and hccl files
 CPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "execution_frequency(per-step)", "total_compute_time(ms)", "avg_time(ms)", "percent"]
 CPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)", "op_avg_time(ms)",
                         "total_proportion", "subgraph", "pid"]
+CPU_OP_SHAPE_HEADER = ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"]
 GPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion", "avg_time(us)"]
 GPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)",
                         "proportion", "cuda_activity_cost_time(us)", "cuda_activity_call_count"]
@@ -226,6 +228,19 @@ def read_op_detail(raw: bytes) -> list[dict[str, Any]]:
                     "proportion": _num(row[7]), "subgraph": row[8] if len(row) > 8 else "",
                     "pid": row[9] if len(row) > 9 else ""})
     out.sort(key=lambda r: -(r["total_ms"] or 0))
+    return out
+
+
+def read_op_shapes(raw: bytes) -> list[dict[str, Any]]:
+    """``cpu_op_shape_info``: one dict per (op, input shape), largest self time first. Self time leaves out
+    the ops nested inside (torch records nested ops); total time keeps them."""
+    _, rows = _csv_rows(raw)
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        _need(row, 6, "operator shapes")
+        out.append({"op_type": row[0], "op_name": row[1], "input_shape": row[2], "occurrences": _num(row[3]),
+                    "self_ms": _num(row[4]), "total_ms": _num(row[5])})
+    out.sort(key=lambda r: -(r["self_ms"] or 0))
     return out
 
 

@@ -99,4 +99,7 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
         began = time.perf_counter()
         results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty, export_type=export_type))
         sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {directory}\n")
+    for directory, rank in jobs:  # now that every rank is analysed, each rank's report gets the cluster page of its directory
+        if len(contract.summary_ranks(directory)) > 1:
+            _write_report(directory, rank)
     return results

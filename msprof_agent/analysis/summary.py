@@ -42,7 +42,7 @@ def suggestions(stages_ms, wait_ms, data_prep, cpu, ops, step_ms):
     out = []
     interval = stages_ms.get("iteration_interval", 0.0)
     if interval > 0.5:
-        out.append({"id": "step_interval", "text": f"Step interval averages {interval:.2f} ms (MindInsight flags > 0.5 ms): the step waits "
+        out.append({"id": "step_interval", "text": f"Step interval averages {interval:.2f} ms (threshold 0.5 ms): the step waits "
                     f"for data or host work before computing; {wait_ms:.2f} ms of it is the wait for data. Check data preparation.",
                     "evidence": {"iteration_interval_ms": interval, "data_wait_ms": wait_ms}})
     ratio = data_prep.get("empty_queue_ratio")
