@@ -299,6 +299,10 @@ class Session:
         listing = self.window_log if c is self.run else None
         if not c.intervals and not listing:
             c.writer.abandon()
+            if c is self.run and self.framework is not None and not self.steps.completed and c.options.start:
+                log.say(f"no step trace: no {self.framework} training or inference step was seen (no optimizer step, training-data "
+                        "fetch, compiled step function or model forward), so no window opened; run the model through an "
+                        "nn.Module / Cell, or profile a region with msprof_agent.Profiler start() / stop()")
             return None
         c.writer.add({"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed})
         c.writer.close()

@@ -127,3 +127,13 @@ def test_profiler_hand_overs_hide_no_user_time(handed_over):
     assert within(stages["interval"], INJECTED_MS), stages
     intervals = [int(r[6]) / 1e5 for r in read_csv(os.path.join(handed_over["dir"], "step_trace_raw_0_detail_time.csv"))[2:-1]]
     assert min(intervals) >= INJECTED_MS, intervals  # no step loses its share of the user's work to a hand-over
+
+
+@pytest.mark.torch
+def test_a_run_without_steps_says_why_in_one_line(tmp_path):
+    pytest.importorskip("torch")
+    code = "import torch\nx = torch.randn(64, 64)\nfor _ in range(20):\n    x = (x @ x).tanh()\n"
+    proc = run_script(["-c", code], {"start": True, "output_path": str(tmp_path)}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("msprof-agent:")]
+    assert len(lines) == 1 and "no step trace: no torch training or inference step was seen" in lines[0], proc.stderr
