@@ -325,6 +325,8 @@ def _outermost_call(wrapped, instance, args, kwargs, cell):
 def _call_role(state, instance, cell):
     import mindspore as ms
 
+    if state.model_trained:
+        return None  # after Model.train, calls of the network are evaluation or prediction
     if cell is not None and isinstance(cell, ms.nn.Optimizer):
         return UPDATE
     compiled = cell is None or ms.get_context("mode") == ms.GRAPH_MODE

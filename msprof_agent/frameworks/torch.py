@@ -13,8 +13,11 @@ Fetches and forwards with grad disabled or a module in eval mode are evaluation,
 they neither open steps nor mark forward starts, so an eval loop between epochs adds no step.
 Until an optimizer first steps, though, such forwards are an inference loop: each forward of the
 root module (the first one run) is one step, from its start to its return, which a note says.
-Profiler hand-overs happen as a step closes, before the user's code after it runs, and are
-recorded as pauses: the user's host work after a step stays in the next step's interval.
+Profiler hand-overs happen as a step closes, before the user's code after it runs: on the return
+of the optimizer class's ``step`` (wrapped as ``Optimizer._patch_step_function`` hooks each class;
+the post-step hook itself runs inside torch's ``record_function`` span, and stopping the profiler
+there corrupts memory), or in the root module's forward hook. They are recorded as pauses: the
+user's host work after a step stays in the next step's interval.
 
 Every hook catches its own errors (``log.report_error``): the agent never breaks training.
 """
@@ -104,6 +107,7 @@ class _Integration:
         self._fp_hook = None
         self._root = None  # weakref to the root module of an inference loop
         self._inferring = False  # a root forward of an inference loop is running
+        self._handover_from = None  # end of the step whose close asks for a hand-over, until it happens
         self._patches = Patches()
         self._in_comm = threading.local()
 
@@ -116,6 +120,7 @@ class _Integration:
 
         self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
         self._fp_hook = _ReArmableHook(module_mod.register_module_forward_pre_hook, self._forward_pre_hook)
+        self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", self._step_function_patched)
         self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
         self._patches.wrap(torch.autograd, "backward", self._backward)
@@ -176,28 +181,51 @@ class _Integration:
                 self.session.record({"k": "note", "ts": now, "text": "inference loop (no optimizer step): one step per "
                                      f"forward of the root module {type(module).__name__}"})
             self._step_ends(now)
+            self._hand_over_if_due()
         except Exception as exc:
             log.report_error("closing an inference step", exc)
         return None
 
+    def _step_function_patched(self, wrapped, instance, args, kwargs):
+        """torch wraps each optimizer class's ``step`` once; we wrap that, to act on its return."""
+        result = wrapped(*args, **kwargs)
+        try:
+            self._patches.wrap(type(instance), "step", self._optimizer_step_returned)
+        except Exception as exc:
+            log.report_error("instrumenting the optimizer's step", exc)
+        return result
+
+    def _optimizer_step_returned(self, wrapped, _instance, args, kwargs):
+        result = wrapped(*args, **kwargs)
+        try:
+            self._hand_over_if_due()
+        except Exception as exc:
+            log.report_error("handing the profiler's events over", exc)
+        return result
+
     # -- data wait, backward end, step boundary ----------------------------------------------------
     def _step_ends(self, now):
-        """Close the step at ``now``; then, before any user code after it runs, hand a full profiler
-        session over (inside the optimizer's ``record_function`` span: torch closes it at the stop).
-        The hand-over is a recorded pause in no step: the next step starts after it."""
+        """Close the step at ``now``; a full profiler session is handed over before user code runs."""
         if self.device.active:  # before close(): closing the last window step stops the device session
             self.device.step_ended(now)
         self.steps.open(now)
         self.steps.close(now)
         self._fp_hook.arm()
         if self.device.handover_due:
-            try:
-                self.device.hand_over(self.session)
-            except Exception as exc:
-                log.report_error("handing the profiler's events over", exc)
-            resumed = time.time_ns()
-            self.session.record({"k": "pause", "start": now, "end": resumed, "what": "torch.profiler hand-over"})
-            self.steps.start_next_at(resumed)
+            self._handover_from = now
+
+    def _hand_over_if_due(self):
+        """The hand-over a step's close asked for: a recorded pause from that close on, in no step."""
+        began, self._handover_from = self._handover_from, None
+        if began is None or not self.device.handover_due or self.steps.current is not None:
+            return
+        try:
+            self.device.hand_over(self.session)
+        except Exception as exc:
+            log.report_error("handing the profiler's events over", exc)
+        resumed = time.time_ns()
+        self.session.record({"k": "pause", "start": began, "end": resumed, "what": "torch.profiler hand-over"})
+        self.steps.start_next_at(resumed)
 
     def _timed_fetch(self, wrapped, _instance, args, kwargs):
         if self.session.disabled or not self._grad_enabled():
