@@ -1,13 +1,13 @@
 """A tiny MindSpore functional loop (value_and_grad; ``@ms.jit`` in GRAPH) or an inference loop, with
 host sleeps injected where the step-boundary tests look for them; prints each step's own timing."""
 import argparse
-import json
-import time
 
 import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
 from mindspore import nn
+
+from injected import InjectedWork
 
 
 def main():
@@ -20,6 +20,8 @@ def main():
     parser.add_argument("--between-ms", type=float, default=0.0, help="host work between backward and update (PYNATIVE)")
     parser.add_argument("--after-ms", type=float, default=0.0, help="host work after the step")
     args = parser.parse_args()
+
+    work = InjectedWork()
 
     ms.set_device("CPU")
     ms.set_context(mode=ms.GRAPH_MODE if args.mode == "graph" else ms.PYNATIVE_MODE)
@@ -35,10 +37,10 @@ def main():
 
     def train_step(x, y):
         if args.mode == "pynative":
-            time.sleep(args.before_ms / 1000)
+            work.sleep("before", args.before_ms)
         loss, grads = grad_fn(x, y)
         if args.mode == "pynative":
-            time.sleep(args.between_ms / 1000)
+            work.sleep("between", args.between_ms)
         optimizer(grads)
         return loss
 
@@ -53,17 +55,14 @@ def main():
                                        shuffle=False).batch(8).create_tuple_iterator())
     else:
         feed = ((ms.Tensor(x), ms.Tensor(y)) for x, y in batches)
-    times, last = [], time.time_ns()
     for x, y in feed:
         if args.mode == "graph" or args.infer:
-            time.sleep(args.before_ms / 1000)
+            work.sleep("before", args.before_ms)
         out = net(x) if args.infer else train_step(x, y)
         out.asnumpy()
-        now = time.time_ns()
-        times.append((last, now))
-        time.sleep(args.after_ms / 1000)
-        last = now
-    print("script_steps " + json.dumps(times), flush=True)
+        work.step_done()
+        work.sleep("after", args.after_ms)
+    work.report()
 
 
 if __name__ == "__main__":

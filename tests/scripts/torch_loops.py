@@ -1,12 +1,11 @@
 """A tiny PyTorch training loop (optionally with gradient accumulation) or inference loop, with host
 sleeps injected where the step-boundary tests look for them; prints each step's own timing."""
 import argparse
-import json
-import time
 
 import torch
 
 import tiny_model
+from injected import InjectedWork
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=12)
@@ -18,32 +17,25 @@ parser.add_argument("--after-ms", type=float, default=0.0, help="host work after
 args = parser.parse_args()
 
 model, optimizer, loader = tiny_model.make(args.steps * args.accumulate)
-times, last = [], time.time_ns()
-
-
-def step_done():
-    global last
-    now = time.time_ns()
-    times.append((last, now))
-    last = now
-    time.sleep(args.after_ms / 1000)
-
+work = InjectedWork()
 
 if args.infer:
     model.eval()
     with torch.no_grad():
         for x, _ in loader:
-            time.sleep(args.before_ms / 1000)
+            work.sleep("before", args.before_ms)
             model(x)
-            step_done()
+            work.step_done()
+            work.sleep("after", args.after_ms)
 else:
     for i, (x, y) in enumerate(loader, 1):
         if i % args.accumulate == 1 or args.accumulate == 1:
             optimizer.zero_grad()
-            time.sleep(args.before_ms / 1000)
+            work.sleep("before", args.before_ms)
         torch.nn.functional.mse_loss(model(x), y).backward()
         if i % args.accumulate == 0:
-            time.sleep(args.between_ms / 1000)
+            work.sleep("between", args.between_ms)
             optimizer.step()
-            step_done()
-print("script_steps " + json.dumps(times), flush=True)
+            work.step_done()
+            work.sleep("after", args.after_ms)
+work.report()
