@@ -61,8 +61,8 @@ def check_stages(run, tail_ms):
     assert within(stages["interval"], slept["interval"]), (stages, slept)
     if tail_ms:
         assert within(stages["tail"], slept["tail"]), (stages, slept)
-    else:  # only the update's own ops (GRAPH), which a loaded machine stretches
-        assert stages["tail"] < 0.25 * INJECTED_MS, stages
+    else:  # no injected work: only the update's own ops (GRAPH), which a loaded machine stretches
+        assert stages["tail"] < 0.5 * INJECTED_MS, stages
 
 
 LOOPS = {  # name: (script, args, tail)
