@@ -236,6 +236,10 @@ class Session:
             self.stop_recording()
         end = {"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
         if not self.windows.finish(c, end):
+            if c is self.run and self.framework is not None and not self.steps.completed and c.options.start:
+                log.say(f"no step trace: no {self.framework} training or inference step was seen (no optimizer step, training-data "
+                        "fetch, compiled step function or model forward), so no window opened; run the model through an "
+                        "nn.Module / Cell, or profile a region with msprof_agent.Profiler start() / stop()")
             return None
         if c.analyse_mode is None:
             log.say(f"raw data kept in {c.profiler_dir} (no online analysis); analyse it with: msprof-agent analyse {c.profiler_dir}")

@@ -94,6 +94,7 @@ def build(data, ctx, results):
         "profiler_dir": ctx.profiler_dir, "steps_profiled": len(rows), "steps_total": len(data.steps),
         "step_range": [rows[0]["n"], rows[-1]["n"]] if rows else None, "step_time_ms": step_ms,
         "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
+        "step_points": {key: results["step_trace"][key] for key in ("fp_start", "bp_end", "fp_rule", "bp_rule")},
         "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
         "ops_recorded": data.op_count, "flops": results.get("flops"), "memory": results.get("memory"), "cpu": results.get("cpu"),
         "communication": comm, "verdict": verdict(share, wait_ms / step_ms["mean"] if step_ms else 0.0, comm_share) if rows else None,
