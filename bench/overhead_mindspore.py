@@ -40,7 +40,7 @@ def run(mode, steps, out_dir):
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} failed:\n{proc.stderr[-2000:]}")
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("step_times_ms "))
+    line = next(text for text in proc.stdout.splitlines() if text.startswith("step_times_ms "))
     return json.loads(line.split(" ", 1)[1]), wall
 
 

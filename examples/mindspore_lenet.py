@@ -12,10 +12,9 @@ import argparse
 import json
 import time
 
-import numpy as np
-
 import mindspore as ms
 import mindspore.dataset as ds
+import numpy as np
 from mindspore import nn
 from mindspore.train import Callback, Model
 

@@ -12,6 +12,7 @@ import os
 from . import log
 from . import session as S
 from .options import OptionsError, from_mapping
+from .windows import ASYNC, SYNC
 
 
 class Profiler:
@@ -19,10 +20,10 @@ class Profiler:
         if "capture" in options:
             raise OptionsError('key "capture": a capture policy is set in MS_PROFILER_OPTIONS (zero-code); '
                                "the Profiler API chooses its window with start() and stop()")
-        self.options = from_mapping(dict(options, output_path=output_path))
+        self.options = from_mapping(dict(options, output_path=output_path), source="Profiler()")
         self._session = self._attach_session()
         self._run = self._session.run
-        self._run.explicit = True
+        self._run.claim()
         if start_profile:
             self.start()
 
@@ -43,10 +44,10 @@ class Profiler:
             install_post_import_hooks(current)  # fires at once for frameworks imported already
             return current
         run = current.run
-        if run.state == S.ANALYSED or (run.origin == "dynamic" and not run.intervals):
+        if run.analysed or (run.origin == "dynamic" and not run.recorded):
             self._writable_output()
-            current.open_run(self.options, "api")
-        elif run.origin == "env" and run.explicit is False:
+            current.windows.open_run(self.options, "api")
+        elif run.origin == "env" and not run.explicit:
             where = "" if run.options.output_path == self.options.output_path else \
                 f" (output stays in {run.options.output_path}, not {self.options.output_path})"
             log.say(f"Profiler(): MS_PROFILER_OPTIONS already started a session; this Profiler takes over its "
@@ -69,10 +70,9 @@ class Profiler:
     def analyse(self, mode="sync"):
         """Stop and analyse into ``output_path/profiler``: "sync" returns the summary (None while a collected
         step is still open), "async" analyses in a separate process."""
-        if mode not in (S.SYNC, S.ASYNC):
+        if mode not in (SYNC, ASYNC):
             raise ValueError(f'analyse(mode=...): got {mode!r}; accepted: "sync" or "async"')
-        self._run.analyse_mode = mode
-        return self._session.analyse(self._run, reason="analyse")
+        return self._session.analyse(self._run, reason="analyse", mode=mode)
 
     @staticmethod
     def offline_analyse(path, pretty=False, step_list=None, data_simplification=True):

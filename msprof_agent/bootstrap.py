@@ -1,4 +1,4 @@
-"""Activation from the environment, called by ``sitecustomize_hook`` at interpreter start.
+"""Activation from the environment, called at interpreter start by ``sitecustomize_hook`` or the installed .pth.
 
 What happens after bad input: the one-line error names the key, the value and what is accepted,
 and profiling stays **off** for that process; the job runs as if the agent were absent. We never
@@ -7,16 +7,22 @@ guess at settings the user did not write (a typo'd ``output_path`` must not scat
 ``MSPROF_DYNAMIC_CFG=DIR`` (with or without the variable) starts the dynamic monitor on the
 session's own step boundaries: zero-code Method 3, windows set by editing ``DIR/profiler_config.json``.
 """
+from __future__ import annotations
+
 import os
 
 from . import log
-from .frameworks import native_guard
+from .frameworks import mindspore_env_guard
 from .options import ENV_VAR, OptionsError, parse_text
+
+TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
+if TYPE_CHECKING:
+    from .session import Session
 
 _activated = False
 
 
-def activate_from_environment():
+def activate_from_environment() -> Session | None:
     """Parse the variable, then start the session and the framework hooks; runs once per process."""
     global _activated
     if _activated:
@@ -24,7 +30,7 @@ def activate_from_environment():
     _activated = True
     text = os.environ.get(ENV_VAR, "")
     if text.strip():
-        native_guard.hide_variable_from_mindspore()
+        mindspore_env_guard.hide_variable_from_mindspore()
     try:
         opts = parse_text(text) if text.strip() else parse_text("{}")
     except OptionsError as exc:
@@ -33,23 +39,16 @@ def activate_from_environment():
     dynamic_cfg = os.environ.get("MSPROF_DYNAMIC_CFG")
     if not opts.start and not dynamic_cfg:
         return None
-    profiler_dir = os.path.join(opts.output_path, "profiler")
-    try:
-        os.makedirs(profiler_dir, exist_ok=True)
-        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        log.say(f'{ENV_VAR}: key "output_path": cannot write to {opts.output_path!r} ({exc.strerror}); '
-                "accepted: a directory this process can create and write. Profiling is off for this run.")
+    problem = output_path_error(opts.output_path)
+    if problem:
+        log.say(f"{problem}. Profiling is off for this run.")
         return None
     from . import session
     from .frameworks import install_post_import_hooks
 
-    current = session.start(opts, origin="env" if opts.start else "dynamic")
+    current: Session = session.start(opts, origin="env" if opts.start else "dynamic")
     if opts.capture is not None:
-        from .policies import attach
+        from .capture import attach
 
         attach(current)
     if dynamic_cfg:
@@ -58,7 +57,23 @@ def activate_from_environment():
     return current
 
 
-def _start_dynamic_monitor(current, cfg_dir, output_path):
+def output_path_error(output_path: str) -> str | None:
+    """The one-line error (without a final full stop) when OUTPUT_PATH/profiler cannot be made and written
+    by this process, else None. ``run`` asks too, before it launches the job."""
+    profiler_dir = os.path.join(output_path, "profiler")
+    try:
+        os.makedirs(profiler_dir, exist_ok=True)
+        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        return (f'{ENV_VAR}: key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
+                "accepted: a directory this process can create and write")
+    return None
+
+
+def _start_dynamic_monitor(current: Session, cfg_dir: str, output_path: str) -> None:
     """Zero-code Method 3: the monitor follows the session's own step boundaries."""
     try:
         from .dynamic import DynamicProfilerMonitor

@@ -20,14 +20,12 @@ and machines differing by more than ``SPEED_LIMIT`` are flagged in the notes.
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 from types import SimpleNamespace
 
 import numpy as np
 
-from . import contract, log
+from . import contract, log, supervise
 from .contract import STAGES
 
 TIME_METRICS = ("step_time",) + STAGES + ("data_wait",)
@@ -208,7 +206,7 @@ def _row(metric, stat, unit, base_value, new_value, noise_value, limit):
 def compare(base_path, new_path, limits=()):
     """The comparison as one JSON-ready dict: rows (what every output shows), top ops, breaches."""
     base, new = load_run(base_path), load_run(new_path)
-    by_key = {(l["metric"], l["stat"]): l for l in limits}
+    by_key = {(limit["metric"], limit["stat"]): limit for limit in limits}
     wanted = SHOWN + [k for k in by_key if k not in SHOWN]
     rows, notes = [], []
     speed = machine_speeds(base["machine_speed"], new["machine_speed"])
@@ -243,7 +241,7 @@ def compare(base_path, new_path, limits=()):
     breaches = [_breach_line(r) for r in rows if r["status"] == "regression"]
     describe = lambda run: {k: run[k] for k in ("path", "profiler_dirs", "ranks", "steps", "reports")}
     return {"base": describe(base), "new": describe(new), "rows": rows, "top_op_types": ops,
-            "limits": [l["text"] for l in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE,
+            "limits": [limit["text"] for limit in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE,
             "machine_speed": speed}
 
 
@@ -322,7 +320,8 @@ def to_markdown(result):
     if result["breaches"]:
         lines += ["", "**Breached limits**", ""] + [f"- {b}" for b in result["breaches"]]
     if result["top_op_types"]:
-        lines += ["", "#### Top op types (ms per step)", ""] + table(["op type", "base", "new", "change", "change %"], [_op_cells(o) for o in result["top_op_types"]])
+        lines += ["", "#### Top op types (ms per step)", ""] + table(["op type", "base", "new", "change", "change %"],
+                                                                      [_op_cells(o) for o in result["top_op_types"]])
     if result["new"]["reports"]:
         lines += ["", "Reports (keep as artifacts): " + ", ".join(f"`{r}`" for r in result["new"]["reports"])]
     lines += [""] + [f"> note: {n}" for n in result["notes"]] + [f"<sub>Rule: {result['rule']}.</sub>", ""]
@@ -353,39 +352,6 @@ def main(args):
 
 # -- run --baseline ------------------------------------------------------------------------------
 
-FORWARDED = {signal.SIGINT, signal.SIGTERM}
-
-
-def _run_forwarding(executable, command, env):
-    """Run the job and wait, passing on SIGINT/SIGTERM sent to us by kill(). A terminal's Ctrl-C
-    already reached the job (same process group), so a kernel-sent signal is not sent twice.
-    The signals stay blocked in us and are taken with sigtimedwait, which tells who sent them."""
-    waited = FORWARDED | {signal.SIGCHLD}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-    try:
-        proc = subprocess.Popen(command, executable=executable, env=env, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask))
-        while proc.poll() is None:
-            info = signal.sigtimedwait(waited, 0.5)
-            if info is not None and info.si_signo in FORWARDED and info.si_code <= 0:  # SI_USER, SI_QUEUE, SI_TKILL
-                proc.send_signal(info.si_signo)
-        while signal.sigtimedwait(waited, 0) is not None:  # the job is gone: drop what arrived with its end
-            pass
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    return proc.returncode
-
-
-def _run_with_handlers(executable, command, env):
-    """Where sigtimedwait is missing (macOS): forward every SIGINT/SIGTERM, so a terminal's Ctrl-C reaches the job twice."""
-    proc = subprocess.Popen(command, executable=executable, env=env)
-    previous = {sig: signal.signal(sig, lambda number, _frame: proc.send_signal(number)) for sig in FORWARDED}
-    try:
-        return proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _output_path(env):
     try:
         path = json.loads(env.get("MS_PROFILER_OPTIONS") or "{}").get("output_path")
@@ -398,22 +364,10 @@ def run_with_baseline(executable, command, env, args):
     """Run the job as a child, then compare its profile with ``args.baseline``.
 
     Exit status: the job's when it failed, else the gate's (0 pass, 1 breached, 2 no usable profile).
-    A job killed by a signal: after the comparison we reset that signal to its default action and
-    send it to ourselves, so our parent sees the same death as with plain ``run``; should that not
-    end us, we return 128 + the signal number, as a shell would.
+    A job killed by a signal: after the comparison we die of the same signal (``supervise.end_like``).
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    status = (_run_forwarding if hasattr(signal, "sigtimedwait") else _run_with_handlers)(executable, command, env)
+    status = supervise.run_job(executable, command, env)
     log.say(f"job exited with status {status}; comparing with the baseline {args.baseline}")
     gate = main(SimpleNamespace(base=args.baseline, new=_output_path(env), fail_on=args.fail_on,
                                 markdown=getattr(args, "markdown", False), json_out=getattr(args, "json_out", None)))
-    if status == 0:
-        return gate
-    if status < 0:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(-status, signal.SIG_DFL)
-        os.kill(os.getpid(), -status)
-        return 128 - status
-    return status
+    return gate if status == 0 else supervise.end_like(status)

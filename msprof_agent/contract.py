@@ -19,7 +19,8 @@ import io
 import json
 import os
 import re
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -32,6 +33,7 @@ STEP_TRACE = "step_trace_raw_{rank}_detail_time.csv"
 STEP_POINTS = "step_trace_point_info_{rank}.json"
 CPU_OP_TYPES = "cpu_op_type_info_{rank}.csv"
 CPU_OP_DETAIL = "cpu_op_detail_info_{rank}.csv"
+CPU_OP_SHAPES = "cpu_op_shape_info_{rank}.csv"  # ours: host ops by op and input shape, self and total time
 GPU_OP_TYPES = "gpu_op_type_info_{rank}.csv"
 GPU_OP_DETAIL = "gpu_op_detail_info_{rank}.csv"
 FLOPS = "flops_{rank}.txt"
@@ -61,7 +63,7 @@ def timeline_device(device_target: str) -> str:
     return {"Ascend": "ascend", "GPU": "gpu"}.get(device_target, "cpu")
 
 
-def timeline_file(profiler_dir: str, rank: int | str) -> Optional[str]:
+def timeline_file(profiler_dir: str, rank: int | str) -> str | None:
     """Name of the rank's Trace Event file (cpu/ascend/gpu variant), or None."""
     for device in TIMELINE_DEVICES:
         candidate = name(TIMELINE_DISPLAY, rank, device=device)
@@ -107,7 +109,7 @@ def hour_base(first_ns: int) -> int:
 
 def time_base_event(base_ns: int, pid: int) -> dict[str, Any]:
     """The metadata event recording a timeline's base (viewers ignore metadata names they do not know)."""
-    utc = datetime.datetime.fromtimestamp(base_ns // 1_000_000_000, datetime.timezone.utc)
+    utc = datetime.datetime.fromtimestamp(base_ns // 1_000_000_000, datetime.UTC)
     return {"ph": "M", "name": TIME_BASE, "pid": pid, "tid": 0,
             "args": {"epoch_ns": base_ns, "utc": utc.strftime("%Y-%m-%dT%H:%M:%SZ"), "ts_unit": "us since epoch_ns"}}
 
@@ -144,6 +146,7 @@ AVERAGE_ROW = "-"  # step_num of the last row of the step trace and hccl files
 CPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "execution_frequency(per-step)", "total_compute_time(ms)", "avg_time(ms)", "percent"]
 CPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)", "op_avg_time(ms)",
                         "total_proportion", "subgraph", "pid"]
+CPU_OP_SHAPE_HEADER = ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"]
 GPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion", "avg_time(us)"]
 GPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)",
                         "proportion", "cuda_activity_cost_time(us)", "cuda_activity_call_count"]
@@ -192,7 +195,7 @@ def _csv_rows(raw: bytes) -> tuple[list[str], list[list[str]]]:
     return rows[0], [r for r in rows[1:] if r]
 
 
-def _num(text: Any) -> Optional[float]:
+def _num(text: Any) -> float | None:
     """A number from a CSV cell; empty or non-numeric cells (e.g. an absent fp point) become None."""
     try:
         value = float(text)
@@ -201,7 +204,7 @@ def _num(text: Any) -> Optional[float]:
     return value if value == value else None
 
 
-def _int(text: Any) -> Optional[int]:
+def _int(text: Any) -> int | None:
     try:
         return int(text)
     except (TypeError, ValueError):
@@ -218,7 +221,7 @@ def read_step_trace(raw: bytes) -> dict[str, Any]:
     start/end/fp/bp as offsets (from the first step's start, or its own start for fp/bp)."""
     _, rows = _csv_rows(raw)
     steps: list[dict[str, Any]] = []
-    average: Optional[dict[str, Any]] = None
+    average: dict[str, Any] | None = None
     raw_points = []
     for row in rows:
         _need(row, 9, "step trace")
@@ -233,7 +236,7 @@ def read_step_trace(raw: bytes) -> dict[str, Any]:
     # Offsets from exact integers: epoch times in 10 ns lose their last digits as float milliseconds.
     first = _int(raw_points[0][0]) if raw_points else None
 
-    def offset(point: Optional[int], origin: Optional[int]) -> Optional[float]:
+    def offset(point: int | None, origin: int | None) -> float | None:
         return None if point is None or origin is None else (point - origin) / STEP_TRACE_UNITS_PER_MS
 
     for item, (start_text, end_text, _, fp_text, bp_text) in zip(steps, raw_points):
@@ -271,7 +274,20 @@ def read_op_detail(raw: bytes) -> list[dict[str, Any]]:
     return out
 
 
-def read_flops(raw: bytes) -> dict[str, list[Optional[float]]]:
+def read_op_shapes(raw: bytes) -> list[dict[str, Any]]:
+    """``cpu_op_shape_info``: one dict per (op, input shape), largest self time first. Self time leaves out
+    the ops nested inside (torch records nested ops); total time keeps them."""
+    _, rows = _csv_rows(raw)
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        _need(row, 6, "operator shapes")
+        out.append({"op_type": row[0], "op_name": row[1], "input_shape": row[2], "occurrences": _num(row[3]),
+                    "self_ms": _num(row[4]), "total_ms": _num(row[5])})
+    out.sort(key=lambda r: -(r["self_ms"] or 0))
+    return out
+
+
+def read_flops(raw: bytes) -> dict[str, list[float | None]]:
     """``flops_{rank}.txt``: a header line, then ``name, MFLOPs(cube), GFLOPS(cube), MFLOPs(vec), GFLOPS(vec)``."""
     _, rows = _csv_rows(raw)
     out = {}
@@ -317,7 +333,7 @@ def fetch_waits(fetch: Sequence[Mapping[str, Any]]) -> list[float]:
     return [f["cost_ms"] for f in fetch if f["kind"] == FETCH_GET]
 
 
-def queue_file(profiler_dir: str, rank: int | str) -> Optional[str]:
+def queue_file(profiler_dir: str, rank: int | str) -> str | None:
     """The rank's queue profiling file (iterator or device queue), or None."""
     for template in (ITERATOR_QUEUE, DEVICE_QUEUE):
         candidate = name(template, rank)
@@ -383,7 +399,7 @@ def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
     weights = ([gaps[0]] + gaps) if gaps else [1.0] * len(stamps)
     total = sum(w for w in weights if w > 0)
 
-    def mean(values: Optional[Sequence[Any]]) -> Optional[float]:
+    def mean(values: Sequence[Any] | None) -> float | None:
         pairs = [(w, v) for w, v in zip(weights, values or ()) if w > 0 and isinstance(v, (int, float))]
         return round(sum(w * v for w, v in pairs) / total, 2) if pairs and total else None
 
@@ -439,7 +455,7 @@ def read_memory_details(raw: bytes) -> list[dict[str, Any]]:
     return memory_lines(orjson.loads(raw))
 
 
-def op_type_totals(profiler_dir: str, rank: int | str) -> Optional[list[tuple[str, float]]]:
+def op_type_totals(profiler_dir: str, rank: int | str) -> list[tuple[str, float]] | None:
     """Every host op type's total ms from ``cpu_op_type_info`` (None when the file is absent)."""
     path = os.path.join(profiler_dir, name(CPU_OP_TYPES, rank))
     if not os.path.isfile(path):

@@ -1,12 +1,14 @@
 """The agent's only voice on stderr: every line starts with ``msprof-agent:`` and each distinct problem is said once."""
+from __future__ import annotations
+
 import os
 import sys
 
 PREFIX = "msprof-agent: "
-_said = set()
+_said: set[object] = set()
 
 
-def say(message):
+def say(message: str) -> None:
     """Print one line to stderr (for notices the user asked for, like the exit summary)."""
     try:
         sys.stderr.write(PREFIX + message + "\n")
@@ -15,7 +17,7 @@ def say(message):
         pass
 
 
-def warn_once(message, key=None):
+def warn_once(message: str, key: object = None) -> None:
     """Report a problem once per process; repeats of the same key are dropped so logs are never flooded."""
     key = key or message
     if key in _said:
@@ -24,10 +26,10 @@ def warn_once(message, key=None):
     say(message)
 
 
-def report_error(where, exc):
+def report_error(where: str, exc: BaseException) -> None:
     """An agent failure: reported once, never raised into the user's job (MSPROF_AGENT_DEBUG=1 adds the traceback)."""
     if os.environ.get("MSPROF_AGENT_DEBUG"):
         import traceback
 
-        traceback.print_exception(exc)
+        traceback.print_exception(type(exc), exc, exc.__traceback__)  # the one form every Python 3 takes
     warn_once(f"{where} failed, the job goes on: {type(exc).__name__}: {exc}", key=(where, type(exc).__name__))

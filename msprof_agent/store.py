@@ -4,13 +4,16 @@ Records are buffered in memory and appended with a single ``os.write`` at most e
 ``FLUSH_INTERVAL_NS`` at a step end, when the buffer grows, and at every window start and stop,
 SIGTERM, exception and exit. So a crash, SIGTERM or Ctrl-C leaves every completed step on disk for
 ``msprof-agent analyse``, and even SIGKILL, which runs no handler, loses at most the steps of the
-last 0.1 s. A write (and a JSON encoding) per step would cost a training step of a few ms about 1 %. Ops arrive in column batches (one record holding lists) because the device
-sessions deliver them in bulk and the analyses read them as arrays.
+last 0.1 s. A write (and a JSON encoding) per step would cost a training step of a few ms about 1 %.
+Ops arrive in column batches (one record holding lists) because the device sessions deliver them in
+bulk and the analyses read them as arrays.
 
 Record kinds (key ``k``): ``meta`` (once, first), ``step``, ``ops``, ``cpu``, ``mem``, ``queue``,
-``pipeline``, ``comm``, ``window``, ``note``, ``pause``, ``probe`` (machine speed), ``end``. Times are epoch nanoseconds (``time.time_ns``),
-the clock MindSpore's and torch's profilers use too; ``cpu`` samples carry ``ts`` in ms.
+``pipeline``, ``comm``, ``hostio``, ``mstx``, ``window``, ``note``, ``pause``, ``probe`` (machine speed), ``end``. Times are epoch
+nanoseconds (``time.time_ns``), the clock MindSpore's and torch's profilers use too; ``cpu`` and ``hostio`` samples carry ``ts`` in ms.
 """
+from __future__ import annotations
+
 import collections
 import glob
 import mmap
@@ -19,54 +22,62 @@ import time
 
 import orjson
 
+TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Iterator, Sequence
+    from typing import Any, TypeVar
+
+    Record = dict[str, Any]  # one raw record: a JSON object with its kind under "k"
+    Value = TypeVar("Value", bound=Hashable)
+
 RAW_DIR = "raw"
 FLUSH_BYTES = 1 << 20
 FLUSH_INTERVAL_NS = 100_000_000
 
 
-def coded(values):
+def coded(values: Sequence[Value]) -> tuple[list[int], list[Value]]:
     """(codes, table) for a column of repeating strings: each value's index in the table of distinct
     values, in order of first appearance. Ops records carry names and types this way
     (``name_codes`` + ``name_table``): a batch of 50k ops repeats a few hundred names, and the
     analysis reads small integers far faster than millions of strings."""
-    table = {}
+    table: dict[Value, int] = {}
     codes = [table.setdefault(value, len(table)) for value in values]
     return codes, list(table)
 
 
-def rank_raw_dir(profiler_dir, rank):
+def rank_raw_dir(profiler_dir: str, rank: int) -> str:
     return os.path.join(profiler_dir, RAW_DIR, f"rank_{rank}")
 
 
 class EventWriter:
     """Append-only writer owned by one process; other threads hand records over through ``queue``."""
 
-    def __init__(self, profiler_dir, rank, started_ns):
+    def __init__(self, profiler_dir: str, rank: int, started_ns: int) -> None:
         self.started_ns = started_ns
         self.directory = rank_raw_dir(profiler_dir, rank)
         self.path = os.path.join(self.directory, f"{os.getpid()}.jsonl")
-        self.queue = collections.deque()  # small records encoded at the next flush(); sampler threads append here too
-        self._pending = []
+        self.queue: collections.deque[Record] = collections.deque()  # small records encoded at the next flush(); sampler threads append here too
+        self._pending: list[bytes] = []
         self._pending_bytes = 0
-        self._fd = None
+        self._fd: int | None = None
         self._flushed_ns = 0
 
-    def add_later(self, record):
+    def add_later(self, record: Record) -> None:
         """A small, frequent record (a step): encoded with the next flush, off the step's critical path."""
         self.queue.append(record)
 
-    def add(self, record):
+    def add(self, record: Record) -> None:
         line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
         self._pending.append(line)
         self._pending_bytes += len(line)
         if self._pending_bytes >= FLUSH_BYTES:
             self.flush()
 
-    def flush_if_due(self, now_ns):
+    def flush_if_due(self, now_ns: int) -> None:
         if now_ns - self._flushed_ns >= FLUSH_INTERVAL_NS:
             self.flush()
 
-    def flush(self):
+    def flush(self) -> None:
         self._flushed_ns = time.time_ns()
         while self.queue:
             self._pending.append(orjson.dumps(self.queue.popleft(), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
@@ -82,7 +93,7 @@ class EventWriter:
             written = os.write(self._fd, data)
             data = data[written:]
 
-    def _clear_earlier_runs(self):
+    def _clear_earlier_runs(self) -> None:
         """A new run of this rank replaces the raw data an earlier run left in the same directory."""
         for path in glob.glob(os.path.join(self.directory, "*.jsonl")):
             try:
@@ -91,19 +102,19 @@ class EventWriter:
             except OSError:
                 pass
 
-    def close(self):
+    def close(self) -> None:
         self.flush()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
-    def abandon(self):
+    def abandon(self) -> None:
         """In a fork child: drop the parent's buffer and descriptor without writing anything."""
         self._pending, self._pending_bytes, self._fd = [], 0, None
         self.queue = collections.deque()
 
 
-def raw_ranks(profiler_dir):
+def raw_ranks(profiler_dir: str) -> list[int]:
     """Ranks that left raw data under this profiler directory."""
     ranks = []
     for path in glob.glob(os.path.join(profiler_dir, RAW_DIR, "rank_*")):
@@ -113,7 +124,7 @@ def raw_ranks(profiler_dir):
     return sorted(ranks)
 
 
-def raw_lines(profiler_dir, rank):
+def raw_lines(profiler_dir: str, rank: int) -> Iterator[bytes]:
     """Every line of one rank's raw files. The files are mapped rather than read line by line:
     buffered readline copies an ops line of megabytes many times over."""
     for path in sorted(glob.glob(os.path.join(rank_raw_dir(profiler_dir, rank), "*.jsonl"))):

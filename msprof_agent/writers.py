@@ -2,6 +2,8 @@
 
 Each writer writes to a temporary name in the target directory and renames it into place.
 """
+from __future__ import annotations
+
 import contextlib
 import csv
 import errno
@@ -11,9 +13,14 @@ import tempfile
 
 import orjson
 
+TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+    from typing import IO
+
 
 @contextlib.contextmanager
-def replacing(path, size=None, exclusive=False):
+def replacing(path: str, size: int | None = None, exclusive: bool = False) -> Iterator[IO[bytes]]:
     """A file to write (or stream) into that replaces ``path`` only once complete. ``size``, when the
     writer will write exactly that much, is reserved up front: one extent allocation instead of one
     per write, and a full disk said before, not midway. ``exclusive``: create ``path`` only if absent
@@ -38,7 +45,7 @@ def replacing(path, size=None, exclusive=False):
         raise
 
 
-def _reserve(fd, size):
+def _reserve(fd: int, size: int) -> None:
     """Allocate the file's blocks at once where the file system can; elsewhere writing allocates them."""
     try:
         os.posix_fallocate(fd, 0, size)
@@ -47,17 +54,17 @@ def _reserve(fd, size):
             raise  # ENOSPC: better now than after writing hundreds of megabytes
 
 
-def write_bytes(path, data):
+def write_bytes(path: str, data: bytes) -> None:
     with replacing(path) as handle:
         handle.write(data)
 
 
-def write_json(path, value, pretty=False):
+def write_json(path: str, value: object, pretty: bool = False) -> None:
     option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if pretty else 0)
     write_bytes(path, orjson.dumps(value, option=option))
 
 
-def write_csv(path, header, rows):
+def write_csv(path: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -65,5 +72,5 @@ def write_csv(path, header, rows):
     write_bytes(path, buffer.getvalue().encode())
 
 
-def write_text(path, lines):
+def write_text(path: str, lines: Sequence[str]) -> None:
     write_bytes(path, ("\n".join(lines) + ("\n" if lines else "")).encode())

@@ -1,4 +1,11 @@
-"""Shared helpers: run a real Python script in a subprocess under the hook, and read what it wrote."""
+"""Shared helpers: run a real Python script in a subprocess under the hook, and read what it wrote.
+
+Every test carries a marker saying what it needs (registered in pyproject.toml): ``unit`` (the fast set:
+neither MindSpore nor PyTorch is imported, in the test or in a child it starts), ``mindspore``, ``torch``,
+``browser``, ``install`` (fresh virtual environments) or ``client`` (an outside reader of the output).
+This file imports neither framework, so ``pytest -m unit`` runs where none is installed.
+"""
+import csv
 import json
 import os
 import subprocess
@@ -9,12 +16,31 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOOK_DIR = os.path.join(ROOT, "sitecustomize_hook")
 EXAMPLES = os.path.join(ROOT, "examples")
+SCRIPTS = os.path.join(ROOT, "tests", "scripts")
+TINY = os.path.join(SCRIPTS, "tiny_torch.py")
 PY = sys.executable
+
+NEEDS = ("unit", "mindspore", "torch", "browser", "install", "client")
+# Variables that steer the agent or the ranks: a child gets only those its test sets.
+AGENT_VARIABLES = ("MS_PROFILER_OPTIONS", "PYTHONPATH", "RANK_ID", "RANK", "DEVICE_ID", "LOCAL_RANK", "WORLD_SIZE", "RANK_SIZE",
+                   "PROFILING_FP_START", "PROFILING_BP_END", "MSPROF_DYNAMIC_CFG")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Refuse a test that says nothing about what it needs, or that is ``unit`` and needs more (before ``-m`` selects)."""
+    unmarked = [item.nodeid for item in items if not any(item.get_closest_marker(name) for name in NEEDS)]
+    mixed = [item.nodeid for item in items
+             if item.get_closest_marker("unit") and any(item.get_closest_marker(name) for name in NEEDS[1:])]
+    problems = [f"no marker of {', '.join(NEEDS)}: {nodeid}" for nodeid in unmarked]
+    problems += [f"marked unit and also with what the fast set must not need: {nodeid}" for nodeid in mixed]
+    if problems:
+        raise pytest.UsageError("tests/conftest.py: every test says what it needs\n  " + "\n  ".join(problems))
 
 
 def hook_env(options=None, extra=None, hook=True):
     """A child environment with the hook on PYTHONPATH and MS_PROFILER_OPTIONS set (dict -> JSON, str as is)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "PYTHONPATH", "RANK_ID", "RANK", "DEVICE_ID", "LOCAL_RANK", "WORLD_SIZE", "RANK_SIZE", "PROFILING_FP_START", "PROFILING_BP_END", "MSPROF_DYNAMIC_CFG")}
+    env = {k: v for k, v in os.environ.items() if k not in AGENT_VARIABLES}
     if hook:
         env["PYTHONPATH"] = HOOK_DIR
     if options is not None:
@@ -30,9 +56,26 @@ def run_script(args, options=None, extra_env=None, cwd=None, timeout=600, hook=T
                           capture_output=True, text=True, timeout=timeout)
 
 
-def read_csv(path):
-    import csv
+def run_two_tiny_ranks(out_dir):
+    """tiny_torch.py as ranks 0 and 1 (4 and 5 steps) at once, both profiling into ``out_dir``."""
+    procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=hook_env(profile_into(out_dir), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
 
+
+def profile_into(out_dir, **extra):
+    """MS_PROFILER_OPTIONS that profile into ``out_dir``, plus ``extra`` keys."""
+    return dict({"start": True, "output_path": out_dir}, **extra)
+
+
+def agent_lines(stderr):
+    """The agent's messages on stderr (continuation lines, indented after the prefix, left out)."""
+    return [line for line in stderr.splitlines() if line.startswith("msprof-agent:") and not line.startswith("msprof-agent:  ")]
+
+
+def read_csv(path):
     with open(path, newline="") as handle:
         return list(csv.reader(handle))
 
@@ -55,6 +98,27 @@ def read_records(profiler_dir, rank):
 def read_json(path):
     with open(path) as handle:
         return json.load(handle)
+
+
+def step_trace(profiler_dir, rank=0):
+    """One rank's step-trace CSV as (header, step rows, average rows), all cells as text."""
+    rows = read_csv(os.path.join(profiler_dir, f"step_trace_raw_{rank}_detail_time.csv"))
+    return rows[0], [r for r in rows[1:] if r[0] != "-"], [r for r in rows[1:] if r[0] == "-"]
+
+
+def step_numbers(profiler_dir, rank=0):
+    """The steps one rank's step-trace CSV lists."""
+    return [int(row[0]) for row in step_trace(profiler_dir, rank)[1]]
+
+
+def steps_in(output_path, rank=0):
+    """The steps analysed in the run or window whose output path (the folder above ``profiler/``) is given."""
+    return step_numbers(os.path.join(output_path, "profiler"), rank)
+
+
+def windows_made(out):
+    """The window folders under an output path, by start step."""
+    return sorted((name for name in os.listdir(out) if name.startswith("window_")), key=lambda name: int(name.split("_")[1]))
 
 
 @pytest.fixture

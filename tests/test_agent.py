@@ -3,33 +3,17 @@ import glob
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
-from conftest import HOOK_DIR, PY, ROOT, hook_env, read_csv, read_json, run_script
+from conftest import HOOK_DIR, PY, ROOT, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, run_two_tiny_ranks, steps_in
 
-SCRIPTS = os.path.join(ROOT, "tests", "scripts")
-TINY = os.path.join(SCRIPTS, "tiny_torch.py")
 PROBE = os.path.join(SCRIPTS, "probe_imports.py")
-
-
-def on(out_dir, **extra):
-    return dict({"start": True, "output_path": out_dir}, **extra)
-
-
-def agent_lines(stderr):
-    return [line for line in stderr.splitlines() if line.startswith("msprof-agent:")]
-
-
-def step_rows(out_dir, rank=0):
-    rows = read_csv(os.path.join(out_dir, "profiler", f"step_trace_raw_{rank}_detail_time.csv"))
-    return [r for r in rows[1:] if r[0] != "-"]
 
 
 # -- the off path ---------------------------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("options", [None, "", '{"start": false}', '{"start": false, "output_path": "/tmp/x"}'])
 def test_off_path_loads_nothing(options, tmp_path):
     result = run_script([PROBE], options=options, cwd=str(tmp_path))
@@ -41,6 +25,7 @@ def test_off_path_loads_nothing(options, tmp_path):
 
 # -- bad input: one clear line, profiling off, the job untouched -------------------------------------
 
+@pytest.mark.torch
 @pytest.mark.parametrize("options, expected", [
     ('{"start": true, "output_path": }', "not valid JSON"),
     ('[1,2]', "expected a JSON object"),
@@ -63,22 +48,25 @@ def test_bad_options_give_one_clear_line_and_leave_the_job_alone(options, expect
     assert not os.path.exists(tmp_path / "data")
 
 
+@pytest.mark.torch
 def test_bad_rank_variable_is_reported(tmp_path, out_dir):
-    result = run_script([TINY], options=on(out_dir), extra_env={"RANK_ID": "zero"})
+    result = run_script([TINY], options=profile_into(out_dir), extra_env={"RANK_ID": "zero"})
     assert result.returncode == 0
     assert "environment variable RANK_ID: got 'zero'" in result.stderr
     assert not os.path.exists(os.path.join(out_dir, "profiler", "summary_0.json"))
 
 
+@pytest.mark.torch
 def test_unwritable_output_path(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    result = run_script([TINY], options=on(str(blocker / "sub")))
+    result = run_script([TINY], options=profile_into(str(blocker / "sub")))
     assert result.returncode == 0 and "trained 6 steps" in result.stdout
     lines = agent_lines(result.stderr)
     assert len(lines) == 1 and 'key "output_path": cannot write to' in lines[0]
 
 
+@pytest.mark.torch
 def test_default_output_path_is_data_in_cwd(tmp_path):
     result = run_script([TINY], options={"start": True}, cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr
@@ -87,18 +75,20 @@ def test_default_output_path_is_data_in_cwd(tmp_path):
 
 # -- the hook itself ------------------------------------------------------------------------------
 
+@pytest.mark.torch
 def test_user_sitecustomize_still_runs_exactly_once(tmp_path, out_dir):
     user = tmp_path / "usersite"
     user.mkdir()
     (user / "sitecustomize.py").write_text("print('USER SITECUSTOMIZE', flush=True)\n")
-    env = hook_env(on(out_dir))
+    env = hook_env(profile_into(out_dir))
     env["PYTHONPATH"] = os.pathsep.join([HOOK_DIR, str(user)])
     result = subprocess.run([PY, TINY], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("USER SITECUSTOMIZE") == 1
-    assert len(step_rows(out_dir)) == 6
+    assert len(steps_in(out_dir)) == 6
 
 
+@pytest.mark.unit
 def test_user_sitecustomize_failing_on_another_import_is_reported(tmp_path):
     user = tmp_path / "usersite"
     user.mkdir()
@@ -110,14 +100,16 @@ def test_user_sitecustomize_failing_on_another_import_is_reported(tmp_path):
     assert "msprof-agent: your sitecustomize failed to import" in result.stderr and "module_that_does_not_exist" in result.stderr
 
 
+@pytest.mark.unit
 def test_python_dash_S_skips_the_hook(out_dir):
-    result = run_script(["-S", PROBE], options=on(out_dir))
+    result = run_script(["-S", PROBE], options=profile_into(out_dir))
     assert result.stdout.split()[0] == "no-agent"
     assert not os.path.exists(out_dir)
 
 
+@pytest.mark.unit
 def test_hook_with_variable_set_activates_once(out_dir):
-    result = run_script([PROBE], options=on(out_dir))
+    result = run_script([PROBE], options=profile_into(out_dir))
     assert result.returncode == 0
     assert result.stdout.split()[0] == "agent"
     assert result.stdout.split()[3] == "threads=1"  # no thread before the first step
@@ -125,68 +117,71 @@ def test_hook_with_variable_set_activates_once(out_dir):
 
 # -- lifecycle: normal end, exception, signals, fork --------------------------------------------------
 
+@pytest.mark.torch
 def test_start_true_profiles_and_prints_a_summary(out_dir):
-    result = run_script([TINY, "--steps", "6"], options=on(out_dir))
+    result = run_script([TINY, "--steps", "6"], options=profile_into(out_dir))
     assert result.returncode == 0, result.stderr
     assert "trained 6 steps" in result.stdout
-    assert [r[0] for r in step_rows(out_dir)] == ["1", "2", "3", "4", "5", "6"]
+    assert steps_in(out_dir) == [1, 2, 3, 4, 5, 6]
     summary = read_json(os.path.join(out_dir, "profiler", "summary_0.json"))
     assert summary["steps_profiled"] == 6 and summary["end_reason"] == "exit"
     assert "msprof-agent: profiled 6 of 6 steps" in result.stderr
 
 
+@pytest.mark.torch
 def test_step_window_from_the_variable(out_dir):
-    result = run_script([TINY, "--steps", "8"], options=on(out_dir, start_step=3, stop_step=5))
+    result = run_script([TINY, "--steps", "8"], options=profile_into(out_dir, start_step=3, stop_step=5))
     assert result.returncode == 0, result.stderr
-    assert [r[0] for r in step_rows(out_dir)] == ["3", "4", "5"]
+    assert steps_in(out_dir) == [3, 4, 5]
     summary = read_json(os.path.join(out_dir, "profiler", "summary_0.json"))
     assert summary["steps_total"] == 8  # step timing stays on outside the window
 
 
-def test_exception_at_step_keeps_traceback_status_and_earlier_steps(out_dir):
-    result = run_script([TINY, "--steps", "8", "--raise-at", "5"], options=on(out_dir))
+@pytest.mark.torch
+def test_exception_at_step_keeps_traceback_status_and_earlier_steps_in(out_dir):
+    result = run_script([TINY, "--steps", "8", "--raise-at", "5"], options=profile_into(out_dir))
     assert result.returncode == 1
     assert "Traceback (most recent call last)" in result.stderr
     assert "RuntimeError: injected failure at step 5" in result.stderr
-    assert [r[0] for r in step_rows(out_dir)] == ["1", "2", "3", "4"]
+    assert steps_in(out_dir) == [1, 2, 3, 4]
 
 
-def test_sigterm_at_step_keeps_status_and_earlier_steps(out_dir):
-    result = run_script([TINY, "--steps", "8", "--sigterm-at", "5"], options=on(out_dir))
+@pytest.mark.torch
+def test_sigterm_at_step_keeps_status_and_earlier_steps_in(out_dir):
+    result = run_script([TINY, "--steps", "8", "--sigterm-at", "5"], options=profile_into(out_dir))
     assert result.returncode == -signal.SIGTERM
-    assert [r[0] for r in step_rows(out_dir)] == ["1", "2", "3", "4"]
+    assert steps_in(out_dir) == [1, 2, 3, 4]
     assert read_json(os.path.join(out_dir, "profiler", "summary_0.json"))["end_reason"] == "SIGTERM"
 
 
+@pytest.mark.torch
 def test_sigkill_leaves_raw_data_for_offline_analysis(out_dir):
     """SIGKILL runs no handler: the raw store holds the steps up to its last flush, which happens at
     a step end at most 0.1 s after the one before. Step 4 lasts 0.15 s, so steps 1-4 are on disk."""
-    result = run_script([TINY, "--steps", "8", "--slow-at", "4", "--slow-ms", "150", "--sigkill-at", "5"], options=on(out_dir))
+    result = run_script([TINY, "--steps", "8", "--slow-at", "4", "--slow-ms", "150", "--sigkill-at", "5"], options=profile_into(out_dir))
     assert result.returncode == -signal.SIGKILL
     assert not os.path.exists(os.path.join(out_dir, "profiler", "summary_0.json"))
     analysed = subprocess.run([PY, "-m", "msprof_agent", "analyse", out_dir], capture_output=True, text=True, timeout=300)
     assert analysed.returncode == 0, analysed.stderr
-    assert [r[0] for r in step_rows(out_dir)] == ["1", "2", "3", "4"]
+    assert steps_in(out_dir) == [1, 2, 3, 4]
     assert read_json(os.path.join(out_dir, "profiler", "summary_0.json"))["end_reason"] == "killed (no end record)"
 
 
+@pytest.mark.torch
 def test_fork_child_writes_nothing(out_dir):
-    result = run_script([TINY, "--steps", "6", "--fork-at", "3"], options=on(out_dir), timeout=120)
+    result = run_script([TINY, "--steps", "6", "--fork-at", "3"], options=profile_into(out_dir), timeout=120)
     assert result.returncode == 0, result.stderr
     assert "child done" in result.stdout and "child status 7" in result.stdout
     raw_files = glob.glob(os.path.join(out_dir, "profiler", "raw", "rank_0", "*.jsonl"))
     assert len(raw_files) == 1
-    assert len(step_rows(out_dir)) == 6
+    assert len(steps_in(out_dir)) == 6
     assert result.stderr.count("msprof-agent: profiled") == 1
 
 
+@pytest.mark.torch
 def test_two_ranks_share_one_output_path(out_dir):
-    procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=hook_env(on(out_dir), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    for proc in procs:
-        proc.communicate(timeout=300)
-        assert proc.returncode == 0
-    assert len(step_rows(out_dir, 0)) == 4 and len(step_rows(out_dir, 1)) == 5
+    run_two_tiny_ranks(out_dir)
+    assert len(steps_in(out_dir, 0)) == 4 and len(steps_in(out_dir, 1)) == 5
     for rank in (0, 1):
         assert read_json(os.path.join(out_dir, "profiler", f"profiler_info_{rank}.json"))["rank_id"] == rank
     cluster = read_json(os.path.join(out_dir, "profiler", "cluster_summary.json"))
@@ -202,6 +197,7 @@ def agent_run(args, out_dir, env_extra=None):
                           env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("flags, status", [([], 0), (["--exit-code", "3"], 3), (["--sigterm-at", "3"], -signal.SIGTERM)])
 def test_run_keeps_the_exit_status(flags, status, out_dir):
     result = agent_run([TINY, "--steps", "5"] + flags, out_dir)
@@ -209,25 +205,39 @@ def test_run_keeps_the_exit_status(flags, status, out_dir):
     assert os.path.isfile(os.path.join(out_dir, "profiler", "summary_0.json"))
 
 
-def test_run_warns_about_flags_that_disable_the_hook(out_dir):
-    result = agent_run(["-S", PROBE], out_dir)
-    assert "-S skips site" in result.stderr
+@pytest.mark.unit
+@pytest.mark.parametrize("flag, why", [("-S", "-S skips site"), ("-E", "-E ignores PYTHONPATH"), ("-I", "-I ignores PYTHONPATH")])
+def test_run_warns_about_flags_that_disable_the_hook(flag, why, out_dir):
+    """From a checkout the hook comes through PYTHONPATH, so -E and -I disable it too (not so for an installed .pth: test_install)."""
+    result = agent_run([flag, PROBE], out_dir)
+    assert why in result.stderr
     assert result.stdout.split()[0] == "no-agent"
 
 
+@pytest.mark.unit
+def test_debug_traceback_of_an_agent_error(tmp_path):
+    code = "from msprof_agent import log\ntry:\n    1 / 0\nexcept ZeroDivisionError as exc:\n    log.report_error('probe', exc)\nprint('job goes on')"
+    result = run_script(["-c", code], extra_env={"MSPROF_AGENT_DEBUG": "1"}, hook=False, cwd=str(tmp_path))
+    assert result.stdout == "job goes on\n"
+    assert "Traceback (most recent call last)" in result.stderr and "msprof-agent: probe failed, the job goes on: ZeroDivisionError" in result.stderr
+
+
+@pytest.mark.unit
 def test_run_deduplicates_pythonpath(out_dir):
     result = agent_run(["-c", "import os; print(os.environ['PYTHONPATH'])"], out_dir, {"PYTHONPATH": HOOK_DIR + os.pathsep + "/elsewhere"})
-    assert result.stdout.strip().split(os.pathsep) == [HOOK_DIR, "/elsewhere"]
+    assert result.stdout.strip().split(os.pathsep) == [HOOK_DIR, ROOT, "/elsewhere"]
 
 
+@pytest.mark.torch
 def test_run_passes_options_through(out_dir):
     env = {k: v for k, v in os.environ.items() if k != "MS_PROFILER_OPTIONS"}
     result = subprocess.run([PY, "-m", "msprof_agent", "run", "--output-path", out_dir, "-o", "start_step=2", "-o", "stop_step=3",
                              "--", PY, TINY, "--steps", "5"], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert [r[0] for r in step_rows(out_dir)] == ["2", "3"]
+    assert steps_in(out_dir) == [2, 3]
 
 
+@pytest.mark.torch
 def test_framework_import_under_the_hook_is_transparent(out_dir):
     """The post-import hook wraps torch's loader only while torch/__init__ runs: afterwards the module
     has its own loader back, resources resolve, and the integration is installed."""
@@ -235,6 +245,6 @@ def test_framework_import_under_the_hook_is_transparent(out_dir):
             "print(type(torch.__loader__).__name__, type(torch.__spec__.loader).__name__, "
             "importlib.resources.files('torch').joinpath('__init__.py').is_file(), "
             "sys.modules['msprof_agent.frameworks.torch']._state is not None)")
-    result = run_script(["-c", code], options=on(out_dir))
+    result = run_script(["-c", code], options=profile_into(out_dir))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["SourceFileLoader", "SourceFileLoader", "True", "True"]

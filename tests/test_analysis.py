@@ -6,7 +6,7 @@ import subprocess
 import orjson
 import pytest
 
-from conftest import EXAMPLES, PY, overlapping_slices, read_csv, read_json, run_script
+from conftest import EXAMPLES, PY, overlapping_slices, read_csv, read_json, run_script, step_trace
 
 TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
 LENET = os.path.join(EXAMPLES, "mindspore_lenet.py")
@@ -31,15 +31,13 @@ def mindspore_run(tmp_path_factory):
     return profiled(LENET, out, ["--steps", "6", "--quiet"], data_process=True, cpu_sampling_interval=50)
 
 
-def step_table(profiler_dir):
-    rows = read_csv(os.path.join(profiler_dir, "step_trace_raw_0_detail_time.csv"))
-    return rows[0], [r for r in rows[1:] if r[0] != "-"], [r for r in rows[1:] if r[0] == "-"]
+RUNS = [pytest.param("torch_run", marks=pytest.mark.torch), pytest.param("mindspore_run", marks=pytest.mark.mindspore)]
 
 
-@pytest.mark.parametrize("run", ["torch_run", "mindspore_run"])
+@pytest.mark.parametrize("run", RUNS)
 def test_step_trace_contract(run, request):
     profiler_dir = request.getfixturevalue(run)
-    header, steps, average = step_table(profiler_dir)
+    header, steps, average = step_trace(profiler_dir)
     assert header == ["step_num", "start_point", "end_point", "total", "fp_point", "bp_point", "iteration_interval", "fp_and_bp", "tail"]
     assert len(average) == 1 and steps
     for row in steps:
@@ -54,7 +52,7 @@ def test_step_trace_contract(run, request):
     assert set(points) == {"fp_start", "bp_end"} and points["fp_start"] and points["bp_end"]
 
 
-@pytest.mark.parametrize("run", ["torch_run", "mindspore_run"])
+@pytest.mark.parametrize("run", RUNS)
 def test_operator_tables(run, request):
     profiler_dir = request.getfixturevalue(run)
     types = read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))
@@ -71,7 +69,7 @@ def test_operator_tables(run, request):
     assert per_type == {r[0]: int(r[1]) for r in types[1:]}
 
 
-@pytest.mark.parametrize("run", ["torch_run", "mindspore_run"])
+@pytest.mark.parametrize("run", RUNS)
 def test_timeline_is_trace_event_json_matching_the_step_trace(run, request):
     profiler_dir = request.getfixturevalue(run)
     with open(os.path.join(profiler_dir, "cpu_timeline_display_0.json"), "rb") as handle:
@@ -82,7 +80,7 @@ def test_timeline_is_trace_event_json_matching_the_step_trace(run, request):
         if event["ph"] == "X":
             assert isinstance(event["ts"], (int, float)) and event["dur"] >= 0
     steps = {e["args"]["step"]: e for e in events if e.get("cat") == "step"}
-    _, rows, _ = step_table(profiler_dir)
+    _, rows, _ = step_trace(profiler_dir)
     assert sorted(steps) == [int(r[0]) for r in rows]
     base = [e["args"]["epoch_ns"] for e in events if e["ph"] == "M" and e["name"] == "time_base"]
     assert len(base) == 1 and base[0] % 3_600_000_000_000 == 0  # the start of a UTC hour
@@ -98,6 +96,7 @@ def test_timeline_is_trace_event_json_matching_the_step_trace(run, request):
     assert summary["num_of_ops"] == sum(1 for e in events if e.get("pid") == 2 and e["ph"] == "X")
 
 
+@pytest.mark.torch
 def test_summary_and_other_pages(torch_run):
     summary = read_json(os.path.join(torch_run, "summary_0.json"))
     assert summary["steps_profiled"] == 8 and summary["framework"] == "torch"
@@ -122,11 +121,12 @@ def test_summary_and_other_pages(torch_run):
     assert len(gets) == 8 and all(float(g[3]) >= 18 for g in gets)
 
 
+@pytest.mark.mindspore
 def test_graph_compile_step_is_warmup_left_out_of_the_steady_figures(mindspore_run):
     """LeNet's first step compiles the graph: it is named as warm-up with why, stays in the step trace,
     and the summary's stage means and percentiles are those of the other steps."""
     summary = read_json(os.path.join(mindspore_run, "summary_0.json"))
-    _, rows, _ = step_table(mindspore_run)
+    _, rows, _ = step_trace(mindspore_run)
     warm = summary["warmup_steps"]
     assert warm and warm[0]["step"] == int(rows[0][0]) and "steady median" in warm[0]["why"]
     steady = [r for r in rows if int(r[0]) not in {w["step"] for w in warm}]
@@ -139,6 +139,7 @@ def test_graph_compile_step_is_warmup_left_out_of_the_steady_figures(mindspore_r
             assert item["evidence"]["iteration_interval_ms"] == summary["stages_ms"]["iteration_interval"]
 
 
+@pytest.mark.mindspore
 def test_mindspore_pipeline_files(mindspore_run):
     rows = read_csv(os.path.join(mindspore_run, "minddata_pipeline_raw_0.csv"))
     assert rows[0][:3] == ["op_id", "op_type", "num_workers"]
@@ -152,6 +153,7 @@ def analysed_files(profiler_dir):
     return sorted(f for f in os.listdir(profiler_dir) if f != "raw" and not f.startswith("report_") and not f.startswith("summary_"))
 
 
+@pytest.mark.torch
 def test_offline_analysis_is_rerunnable_and_equals_the_exit_analysis(torch_run, tmp_path):
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", os.path.dirname(torch_run), str(copy)], check=True)
@@ -164,13 +166,14 @@ def test_offline_analysis_is_rerunnable_and_equals_the_exit_analysis(torch_run, 
         assert mismatch == [] and errors == []
 
 
+@pytest.mark.torch
 def test_step_list_restricts_every_step_based_file(torch_run, tmp_path):
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", os.path.dirname(torch_run), str(copy)], check=True)
     result = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy), "--step-list", "3,4,5"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     profiler_dir = str(copy / "profiler")
-    assert [r[0] for r in step_table(profiler_dir)[1]] == ["3", "4", "5"]
+    assert [r[0] for r in step_trace(profiler_dir)[1]] == ["3", "4", "5"]
     gets = [line.split()[2] for line in open(os.path.join(profiler_dir, "dataset_iterator_profiling_0.txt")) if line.startswith("0 0 ")]
     assert gets == ["3", "4", "5"]
     with open(os.path.join(profiler_dir, "cpu_timeline_display_0.json"), "rb") as handle:
@@ -184,6 +187,7 @@ def test_step_list_restricts_every_step_based_file(torch_run, tmp_path):
     assert bad.returncode != 0 and "consecutive" in bad.stderr
 
 
+@pytest.mark.torch
 def test_timeline_limit_drops_the_shortest_ops_and_says_so(tmp_path):
     profiler_dir = profiled(TORCH_CNN, str(tmp_path), ["--steps", "40"], timeline_limit=1)
     size = os.path.getsize(os.path.join(profiler_dir, "cpu_timeline_display_0.json"))
@@ -197,7 +201,7 @@ def test_timeline_limit_drops_the_shortest_ops_and_says_so(tmp_path):
 
 def stage_medians(profiler_dir):
     """Median of each stage over the steps after the first (step 1 compiles the graph)."""
-    _, steps, _ = step_table(profiler_dir)
+    _, steps, _ = step_trace(profiler_dir)
     later = [r for r in steps if r[0] != "1"]
     median = lambda column: sorted(int(r[column]) for r in later)[len(later) // 2]  # noqa: E731
     return {"interval": median(6), "fp_and_bp": median(7), "tail": median(8)}
@@ -226,6 +230,7 @@ def test_fp_bp_variables_change_the_split(mindspore_run, tmp_path):
     assert "PROFILING_BP_END='NoSuchOp-op9' matched no op" in result.stderr
 
 
+@pytest.mark.torch
 def test_with_stack_puts_sampled_python_stacks_in_the_timeline(tmp_path):
     """tiny_torch.py sleeps 60 ms inside each step: its module frame must cover that time on the Python
     track, and the track must be a flame chart (each frame inside another or outermost)."""
@@ -241,6 +246,7 @@ def test_with_stack_puts_sampled_python_stacks_in_the_timeline(tmp_path):
     assert not any("msprof_agent" in e["name"] for e in python)
 
 
+@pytest.mark.unit
 def test_accelerator_peaks_come_from_the_table():
     from msprof_agent.analysis.device_peak import peak_gflops
 
@@ -249,6 +255,7 @@ def test_accelerator_peaks_come_from_the_table():
     assert peak_gflops("GPU", "Some Future GPU") == (None, "no peak known for Some Future GPU")
 
 
+@pytest.mark.unit
 def test_coded_and_plain_op_records_load_alike(tmp_path):
     """Ops records with names and types coded per record (what the integrations write) and with plain
     lists (stores written before the codes), small and large (the large ones take the fast line
@@ -281,6 +288,7 @@ def test_coded_and_plain_op_records_load_alike(tmp_path):
         assert data.ops["start"].tolist() == starts and set(data.ops["step"].tolist()) == {1}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("limit_mb", [500, 9])
 def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limit_mb):
     """A timeline of several 4 MB chunks, written by threads each formatting one stretch of the file,

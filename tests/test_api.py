@@ -4,28 +4,20 @@ import subprocess
 
 import pytest
 
-from conftest import EXAMPLES, PY, ROOT, hook_env, read_csv, read_json, run_script
+from conftest import EXAMPLES, PY, SCRIPTS, agent_lines, hook_env, read_json, run_script, step_numbers
 
-SCRIPTS = os.path.join(ROOT, "tests", "scripts")
 API_TORCH = os.path.join(SCRIPTS, "api_torch.py")
 API_MS = os.path.join(EXAMPLES, "api_mindspore.py")
 
 
-def window_steps(profiler_dir, rank=0):
-    rows = read_csv(os.path.join(profiler_dir, f"step_trace_raw_{rank}_detail_time.csv"))
-    return [int(r[0]) for r in rows[1:] if r[0] != "-"]
-
-
-def agent_lines(stderr):
-    return [line for line in stderr.splitlines() if line.startswith("msprof-agent:") and not line.startswith("msprof-agent:  ")]
-
-
+@pytest.mark.unit
 def test_importing_the_package_stays_light():
     code = "import sys, msprof_agent; print('msprof_agent.api' in sys.modules, 'wrapt' in sys.modules); print(msprof_agent.Profiler.__module__)"
     result = subprocess.run([PY, "-c", code], env=hook_env(hook=False), capture_output=True, text=True, timeout=60)
     assert result.stdout.split() == ["False", "False", "msprof_agent.api"], result.stderr
 
 
+@pytest.mark.unit
 def test_bad_option_raises_value_error_from_the_constructor():
     from msprof_agent import Profiler
 
@@ -35,12 +27,13 @@ def test_bad_option_raises_value_error_from_the_constructor():
         Profiler(op_time=False, profile_memory=True)
 
 
+@pytest.mark.torch
 def test_torch_conditional_loop_without_the_hook(tmp_path):
     """The seed's conditional loop: start() after iteration 3, stop() after iteration 7 -> steps 5..8."""
     out = str(tmp_path / "out")
     result = run_script([API_TORCH, out, "12", "3", "7"], hook=False)
     assert result.returncode == 0, result.stderr
-    assert window_steps(os.path.join(out, "profiler")) == [5, 6, 7, 8]
+    assert step_numbers(os.path.join(out, "profiler")) == [5, 6, 7, 8]
     summary = read_json(os.path.join(out, "profiler", "summary_0.json"))
     assert summary["steps_total"] == 12 and summary["framework"] == "torch" and summary["ops_recorded"] > 0
     # offline_analyse re-runs on the same raw data and gives the same steps
@@ -49,6 +42,7 @@ def test_torch_conditional_loop_without_the_hook(tmp_path):
     assert again.stdout.strip() == "[5, 8]", again.stderr
 
 
+@pytest.mark.torch
 def test_api_takes_over_the_session_the_variable_started(tmp_path):
     env_out, api_out = str(tmp_path / "env"), str(tmp_path / "api")
     result = run_script([API_TORCH, api_out, "12", "3", "7"], options={"start": True, "output_path": env_out})
@@ -56,11 +50,12 @@ def test_api_takes_over_the_session_the_variable_started(tmp_path):
     lines = agent_lines(result.stderr)
     takeover = [line for line in lines if "takes over" in line]
     assert len(takeover) == 1 and "MS_PROFILER_OPTIONS already started a session" in takeover[0]
-    assert window_steps(os.path.join(env_out, "profiler")) == [5, 6, 7, 8]
+    assert step_numbers(os.path.join(env_out, "profiler")) == [5, 6, 7, 8]
     assert not os.path.exists(api_out)
     assert sum("profiled" in line for line in lines) == 1  # one collection, analysed once
 
 
+@pytest.mark.torch
 def test_context_manager_profiles_the_block(tmp_path):
     out = str(tmp_path / "out")
     script = tmp_path / "ctx.py"
@@ -73,7 +68,7 @@ def test_context_manager_profiles_the_block(tmp_path):
         "step()\nprint('ok')\n")
     result = run_script([str(script)], hook=False)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
-    assert window_steps(os.path.join(out, "profiler")) == [1, 2, 3]  # without the hook, steps count from Profiler()
+    assert step_numbers(os.path.join(out, "profiler")) == [1, 2, 3]  # without the hook, steps count from Profiler()
 
 
 MS_CASES = [
@@ -94,7 +89,7 @@ def test_seed_method_1_examples_on_mindspore(flags, folder, expected, tmp_path):
     result = run_script([API_MS, "--output", str(tmp_path)] + flags, hook=False, extra_env={"RANK_ID": str(rank)} if rank else None)
     assert result.returncode == 0 and "done" in result.stdout, result.stderr[-3000:]
     profiler_dir = os.path.join(str(tmp_path), folder.format(rank=rank), "profiler")
-    assert window_steps(profiler_dir, rank) == expected
+    assert step_numbers(profiler_dir, rank) == expected
     summary = read_json(os.path.join(profiler_dir, f"summary_{rank}.json"))
     assert summary["framework"] == "mindspore" and summary["ops_recorded"] > 0
     assert sum("msprof-agent: profiled" in line for line in result.stderr.splitlines()) == 1

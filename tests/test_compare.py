@@ -8,7 +8,6 @@ cannot see. So the identical jobs run 150 steps and the gate is step_time>100 % 
 data_wait>2 ms; the 50 ms data sleep still breaches both by far (~2000 % and ~50 ms).
 """
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -17,12 +16,10 @@ import time
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, PY, ROOT, read_csv, read_json
-
+from conftest import EXAMPLES, PY, TINY, read_csv, read_json, run_two_tiny_ranks, step_trace
 from msprof_agent import compare
 
 TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
-TINY = os.path.join(ROOT, "tests", "scripts", "tiny_torch.py")
 GATE = "step_time>100%,data_wait>2ms,peak_memory>20%"
 STEPS, SLOW_STEPS = "150", "20"
 
@@ -57,6 +54,7 @@ def runs(tmp_path_factory):
     return paths, slow
 
 
+@pytest.mark.torch
 def test_same_job_twice_passes_the_gate(runs):
     paths, _ = runs
     result = agent(["compare", paths["base"], paths["same"], "--fail-on", GATE])
@@ -65,6 +63,7 @@ def test_same_job_twice_passes_the_gate(runs):
     assert fails(result.stderr) == []
 
 
+@pytest.mark.torch
 def test_data_sleep_fails_the_gate_through_run_baseline(runs):
     _, slow = runs
     assert slow.returncode == 1, slow.stderr
@@ -87,6 +86,7 @@ def _markdown_table(markdown, first_header):
     return rows
 
 
+@pytest.mark.torch
 def test_markdown_and_json_carry_the_numbers_of_the_files(runs, tmp_path):
     paths, _ = runs
     step_summary = tmp_path / "step_summary.md"
@@ -103,7 +103,7 @@ def test_markdown_and_json_carry_the_numbers_of_the_files(runs, tmp_path):
         directory = os.path.join(paths[name], "profiler")
         summary = read_json(os.path.join(directory, "summary_0.json"))
         warm = {str(w["step"]) for w in summary["warmup_steps"]}  # left out of every figure compared
-        every = [r for r in read_csv(os.path.join(directory, "step_trace_raw_0_detail_time.csv"))[1:] if r[0] != "-"]
+        every = step_trace(directory)[1]
         trace = [r for r in every if r[0] not in warm]
         totals = np.array([int(r[3]) for r in trace]) / 1e5
         waits = [float(line.split()[3]) for line in open(os.path.join(directory, "dataset_iterator_profiling_0.txt"))
@@ -136,6 +136,7 @@ def test_markdown_and_json_carry_the_numbers_of_the_files(runs, tmp_path):
                                                          for o in data["top_op_types"]]
 
 
+@pytest.mark.torch
 def test_failing_job_keeps_its_exit_status(runs, tmp_path):
     paths, _ = runs
     result = agent(["run", "--output-path", str(tmp_path / "new"), "--baseline", paths["base"], "--fail-on", GATE,
@@ -145,6 +146,7 @@ def test_failing_job_keeps_its_exit_status(runs, tmp_path):
     assert "msprof-agent compare: PASS" in result.stdout  # still compared, for the log
 
 
+@pytest.mark.torch
 def test_sigterm_is_forwarded_to_the_job_and_its_death_kept(runs, tmp_path):
     paths, _ = runs
     out = tmp_path / "new"
@@ -177,6 +179,7 @@ print("hits", hits, flush=True)
 """
 
 
+@pytest.mark.torch
 def test_terminal_ctrl_c_reaches_the_job_once_and_kill_is_forwarded(runs, tmp_path):
     """Ctrl-C on a terminal signals the whole foreground group: the wrapper must not send it again."""
     import pty
@@ -208,14 +211,10 @@ def test_terminal_ctrl_c_reaches_the_job_once_and_kill_is_forwarded(runs, tmp_pa
     assert status == 2 and "no analysed profile under" in text  # the job ran no framework: nothing to compare
 
 
+@pytest.mark.torch
 def test_two_ranks_are_pooled(tmp_path):
     out = str(tmp_path / "two")
-    env = clean_env({"MS_PROFILER_OPTIONS": json.dumps({"start": True, "output_path": out}), "PYTHONPATH": os.path.join(ROOT, "sitecustomize_hook")})
-    procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=dict(env, RANK_ID=str(rank), RANK_SIZE="2"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    for proc in procs:
-        proc.communicate(timeout=300)
-        assert proc.returncode == 0
+    run_two_tiny_ranks(out)
     out_json = str(tmp_path / "c.json")
     result = agent(["compare", out, os.path.join(out, "profiler"), "--fail-on", "step_time>1%", "--json", out_json])
     assert result.returncode == 0, result.stderr
@@ -225,16 +224,18 @@ def test_two_ranks_are_pooled(tmp_path):
     assert step["change"] == 0 and step["status"] == "ok"
 
 
+@pytest.mark.unit
 def test_limits_from_a_string_and_from_toml_agree(tmp_path):
     table = tmp_path / "gate.toml"
     table.write_text('[fail_on]\nstep_time = "5%"\n"data_wait.p90" = "2ms"\npeak_memory = 10\n')
     from_toml = compare.parse_limits(str(table))
     assert from_toml == compare.parse_limits("step_time>5%, data_wait.p90>2ms, peak_memory>10%")
-    assert [(l["metric"], l["stat"], l["value"], l["unit"]) for l in from_toml] == [
+    assert [(limit["metric"], limit["stat"], limit["value"], limit["unit"]) for limit in from_toml] == [
         ("step_time", "p50", 5.0, "%"), ("data_wait", "p90", 2.0, "ms"), ("peak_memory", "peak", 10.0, "%")]
-    assert [l["text"] for l in from_toml] == ["step_time>5%", "data_wait.p90>2 ms", "peak_memory>10%"]
+    assert [limit["text"] for limit in from_toml] == ["step_time>5%", "data_wait.p90>2 ms", "peak_memory>10%"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("spec, message", [
     ("step_time>5", "expected METRIC[.p50|.p90|.mean]>N%"),
     ("steptime>5%", "unknown metric 'steptime'"),
@@ -247,6 +248,7 @@ def test_bad_limits_are_one_line_and_exit_2(spec, message, tmp_path):
     assert result.stderr.count("\n") == 1 and message in result.stderr
 
 
+@pytest.mark.unit
 def test_missing_profile_is_one_line_and_exit_2(tmp_path):
     result = agent(["compare", str(tmp_path), str(tmp_path)])
     assert result.returncode == 2
@@ -274,6 +276,7 @@ def drift_runs(tmp_path_factory):
             "slow": _tiny_run(str(root / "slow"), 80), "loaded": _tiny_run(str(root / "loaded"), 20, competitors=2)}
 
 
+@pytest.mark.torch
 def test_host_work_fails_the_gate_and_a_busier_machine_does_not(drift_runs):
     """60 ms more host work per step fails step_time>25%; the same job passes, also when two CPU-bound
     processes shared the cores: its machine-speed probe shows the slower machine and the noise widens by it."""

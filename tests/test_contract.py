@@ -7,6 +7,8 @@ import pytest
 
 from msprof_agent import compare, contract
 
+pytestmark = pytest.mark.unit
+
 
 def _ops(*usages, parents=None):
     """A linear pipeline source(0) -> ... -> root(n-1), each op's output queue usage given."""

@@ -3,20 +3,10 @@ import os
 
 import pytest
 
-from conftest import ROOT, read_csv, read_json, read_records, run_script
-
-TINY = os.path.join(ROOT, "tests", "scripts", "tiny_torch.py")
+from conftest import TINY, agent_lines, read_json, read_records, run_script, steps_in, windows_made
 
 
-def steps_in(folder, rank=0):
-    rows = read_csv(os.path.join(folder, "profiler", f"step_trace_raw_{rank}_detail_time.csv"))
-    return [int(r[0]) for r in rows[1:] if r[0] != "-"]
-
-
-def windows_made(out):
-    return sorted((name for name in os.listdir(out) if name.startswith("window_")), key=lambda n: int(n.split("_")[1]))
-
-
+@pytest.mark.torch
 def test_periodic_windows_in_a_60_step_torch_job(out_dir):
     capture = {"every": 20, "steps": 3, "first": 20}
     result = run_script([TINY, "--steps", "60", "--sleep-ms", "5"], {"start": True, "output_path": out_dir, "capture": capture})
@@ -30,6 +20,7 @@ def test_periodic_windows_in_a_60_step_torch_job(out_dir):
     assert [(w["trigger"], w["steps"]) for w in run["windows"]] == [("periodic", [20, 21, 22]), ("periodic", [40, 41, 42])]
 
 
+@pytest.mark.torch
 def test_a_slow_step_triggers_the_next_steps(out_dir):
     capture = {"slow_step": 4, "steps": 3, "max_windows": 1}
     result = run_script([TINY, "--steps", "20", "--sleep-ms", "25", "--slow-at", "9", "--slow-ms", "300"],
@@ -45,6 +36,7 @@ def test_a_slow_step_triggers_the_next_steps(out_dir):
     assert window["trigger"] == "slow_step" and window["slow_step"] == 9 and window["slow_ms"] >= 300 and window["median_ms"] < 75
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("capture, expected", [
     ({"every": 0, "steps": 3}, 'key "capture.every": got 0'),
     ({"every": 5, "steps": 8}, 'key "capture.steps": got 8, more than "every" 5'),
@@ -56,11 +48,12 @@ def test_a_slow_step_triggers_the_next_steps(out_dir):
 def test_a_policy_error_gets_one_line_and_the_job_is_unharmed(capture, expected, tmp_path):
     result = run_script([TINY, "--steps", "6", "--sleep-ms", "0"], {"start": True, "output_path": str(tmp_path / "p"), "capture": capture})
     assert result.returncode == 0 and "trained 6 steps" in result.stdout
-    lines = [line for line in result.stderr.splitlines() if line.startswith("msprof-agent:")]
+    lines = agent_lines(result.stderr)
     assert len(lines) == 1 and expected in lines[0] and "Profiling is off for this run." in lines[0], result.stderr
     assert not os.path.exists(tmp_path / "p")
 
 
+@pytest.mark.unit
 def test_capture_excludes_a_step_window():
     from msprof_agent.options import OptionsError, from_mapping
 
@@ -69,6 +62,7 @@ def test_capture_excludes_a_step_window():
     assert from_mapping({"capture": {"every": 10}}).capture == {"every": 10, "steps": 3, "first": 10, "max_windows": None, "max_trace_mb": None}
 
 
+@pytest.mark.torch
 def test_max_trace_mb_stops_further_windows(out_dir):
     capture = {"every": 4, "steps": 2, "first": 2, "max_trace_mb": 0.001}
     result = run_script([TINY, "--steps", "16", "--sleep-ms", "5"], {"start": True, "output_path": out_dir, "capture": capture})
@@ -77,6 +71,7 @@ def test_max_trace_mb_stops_further_windows(out_dir):
     assert result.stderr.count("max_trace_mb 0.001 reached") == 1
 
 
+@pytest.mark.unit
 def test_a_failing_listener_is_reported_once_and_steps_go_on(tmp_path, capsys):
     from msprof_agent.options import from_mapping
     from msprof_agent.session import Session

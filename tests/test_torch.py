@@ -7,14 +7,10 @@ import subprocess
 
 import pytest
 
-from conftest import EXAMPLES, PY, hook_env, read_records, run_script
+from conftest import EXAMPLES, PY, hook_env, profile_into, read_records, run_script
 
 pytestmark = pytest.mark.torch
 CNN = os.path.join(EXAMPLES, "torch_cnn.py")
-
-
-def options(out_dir, **extra):
-    return dict({"start": True, "output_path": out_dir}, **extra)
 
 
 def load(out_dir, rank=0):
@@ -35,7 +31,7 @@ def check_ok(proc, code=0):
 def test_steps_follow_primary_optimizer_with_accumulation_and_eval(out_dir):
     """2 epochs x 12 micro-batches, accumulate 3 -> 8 steps; eval loops add none; the exit code is kept."""
     proc = run_script([CNN, "--steps", "12", "--epochs", "2", "--accumulate", "3", "--eval-every", "2", "--exit-code", "3"],
-                      options(out_dir), timeout=120)
+                      profile_into(out_dir), timeout=120)
     check_ok(proc, code=3)
     data = load(out_dir)
     assert data.meta["framework"] == "torch" and data.meta["device_target"] == "CPU"
@@ -47,13 +43,13 @@ def test_steps_follow_primary_optimizer_with_accumulation_and_eval(out_dir):
 
 
 def test_two_optimizers_count_one_step_per_batch(out_dir):
-    proc = run_script([CNN, "--steps", "5", "--two-optimizers"], options(out_dir), timeout=120)
+    proc = run_script([CNN, "--steps", "5", "--two-optimizers"], profile_into(out_dir), timeout=120)
     check_ok(proc)
     assert len(load(out_dir).steps) == 5
 
 
 def test_dataset_sleep_is_data_wait(out_dir):
-    proc = run_script([CNN, "--steps", "6", "--data-sleep-ms", "100"], options(out_dir, op_time=False), timeout=120)
+    proc = run_script([CNN, "--steps", "6", "--data-sleep-ms", "100"], profile_into(out_dir, op_time=False), timeout=120)
     check_ok(proc)
     steps = load(out_dir).steps
     assert len(steps) == 6
@@ -65,7 +61,7 @@ def test_dataset_sleep_is_data_wait(out_dir):
 @pytest.mark.parametrize("workers,context", [(2, "fork"), (2, "spawn")])
 def test_dataloader_workers_write_nothing_and_wait_is_seen(out_dir, workers, context):
     proc = run_script([CNN, "--steps", "6", "--workers", str(workers), "--mp-context", context, "--data-sleep-ms", "30"],
-                      options(out_dir), timeout=120)
+                      profile_into(out_dir), timeout=120)
     check_ok(proc)
     files = raw_files(out_dir)
     assert len(files) == 1, files  # the main process only: workers never write
@@ -83,7 +79,7 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     with open(reference) as handle:
         expected = json.load(handle)
-    proc = run_script([CNN, "--steps", str(steps)], options(out_dir, profile_memory=True), timeout=120)
+    proc = run_script([CNN, "--steps", str(steps)], profile_into(out_dir, profile_memory=True), timeout=120)
     check_ok(proc)
     data = load(out_dir)
     in_steps = data.ops["step"] > 0
@@ -109,7 +105,7 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
 @pytest.mark.parametrize("ddp", [False, True], ids=["all_reduce", "ddp"])
 def test_torchrun_two_ranks_with_gloo(out_dir, ddp):
     """Explicit all_reduce is timed by the Python wrappers; DDP's C++ all-reduce comes from the profiler."""
-    env = hook_env(options(out_dir))
+    env = hook_env(profile_into(out_dir))
     proc = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", CNN, "--steps", "5",
                            "--sleep-rank", "1", "--sleep-ms", "200"] + (["--ddp"] if ddp else []),
                           env=env, capture_output=True, text=True, timeout=180)
@@ -202,7 +198,8 @@ def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives
             self.append(record)
 
     sink = Sink()
-    device = TorchDeviceSession(Options(), steps=None)
+    device = TorchDeviceSession(steps=None)
+    device.options = Options()  # what start() would hand it
     device.step_ends, device.wrapped_comm = [250], [(450, 600)]  # step 1 ends at 250; a wrapped call at 450..600
     events = [Event("aten::mm", 100), Event(None, 200), Event("gloo:all_reduce", 300), Event("gloo:all_reduce", 500)]
     device._emit(sink, events, offset=0)
@@ -230,10 +227,21 @@ for step in range(6):
 def test_changing_shapes_give_the_dynamic_shape_page(out_dir, tmp_path):
     script = tmp_path / "dynamic_batch.py"
     script.write_text(DYNAMIC_BATCH)
-    check_ok(run_script([str(script)], options(out_dir), timeout=120))
+    check_ok(run_script([str(script)], profile_into(out_dir), timeout=120))
     info = json.load(open(os.path.join(out_dir, "profiler", "dynamic_shape_info_0.json")))
     assert "aten::linear" in info["ops_with_changing_shapes"] and "aten::relu" in info["ops_with_changing_shapes"]
     assert sorted(int(s) for s in info["op_type_time_ms_by_step"]) == [1, 2, 3, 4, 5, 6]
     assert info["shapes_by_step"]["1"]["aten::linear"].startswith("[[6,8]")
     assert info["shapes_by_step"]["2"]["aten::linear"].startswith("[[4,8]")
     assert all(ms > 0 for ms in info["op_type_time_ms_by_step"]["3"].values())
+
+
+def test_record_function_ranges_are_the_mstx_table(out_dir):
+    """The script's own record_function ranges, and only those (not torch's Optimizer.step#... ones)."""
+    proc = run_script([os.path.join(os.path.dirname(__file__), "scripts", "torch_marks.py")],
+                      profile_into(out_dir, mstx=True, activities=["CPU"]))
+    check_ok(proc)
+    expected = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("ranges ")).split(" ", 1)[1])
+    with open(os.path.join(out_dir, "profiler", "mstx_ranges_0.json")) as handle:
+        table = json.load(handle)
+    assert [[r["name"], r["count"]] for r in table["ranges"]] == expected

@@ -8,9 +8,9 @@ import os
 import sys
 import time
 
-from .. import contract, log
+from .. import contract, export, log
 from ..store import raw_ranks
-from . import communication, cpu_util, data_prep, dynamic_shape, flops, info, memory, operators, step_trace, summary, timeline, warmup
+from . import communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline, warmup
 from .rundata import load_rank
 
 
@@ -28,8 +28,9 @@ class Context:
         return os.path.join(self.profiler_dir, contract.name(template, self.rank, **fields))
 
 
-def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False):
-    """Analyse one rank's raw data into ``profiler_dir``; returns the summary dict."""
+def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None):
+    """Analyse one rank's raw data into ``profiler_dir``; returns the summary dict. ``export_type``
+    (default: the run's option) names the exports written beside it (``export``)."""
     data = load_rank(profiler_dir, rank)
     data.cpu = cpu_util.measured(data.cpu)  # every page (CPU file, timeline counters, memory) reads only samples that cover time
     if step_list:
@@ -41,11 +42,13 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     ctx.warmup = warmup.detect([r["n"] for r in rows], [r["total"] / 1e6 for r in rows])
     pages = (("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
              ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
-             ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None))
+             ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),
+             ("host_io", host_io.write, {}), ("mstx", mstx.write, None))
     for name, write, fallback in pages:
         results[name] = _page(name, fallback, write, data, ctx)
     results["cpu"] = _page("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))
     results["timeline"] = _page("timeline", None, timeline.write, data, ctx, results["step_trace"]["rows"])
+    results["export"] = _page("export", None, export.write, data, ctx, results, export_type)
     headline = summary.build(data, ctx, results)
     communication.write_cluster(profiler_dir, [headline], pretty)
     _write_report(profiler_dir, rank)
@@ -65,13 +68,13 @@ def _page(name, fallback, write, data, ctx, *extra):
 
 
 def _write_report(profiler_dir, rank):
-    """report.html is the viewer's; its absence (no plotly installed) must not fail the analysis."""
-    try:
-        from ..viewer.report import write_report
-    except ImportError:
-        return
+    """report.html needs the viewer extra (jinja2, plotly); without it the analysis says so once and goes on."""
+    from ..viewer.report import ViewerExtraMissing, write_report
+
     try:
         write_report(profiler_dir, rank)
+    except ViewerExtraMissing as exc:
+        log.warn_once(str(exc))
     except Exception as exc:
         log.report_error("writing report.html", exc)
 
@@ -81,7 +84,7 @@ def profiler_dirs(path):
     return contract.profiler_dirs(path, raw_ranks)
 
 
-def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False):
+def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None):
     """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
 
     ``data_simplification`` is accepted for compatibility: the raw store is what a second analysis
@@ -98,6 +101,9 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
     results = []
     for number, (directory, rank) in enumerate(jobs, 1):
         began = time.perf_counter()
-        results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty))
+        results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty, export_type=export_type))
         sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {directory}\n")
+    for directory, rank in jobs:  # now that every rank is analysed, each rank's report gets the cluster page of its directory
+        if len(contract.summary_ranks(directory)) > 1:
+            _write_report(directory, rank)
     return results

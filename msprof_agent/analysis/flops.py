@@ -11,8 +11,8 @@ import orjson
 
 from .. import contract
 from ..writers import write_json, write_text
-from .device_peak import peak_gflops
 from . import warmup
+from .device_peak import peak_gflops
 from .operators import group_sum, profiled_op_mask, shapes_known
 
 CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")

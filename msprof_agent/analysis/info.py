@@ -8,7 +8,8 @@ def write(data, ctx):
     options = meta.get("options") or {}
     info = {
         "context_mode": meta.get("context_mode", "pynative" if meta.get("framework") == "torch" else "graph"),
-        "rank_id": ctx.rank, "ms_version": meta.get("ms_version", ""), "parallel_mode": meta.get("parallel_mode", "data_parallel" if meta.get("rank_size", 1) > 1 else "stand_alone"),
+        "rank_id": ctx.rank, "ms_version": meta.get("ms_version", ""),
+        "parallel_mode": meta.get("parallel_mode", "data_parallel" if meta.get("rank_size", 1) > 1 else "stand_alone"),
         "stage_num": meta.get("stage_num", 1), "rank_size": meta.get("rank_size", 1), "is_heterogeneous": False,
         "diff_time": 0, "framework": meta.get("framework"), "framework_version": meta.get("ms_version") or meta.get("torch_version"),
         "device_target": meta.get("device_target", "CPU"), "device_id": meta.get("device_id", 0), "pid": meta.get("pid"),

@@ -35,7 +35,8 @@ class OpEvents:
     events of any subset of ops written into a file (``write_file``); ``python_tracks``: the (track,
     thread) of each thread's Python-function events (``_track``)."""
 
-    def __init__(self, data, host_pid, device_pid, base):
+    def __init__(self, data, host_pid, device_pid, base, category=None):
+        """``base``: the epoch ns ``ts`` count from; ``category``: one ``cat`` for every event (the exports' "cpu_op"); by default each op's type."""
         ops = self.ops = data.ops
         self.starts = ops["start"] - base  # ns from the timeline's base: small enough for a double to hold exactly
         values = ops.values
@@ -45,7 +46,7 @@ class OpEvents:
         samples = list(zip(*(column[first].tolist() for column in columns)))
         tids = [_track(values["name"][n], values["tid"][i]) for n, _, _, i, _ in samples]
         self.python_tracks = sorted({(tid, values["tid"][i]) for tid, (*_, i, _) in zip(tids, samples) if tid != values["tid"][i]}, key=str)
-        self.heads = _Texts([_head(values["name"][n], values["type"][t], device_pid if c else host_pid, tid)
+        self.heads = _Texts([_head(values["name"][n], category or values["type"][t], device_pid if c else host_pid, tid)
                              for (n, t, c, _, _), tid in zip(samples, tids)])
         self.tails = _Texts([_tail(values["shape"][s]) for *_, s in samples])
         self.widths = (_micros_width(self.starts), _micros_width(ops["dur"]), _integer_width(ops["step"]))

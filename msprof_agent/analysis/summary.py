@@ -43,7 +43,7 @@ def suggestions(stages_ms, wait_ms, data_prep, cpu, ops, step_ms):
     out = []
     interval = stages_ms.get("iteration_interval", 0.0)
     if interval > 0.5:
-        out.append({"id": "step_interval", "text": f"Step interval averages {interval:.2f} ms (MindInsight flags > 0.5 ms): the step waits "
+        out.append({"id": "step_interval", "text": f"Step interval averages {interval:.2f} ms (threshold 0.5 ms): the step waits "
                     f"for data or host work before computing; {wait_ms:.2f} ms of it is the wait for data. Check data preparation.",
                     "evidence": {"iteration_interval_ms": interval, "data_wait_ms": wait_ms}})
     ratio = data_prep.get("empty_queue_ratio")
@@ -114,13 +114,15 @@ def build(data, ctx, results):
         "profiler_dir": ctx.profiler_dir, "steps_profiled": len(window), "steps_total": len(data.steps),
         "step_range": [window[0]["n"], window[-1]["n"]] if window else None, "steady_steps": len(rows), "step_time_ms": step_ms,
         "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
+        "step_points": {key: results["step_trace"][key] for key in ("fp_start", "bp_end", "fp_rule", "bp_rule")},
         "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
         "ops_recorded": data.op_count, "flops": results.get("flops"), "memory": results.get("memory"), "cpu": results.get("cpu"),
         "communication": comm, "verdict": verdict(share, wait_ms / step_ms["mean"] if step_ms else 0.0, comm_share) if rows else None,
         "suggestions": suggestions(stages_ms, wait_ms, results["data_prep"], results.get("cpu"), ops, step_ms),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
-        "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")), "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
+        "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
+        "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],
         "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
     }

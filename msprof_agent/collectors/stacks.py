@@ -5,6 +5,8 @@ A daemon thread reads the main thread's frame every few milliseconds with ``sys.
 as "function (file:line)" strings, outermost first. The timeline merges consecutive samples into
 a flame chart. The frames of the agent itself are left out.
 """
+from __future__ import annotations
+
 import os
 import sys
 import threading
@@ -12,18 +14,25 @@ import time
 
 from . import SamplerThread
 
+TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
+if TYPE_CHECKING:
+    import collections
+    from types import FrameType
+
+    from ..store import Record
+
 AGENT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_DEPTH = 64
 
 
-def _describe(frame):
+def _describe(frame: FrameType) -> str:
     code = frame.f_code
     return f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
 
 
-def stack_of(frame):
+def stack_of(frame: FrameType | None) -> list[str]:
     """The frame's stack, outermost first, without the agent's own frames."""
-    frames = []
+    frames: list[str] = []
     while frame is not None and len(frames) < MAX_DEPTH:
         if not frame.f_code.co_filename.startswith(AGENT_DIR):
             frames.append(_describe(frame))
@@ -35,15 +44,15 @@ def stack_of(frame):
 class StackSampler(SamplerThread):
     thread_name = "msprof-agent-stacks"
 
-    def __init__(self, queue, interval_ms, thread_id=None):
+    def __init__(self, queue: collections.deque[Record], interval_ms: float, thread_id: int | None = None) -> None:
         super().__init__(queue, interval_ms)
-        self._target = thread_id if thread_id is not None else threading.main_thread().ident
+        self._target = thread_id if thread_id is not None else threading.main_thread().ident or 0  # a started thread has an ident
 
-    def _after_stop(self):
+    def _after_stop(self) -> None:
         """An empty stack closes every open frame at the window's end."""
         self._queue.append({"k": "stack", "ts": time.time_ns(), "frames": []})
 
-    def _run(self):
+    def _run(self) -> None:
         previous = None
         while not self._stop.wait(self._interval):
             frame = sys._current_frames().get(self._target)

@@ -15,6 +15,8 @@ class Patches:
 
     def wrap(self, owner, attribute, wrapper):
         current = getattr(owner, attribute, None)
+        if isinstance(vars(owner).get(attribute), staticmethod):  # wrapt binds the descriptor as a static method
+            current = vars(owner)[attribute]
         if current is None:  # another framework version: say what is not measured, patch the rest
             log.warn_once(f"{getattr(owner, '__name__', owner)} has no {attribute}; that part of the run loop is not instrumented")
             return

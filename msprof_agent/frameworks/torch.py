@@ -11,11 +11,19 @@ Step stream (always on, cheap):
 - backward end = the end of the last ``torch.autograd.backward`` (``Tensor.backward`` calls it).
 Fetches and forwards with grad disabled or a module in eval mode are evaluation, not training:
 they neither open steps nor mark forward starts, so an eval loop between epochs adds no step.
+Until an optimizer first steps, though, such forwards are an inference loop: each forward of the
+root module (the first one run) is one step, from its start to its return, which a note says.
+Profiler hand-overs happen as a step closes, before the user's code after it runs: on the return
+of the optimizer class's ``step`` (wrapped as ``Optimizer._patch_step_function`` hooks each class;
+the post-step hook itself runs inside torch's ``record_function`` span, and stopping the profiler
+there corrupts memory), or in the root module's forward hook. They are recorded as pauses: the
+user's host work after a step stays in the next step's interval.
 
 Every hook catches its own errors (``log.report_error``): the agent never breaks training.
 """
 import bisect
 import os
+import sys
 import threading
 import time
 import weakref
@@ -31,6 +39,7 @@ OPS_CHUNK = 65536
 # for the 1.1 M events of 300 ResNet steps), so a window is collected as a series of profiler
 # sessions of about this many events, handed over between two steps.
 SESSION_EVENTS = 50_000
+SESSION_EVENTS_VARIABLE = "MSPROF_TORCH_SESSION_EVENTS"  # a smaller session size, for tests of the hand-over
 FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
 MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
@@ -61,7 +70,7 @@ def install(session):
         return _state
     import torch
 
-    device = TorchDeviceSession(session.options, session.steps)
+    device = TorchDeviceSession(session.steps)
     if not session.attach("torch", device=device, torch_version=torch.__version__, nested_ops=True,
                           device_target="GPU" if _cuda_in_use() else "CPU"):
         return None  # another framework owns the step stream
@@ -97,6 +106,9 @@ class _Integration:
         self._primary = None  # weakref to the primary optimizer
         self._handles = []
         self._fp_hook = None
+        self._root = None  # weakref to the root module of an inference loop
+        self._inferring = False  # a root forward of an inference loop is running
+        self._handover_from = None  # end of the step whose close asks for a hand-over, until it happens
         self._patches = Patches()
         self._in_comm = threading.local()
 
@@ -109,13 +121,45 @@ class _Integration:
 
         self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
         self._fp_hook = _ReArmableHook(module_mod.register_module_forward_pre_hook, self._forward_pre_hook)
+        self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", self._step_function_patched)
         self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
         self._patches.wrap(torch.autograd, "backward", self._backward)
+        self._patch_record_function()
         if torch.distributed.is_available():
             for name in COMM_FUNCTIONS:
                 if callable(getattr(torch.distributed, name, None)):
                     self._patches.wrap(torch.distributed, name, self._comm_wrapper(name))
+
+    def _patch_record_function(self):
+        """The user's ``torch.profiler.record_function`` ranges as mstx ranges (domain "default"); torch's
+        own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out."""
+        from torch.autograd.profiler import record_function
+
+        from ..collectors.mstx import MstxRecorder
+
+        recorder = MstxRecorder(self.session)
+
+        def enter(wrapped, instance, args, kwargs):
+            out = wrapped(*args, **kwargs)
+            try:
+                if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch"):
+                    instance._msprof_range = recorder.range_start(instance.name, "default")
+            except Exception as exc:
+                log.report_error("recording a record_function range", exc)
+            return out
+
+        def leave(wrapped, instance, args, kwargs):
+            try:
+                range_id = vars(instance).pop("_msprof_range", None)
+                if range_id is not None:
+                    recorder.range_end(range_id, "default")
+            except Exception as exc:
+                log.report_error("recording a record_function range", exc)
+            return wrapped(*args, **kwargs)
+
+        self._patches.wrap(record_function, "__enter__", enter)
+        self._patches.wrap(record_function, "__exit__", leave)
 
     def uninstall(self):
         for handle in self._handles:
@@ -129,34 +173,95 @@ class _Integration:
     def _forward_pre_hook(self, module, _args):
         """The first training forward of a step: the outermost module's pre-hook runs before its children's."""
         try:
-            if self.session.disabled or not module.training or not self._grad_enabled():
+            if self.session.disabled:
                 return None
-            self._between_steps()
+            if not module.training or not self._grad_enabled():
+                if self._primary is None and self._root is None:
+                    self._adopt_root(module)
+                return None
             self.steps.mark_fp(time.time_ns())
             self._fp_hook.disarm()
         except Exception as exc:
             log.report_error("marking the forward start", exc)
         return None
 
-    # -- data wait, backward end, step boundary ----------------------------------------------------
-    def _between_steps(self):
-        """At a step's first hook, before anything of it is timed (and outside torch's own
-        ``record_function`` spans, which the optimizer-step hook is not): hand a full profiler
-        session over. The time that takes belongs to no step: the next one starts after it."""
-        if self.device.handover_due and self.steps.current is None:
-            began = time.time_ns()
-            try:
-                self.device.hand_over(self.session)
-            except Exception as exc:
-                log.report_error("handing the profiler's events over", exc)
+    def _adopt_root(self, module):
+        """The first evaluation forward before any optimizer step: this module's forwards may be an
+        inference loop's steps. Its own hooks time them, so the global hook can stay disarmed."""
+        self._root = weakref.ref(module)
+        self._handles.append(module.register_forward_pre_hook(self._root_forward_begins))
+        self._handles.append(module.register_forward_hook(self._root_forward_ends))
+        self._root_forward_begins(module, None)
+
+    def _root_forward_begins(self, module, _args):
+        try:
+            self._inferring = (self._primary is None and not self.session.disabled
+                               and (not module.training or not self._grad_enabled()))
+            if self._inferring:
+                self._fp_hook.disarm()
+                self.steps.mark_fp(time.time_ns())
+        except Exception as exc:
+            log.report_error("marking an inference step's start", exc)
+
+    def _root_forward_ends(self, module, _args, _output):
+        if not self._inferring:
+            return None
+        self._inferring = False
+        try:
             now = time.time_ns()
-            self.session.record({"k": "pause", "start": began, "end": now, "what": "torch.profiler hand-over"})
-            self.steps.start_next_at(now)
+            if self.steps.completed == 0:
+                self.session.record({"k": "note", "ts": now, "text": "inference loop (no optimizer step): one step per "
+                                     f"forward of the root module {type(module).__name__}"})
+            self._step_ends(now)
+            self._hand_over_if_due()
+        except Exception as exc:
+            log.report_error("closing an inference step", exc)
+        return None
+
+    def _step_function_patched(self, wrapped, instance, args, kwargs):
+        """torch wraps each optimizer class's ``step`` once; we wrap that, to act on its return."""
+        result = wrapped(*args, **kwargs)
+        try:
+            self._patches.wrap(type(instance), "step", self._optimizer_step_returned)
+        except Exception as exc:
+            log.report_error("instrumenting the optimizer's step", exc)
+        return result
+
+    def _optimizer_step_returned(self, wrapped, _instance, args, kwargs):
+        result = wrapped(*args, **kwargs)
+        try:
+            self._hand_over_if_due()
+        except Exception as exc:
+            log.report_error("handing the profiler's events over", exc)
+        return result
+
+    # -- data wait, backward end, step boundary ----------------------------------------------------
+    def _step_ends(self, now):
+        """Close the step at ``now``; a full profiler session is handed over before user code runs."""
+        if self.device.active:  # before close(): closing the last window step stops the device session
+            self.device.step_ended(now)
+        self.steps.open(now)
+        self.steps.close(now)
+        self._fp_hook.arm()
+        if self.device.handover_due:
+            self._handover_from = now
+
+    def _hand_over_if_due(self):
+        """The hand-over a step's close asked for: a recorded pause from that close on, in no step."""
+        began, self._handover_from = self._handover_from, None
+        if began is None or not self.device.handover_due or self.steps.current is not None:
+            return
+        try:
+            self.device.hand_over(self.session)
+        except Exception as exc:
+            log.report_error("handing the profiler's events over", exc)
+        resumed = time.time_ns()
+        self.session.record({"k": "pause", "start": began, "end": resumed, "what": "torch.profiler hand-over"})
+        self.steps.start_next_at(resumed)
 
     def _timed_fetch(self, wrapped, _instance, args, kwargs):
         if self.session.disabled or not self._grad_enabled():
             return wrapped(*args, **kwargs)
-        self._between_steps()
         start = time.time_ns()
         result = wrapped(*args, **kwargs)
         end = time.time_ns()
@@ -189,11 +294,7 @@ class _Integration:
                 return
             if self.session.disabled:
                 return
-            if self.device.active:  # before close(): closing the last window step stops the device session
-                self.device.step_ended(now)
-            self.steps.open(now)
-            self.steps.close(now)
-            self._fp_hook.arm()
+            self._step_ends(now)
         except Exception as exc:
             log.report_error("closing a training step", exc)
 
@@ -318,8 +419,9 @@ class TorchDeviceSession:
     counts per op name equal torch.profiler's own table.
     """
 
-    def __init__(self, options, steps):
-        self.options = options
+    def __init__(self, steps):
+        self.options = None  # the recording window's, from start()
+        self._session_events = _session_events()
         self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
         self._steps = steps
         self.step_ends = []  # boundaries of the window's steps, to number the collectives found in it
@@ -331,8 +433,13 @@ class TorchDeviceSession:
         self._sync = None
         self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
 
-    def start(self, continuing=False):
-        """Start torch.profiler for a window, or (``continuing``) for its next session after a hand-over."""
+    def start(self, options):
+        """Start torch.profiler for a window with the window's OPTIONS."""
+        self.options = options
+        self._start_profiler(continuing=False)
+
+    def _start_profiler(self, continuing):
+        """A profiler session for the window, or (``continuing``) its next one after a hand-over."""
         if not self.options.op_time:
             return  # torch.profiler has nothing but ops to give: data waits come from the run loop
         import torch
@@ -369,8 +476,8 @@ class TorchDeviceSession:
         """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS."""
         steps = self._steps_in_session
         events = self.stop(session)
-        self._session_steps = max(1, steps * SESSION_EVENTS // max(events, 1))
-        self.start(continuing=True)
+        self._session_steps = max(1, steps * self._session_events // max(events, 1))
+        self._start_profiler(continuing=True)
 
     def stop(self, session):
         """Stop torch.profiler and write its events; returns how many it gave."""
@@ -488,6 +595,16 @@ class TorchDeviceSession:
             peaks = np.maximum.reduceat(allocated, first)
             for when, value in zip(ts[first].tolist(), peaks.tolist()):
                 session.record({"k": "mem", "ts": when, "allocated": value, "device": device})
+
+
+def _session_events():
+    value = os.environ.get(SESSION_EVENTS_VARIABLE)
+    if value is None:
+        return SESSION_EVENTS
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    log.warn_once(f"{SESSION_EVENTS_VARIABLE}={value!r} is not a positive whole number of events; using {SESSION_EVENTS}")
+    return SESSION_EVENTS
 
 
 def _tensor_bytes(shapes, dtypes):

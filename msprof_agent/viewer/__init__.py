@@ -1,8 +1,9 @@
 """The viewer: ``msprof-agent view`` (server.py) and the per-rank offline report (report.py).
 
-It reads only the analysed files of the output contract plus ``summary_{r}.json``; plotly (the
-``viewer`` extra) is imported lazily and only for its bundled plotly.min.js.
+It reads only the analysed files of the output contract plus ``summary_{r}.json``; render.py computes what
+each page shows and templates/ holds the markup. The ``viewer`` extra brings jinja2 (the template engine)
+and plotly (only for its bundled plotly.min.js); both are imported lazily.
 """
-from .report import REPORT_NAME, write_report
+from .report import REPORT_NAME, ViewerExtraMissing, write_report
 
-__all__ = ["REPORT_NAME", "write_report"]
+__all__ = ["REPORT_NAME", "ViewerExtraMissing", "write_report"]

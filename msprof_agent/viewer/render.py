@@ -1,30 +1,81 @@
-"""HTML for the viewer's pages and for report.html, built from the sections ``data`` reads.
+"""The viewer's pages and report.html: values computed here, markup in templates/ (Jinja2, autoescaping on).
 
-Everything that comes from a profile (op names, paths, suggestion text, evidence keys) goes through
-``esc`` into HTML, through ``plot_text`` into plotly labels (plotly reads a subset of HTML in its
-labels), and through ``json_blob`` into the JSON the page's script reads: never raw into markup.
-Charts are plotly figure specs computed here; static/viewer.js only hands them to Plotly and adds
-sorting, search and step picking, writing text with ``textContent``.
+Each page has a view function that reads its sections (from ``data``), computes what the page shows
+(rows, derived numbers, plotly figure specs) and returns the context of ``templates/<page>.html``.
+Jinja2 escapes everything a template prints, so text from a profile (op names, paths, suggestion text,
+evidence keys) reaches HTML as text; plotly labels go through ``plot_text`` (plotly reads a subset of
+HTML in them), and the JSON the page's script reads through the ``json_blob`` filter, which leaves no
+'<', '>' or '&' in it. static/viewer.js only hands the specs to Plotly and adds sorting, search and step
+picking, writing text with ``textContent``. jinja2 is imported on the first page rendered, so the
+server's module loads (and says what to install) without it.
 """
+import contextlib
+import functools
 import html
 import json
 import os
+import time
 from urllib.parse import urlencode
 
 import orjson
 
 from .. import contract
+from .assets import TEMPLATE_DIR, static_text
 from .sections import MAX_TABLE_ROWS, PAGES
 
 PAGE_TITLES = {"overview": "Overview", "steps": "Step trace", "operators": "Operators", "data": "Data preparation",
                "resources": "Resources", "cluster": "Cluster"}
 STAGES = (("iteration_interval", "Step interval"), ("fp_and_bp", "Forward + backward"), ("tail", "Step tail"))
-STAGE_COLORS = {"iteration_interval": "#8fb3e0", "fp_and_bp": "#3b6fb6", "tail": "#f2a541"}
-STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+STAGE_COLORS = {"iteration_interval": "#8fb3e0", "fp_and_bp": "#3b6fb6", "tail": "#f2a541", "data_wait": "#c0392b",
+                "communication": "#2e8b57"}
+
+# One sentence per section that can be absent: which option fills it, or why this framework has none.
+# A value is the sentence, or {framework: sentence} where frameworks differ ("torch" / "mindspore").
+FILLED_BY = {
+    "step_trace": "No step was profiled: check start_step / stop_step, and that the training loop ran while profiling was on.",
+    "queue": "The wait for data is recorded for every profiled step; this run profiled none (check start_step / stop_step).",
+    "queue_sizes": {"mindspore": "set data_process: true to sample the dataset queue's size at each fetch.",
+                    "torch": "a PyTorch DataLoader has no queue to sample; the wait per step above is how long each batch took."},
+    "pipeline": {"mindspore": "Set data_process: true in MS_PROFILER_OPTIONS to record the dataset pipeline's ops and queues.",
+                 "torch": "The pipeline view is for mindspore.dataset pipelines; a PyTorch DataLoader has none (the wait for data per step is shown above)."},
+    "op_types": "Set op_time: true (the default) to record operators.",
+    "op_detail": "Set op_time: true (the default) to record operators.",
+    "op_shapes": "Set op_time: true (the default) to record operators; analyse again (msprof-agent analyse) if the run predates this table.",
+    "flops": "With record_shapes: true (the default) FLOPs are estimated from input shapes.",
+    "memory_summary": "Set profile_memory: true to record memory.",
+    "memory_details": "Set profile_memory: true to record memory over time.",
+    "cpu": "CPU utilization is sampled every cpu_sampling_interval ms; the run ended before a sample was taken.",
+    "hccl": "Set profile_communication: true on a multi-card run to record communication.",
+    "timeline": "Set op_time: true (the default) to write the timeline.",
+}
 
 
-def esc(value):
-    return html.escape("" if value is None else str(value), quote=True)
+def framework_of(sections):
+    """The run's framework ("torch" or "mindspore") from its profiler_info or summary; "mindspore" when neither says."""
+    for name in ("info", "summary"):
+        section = sections.get(name)
+        if ok(section) and isinstance(section["data"], dict) and section["data"].get("framework"):
+            return section["data"]["framework"]
+    return "mindspore"
+
+
+def hints(framework):
+    """FILLED_BY for one framework: {section: sentence}."""
+    return {key: value.get(framework, value.get("mindspore")) if isinstance(value, dict) else value for key, value in FILLED_BY.items()}
+
+
+def info_rows(info, framework):
+    """The run card's rows from profiler_info, in the framework's words: torch runs show their torch version
+    and eager mode, MindSpore runs their MindSpore version and context mode."""
+    data = info["data"] if ok(info) and isinstance(info["data"], dict) else {}
+    if not data:
+        return []
+    if framework == "torch":
+        rows = [("torch version", data.get("framework_version")), ("mode", "eager")]
+    else:
+        rows = [("MindSpore version", data.get("ms_version") or data.get("framework_version")), ("mode", data.get("context_mode"))]
+    rows += [("parallel mode", data.get("parallel_mode")), ("ranks", data.get("rank_size"))]
+    return [(key, value) for key, value in rows if value not in (None, "")]
 
 
 def plot_text(value):
@@ -35,8 +86,10 @@ def plot_text(value):
 def json_blob(value):
     """JSON safe to place inside <script type="application/json">: no '<', '>' or '&' survives.
     NaN and infinities, which JSON cannot hold, become null (orjson does that by itself)."""
+    from markupsafe import Markup
+
     text = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode()
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
 def fmt(value, digits=3):
@@ -58,94 +111,96 @@ def pct(value):
     return "—" if value is None else f"{value * 100:.1f}%"
 
 
+def short(text, limit=32):
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def run_label(run_id):
+    return "(the summary directory itself)" if run_id == "." else run_id
+
+
+def run_url(page_name, run_id, rank):
+    return f"/run/{page_name}?" + urlencode({"run": run_id, "rank": rank})
+
+
+@functools.cache
+def environment():
+    """The template environment: autoescaping on, None prints as nothing, a misspelt name fails loudly.
+
+    Compiled templates are kept in jinja2's per-user cache folder (under the temp dir, owner-only): the
+    report is written at the end of every training run, and compiling its templates costs more than
+    drawing them."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, trim_blocks=True, lstrip_blocks=True,
+                             undefined=jinja2.StrictUndefined, finalize=lambda value: "" if value is None else value,
+                             bytecode_cache=_compiled_cache(jinja2))
+    env.filters.update(json_blob=json_blob, fmt=fmt, count=count, pct=pct)
+    env.tests["ok"] = ok
+    env.globals.update(run_url=run_url, run_label=run_label, PAGE_TITLES=PAGE_TITLES, STAGES=STAGES)
+    return env
+
+
+def _compiled_cache(jinja2):
+    """jinja2's file cache of compiled templates, where a folder it cannot use costs only the compile it would save."""
+
+    class QuietCache(jinja2.FileSystemBytecodeCache):
+        def load_bytecode(self, bucket):
+            with contextlib.suppress(OSError):
+                super().load_bytecode(bucket)
+
+        def dump_bytecode(self, bucket):
+            with contextlib.suppress(OSError):
+                super().dump_bytecode(bucket)
+
+    try:
+        return QuietCache()
+    except (OSError, RuntimeError):  # no temp dir, or one another user owns
+        return None
+
+
+def render(template, **context):
+    return environment().get_template(template).render(**context)
+
+
 class Page:
-    """Collects the HTML parts and the chart specs of one page (or of a report holding several)."""
+    """The chart specs and JSON blobs of one page (or of a report holding several); templates place the charts."""
 
     def __init__(self):
-        self.parts, self.charts, self.blobs = [], {}, {}
+        self.charts, self.blobs = {}, {}
 
-    def add(self, text):
-        self.parts.append(text)
-
-    def chart(self, chart_id, data, layout, hidden=False):
+    def chart(self, chart_id, data, layout):
         base = {"margin": {"l": 50, "r": 20, "t": 36, "b": 40}, "height": 300, "font": {"size": 12}}
         base.update(layout)
         self.charts[chart_id] = {"data": data, "layout": base}
-        style = ' style="display:none"' if hidden else ""
-        return f'<div class="chart" id="chart-{esc(chart_id)}"{style}></div>'
-
-    def body(self):
-        return "\n".join(self.parts)
-
-    def scripts(self):
-        out = f'<script type="application/json" id="msprof-charts">{json_blob(self.charts)}</script>'
-        for key, value in self.blobs.items():
-            out += f'\n<script type="application/json" id="{esc(key)}">{json_blob(value)}</script>'
-        return out
+        return chart_id
 
 
-def card(title, body, extra_class=""):
-    return f'<section class="card {extra_class}"><h2>{esc(title)}</h2>{body}</section>'
+def ok(section):
+    return section is not None and section["status"] == "ok"
 
 
-def section_state(section):
-    """The HTML to show instead of data, or None when the section holds data."""
-    if section is None or section["status"] == "missing":
-        name = section["file"] if section else ""
-        return f'<p class="missing">not collected <span class="file">({esc(name)} not found)</span></p>'
-    if section["status"] == "error":
-        return f'<p class="error">Cannot read {esc(section["file"])}: {esc(section["error"])}</p>'
-    return None
-
-
-def kv_table(rows, css="kv"):
-    cells = "".join(f'<tr><th>{esc(k)}</th><td data-key="{esc(k)}">{v}</td></tr>' for k, v in rows)
-    return f'<table class="{css}">{cells}</table>'
-
-
-def sortable_table(table_id, columns, rows, search_keys=None):
-    """columns: (key, title, kind) with kind 'text'|'num'|'pct'; rows: dicts. Cells carry data-v for sorting."""
-    head = "".join(f'<th data-kind="{"text" if kind == "text" else "num"}" data-col="{esc(key)}">{esc(title)}</th>'
-                   for key, title, kind in columns)
-    body = []
+def table(table_id, columns, rows, search_keys=()):
+    """A sortable table's cells: columns (key, title, kind) with kind 'text'|'num'|'count'|'pct'; rows: dicts.
+    Each cell carries its sort value (data-v) and its shown text; the page shows the first MAX_TABLE_ROWS rows."""
+    shown_rows = []
     for row in rows[:MAX_TABLE_ROWS]:
         cells = []
         for key, _, kind in columns:
             value = row.get(key)
-            shown = esc(value) if kind == "text" else (pct(value) if kind == "pct" else count(value) if kind == "count" else fmt(value))
-            sort_value = esc(value) if kind == "text" else ("" if value is None else esc(repr(float(value))))
-            cells.append(f'<td data-col="{esc(key)}" data-v="{sort_value}">{shown}</td>')
-        search = esc(" ".join(str(row.get(k) or "") for k in (search_keys or ())).lower())
-        body.append(f'<tr data-search="{search}">{"".join(cells)}</tr>')
-    more = ""
-    if len(rows) > MAX_TABLE_ROWS:
-        more = f'<p class="note">Showing the first {MAX_TABLE_ROWS} of {len(rows)} rows; the API and the CSV hold all.</p>'
-    return (f'<table class="data sortable" id="{esc(table_id)}"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>{more}')
+            if kind == "text":
+                cells.append((key, value, value))
+                continue
+            shown = pct(value) if kind == "pct" else count(value) if kind == "count" else fmt(value)
+            cells.append((key, "" if value is None else repr(float(value)), shown))
+        search = " ".join(str(row.get(k) or "") for k in search_keys).lower()
+        shown_rows.append((search, cells))
+    return {"id": table_id, "columns": [(key, title, "text" if kind == "text" else "num") for key, title, kind in columns],
+            "rows": shown_rows, "total": len(rows), "limit": MAX_TABLE_ROWS}
 
 
-# ---- overview ---------------------------------------------------------------------------------------
-
-def _summary_card(sections):
-    summary, info = sections.get("summary"), sections.get("info")
-    rows = []
-    if info and info["status"] == "ok" and isinstance(info["data"], dict):
-        for key in ("ms_version", "context_mode", "parallel_mode", "rank_size"):
-            if key in info["data"]:
-                rows.append((key, esc(info["data"][key])))
-    state = section_state(summary)
-    if state:
-        return card("Run", kv_table(rows) + state)
-    s = summary["data"]
-    st = s.get("step_time_ms") or {}
-    rows = [("framework", esc(s.get("framework"))), ("device target", esc(s.get("device_target"))),
-            ("steps profiled", esc(s.get("steps_profiled"))), ("steps total", esc(s.get("steps_total"))),
-            ("step range", esc(s.get("step_range"))),
-            ("step time (ms) mean / p50 / p90 / max",
-             " / ".join(f'<span data-stat="{k}">{fmt(st.get(k))}</span>' for k in ("mean", "p50", "p90", "max"))),
-            ("verdict", f'<strong class="verdict" data-verdict="{esc(s.get("verdict"))}">{esc(s.get("verdict"))}</strong>')] + rows
-    return card("Run", kv_table(rows))
-
+# ---- charts shared by pages -------------------------------------------------------------------------
 
 def stage_bar(page, chart_id, stages, title):
     """The step trace bar: one stacked horizontal bar of interval / forward+backward / tail."""
@@ -162,29 +217,8 @@ def stage_bar(page, chart_id, stages, title):
                                        "legend": {"orientation": "h", "y": -0.35, "traceorder": "normal"}})
 
 
-def _stage_rows(stages, prefix=""):
-    rows = [(label + " (ms)", f'<span id="{prefix}{key}">{fmt(stages.get(key))}</span>') for key, label in STAGES]
-    rows.append(("Step total (ms)", f'<span id="{prefix}total">{fmt(stages.get("total"))}</span>'))
-    return rows
-
-
-def _step_trace_card(page, sections, chart_id):
-    st = sections["step_trace"]
-    state = section_state(st)
-    if state:
-        return card("Step trace", state)
-    average = st["data"]["average"] or {}
-    body = stage_bar(page, chart_id, average, f"Average of {len(st['data']['steps'])} steps")
-    body += kv_table(_stage_rows(average, prefix=chart_id + "-"))
-    return card("Step trace", body)
-
-
-def short(text, limit=32):
-    text = str(text)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def op_type_charts(page, prefix, op_types, limit=20):
+    """A pie and a bar (hidden until toggled) of the top operator types; returns the two chart ids."""
     top = op_types[:limit]
     names = [plot_text(r["op_type"]) for r in top]
     labels = [plot_text(short(r["op_type"])) for r in top]  # torch's type names run to 60 characters
@@ -196,226 +230,255 @@ def op_type_charts(page, prefix, op_types, limit=20):
     bar = page.chart(prefix + "bar", [{"type": "bar", "x": values[::-1], "y": labels[::-1], "orientation": "h", "customdata": names[::-1],
                                         "hovertemplate": "%{customdata}: %{x:.3f} ms<extra></extra>"}],
                      {"height": max(300, 22 * len(top) + 80), "title": {"text": f"Top {len(top)} operator types by time"},
-                      "xaxis": {"title": {"text": "ms"}}, "margin": {"l": 230, "r": 20, "t": 36, "b": 40}}, hidden=True)
-    toggle = (f'<div class="toggle" data-charts="{esc(prefix)}pie {esc(prefix)}bar">'
-              '<button type="button" class="on">Pie</button><button type="button">Bar</button></div>')
-    return toggle + pie + bar
+                      "xaxis": {"title": {"text": "ms"}}, "margin": {"l": 230, "r": 20, "t": 36, "b": 40}})
+    return pie, bar
 
 
-def _op_card(page, sections):
-    ops = sections["op_types"]
-    state = section_state(ops)
-    if state:
-        return card("Operator types", state)
-    rows = ops["data"]
-    top = "".join(f'<tr><td>{esc(r["op_type"])}</td><td data-v="{r["total_ms"]}">{fmt(r["total_ms"])}</td><td>{pct(r["percent"])}</td></tr>'
-                  for r in rows[:20])
-    table = f'<table class="data" id="overview-optypes"><thead><tr><th>type</th><th>total (ms)</th><th>share</th></tr></thead><tbody>{top}</tbody></table>'
-    return card("Operator types (top 20)", op_type_charts(page, "ov-op", rows) + table)
+# ---- overview ---------------------------------------------------------------------------------------
+
+def _evidence_text(value):
+    if isinstance(value, float):
+        return fmt(value)
+    return json.dumps(value) if isinstance(value, (dict, list)) else value
 
 
-def _data_card(sections):
-    queue, summary = sections["queue"], sections.get("summary")
-    rows = []
-    if summary and summary["status"] == "ok":
-        wait = summary["data"].get("data_wait_ms") or {}
-        rows.append(("data wait per step (ms) mean / p50 / max",
-                     " / ".join(f'<span data-stat="wait-{k}">{fmt(wait.get(k))}</span>' for k in ("mean", "p50", "max"))))
-    state = section_state(queue)
-    if state:
-        return card("Data preparation", kv_table(rows) + state)
-    stats = queue["data"]["stats"]
-    rows += [("batches fetched", fmt(stats["fetch_count"])), ("mean fetch (ms)", f'<span id="dp-fetch">{fmt(stats["fetch_ms_mean"])}</span>'),
-             ("max fetch (ms)", fmt(stats["fetch_ms_max"]))]
-    if stats["queue_samples"]:
-        rows += [("queue samples", fmt(stats["queue_samples"])),
-                 ("steps with an empty queue", f'<span id="dp-empty">{fmt(stats["empty_count"])}</span>'),
-                 ("empty-queue ratio", f'<span id="dp-empty-ratio">{pct(stats["empty_ratio"])}</span>'),
-                 ("mean queue size", f'{fmt(stats["queue_size_mean"])} of {fmt(stats["capacity"])}')]
-    else:
-        rows.append(("queue sizes", '<span class="missing">not collected (no queue records in the file)</span>'))
-    flag = ""
-    if stats["empty_ratio"] is not None and stats["empty_ratio"] > 0.3:
-        flag = '<p class="warn">The data queue was empty in more than 30% of the steps: data preparation may be the bottleneck.</p>'
-    return card("Data preparation", kv_table(rows) + flag)
-
-
-def _timeline_card(run, rank, sections, report):
-    rows = []
+def data_stats(sections):
+    """What the data preparation card shows: the summary's wait per step and the queue file's statistics."""
     summary = sections.get("summary")
-    if summary and summary["status"] == "ok" and isinstance(summary["data"].get("timeline"), dict):
-        tl = summary["data"]["timeline"]
-        rows += [("events", esc(tl.get("events"))), ("truncated", esc(tl.get("truncated")))]
-        if tl.get("dropped"):
-            rows.append(("dropped", esc(tl.get("dropped"))))
-    ts = sections["timeline"]
-    state = section_state(ts)
-    if not state and isinstance(ts["data"], dict):
-        rows += [(k, esc(v)) for k, v in ts["data"].items() if not isinstance(v, (dict, list))]
-    body = kv_table(rows) + (state or "")
-    name = sections.get("timeline_file")
-    if report:
-        body += (f'<p><a href="{esc(name)}" download>{esc(name)}</a> (Trace Event JSON beside this report; open it in Perfetto)</p>'
-                 if name else '<p class="missing">no timeline file</p>')
-    else:
-        body += timeline_form(run, rank)
-    return card("Timeline", body)
-
-
-def timeline_form(run, rank):
-    ranks = "".join(f'<label><input type="checkbox" name="ranks" value="{r}" checked> rank {r}</label> ' for r in sorted(run.ranks))
-    return (f'<form class="timeline" method="get" action="/timeline"><input type="hidden" name="run" value="{esc(run.id)}">'
-            f'<div>ranks: {ranks}</div>'
-            '<div>data kind: <label><input type="radio" name="kind" value="summary" checked> summary</label> '
-            '<label><input type="radio" name="kind" value="detail"> detail</label></div>'
-            '<div><label><input type="checkbox" name="merge" value="1"> merge multiple subgraphs</label></div>'
-            '<button type="submit" id="timeline-download">Download timeline (Trace Event JSON, opens in Perfetto)</button></form>')
-
-
-def _suggestions_card(sections):
-    summary = sections.get("summary")
-    state = section_state(summary)
-    if state:
-        return card("Suggestions", state)
-    s = summary["data"]
-    items = []
-    for sug in s.get("suggestions") or []:
-        evidence = sug.get("evidence") if isinstance(sug, dict) else None
-        rows = [(k, esc(fmt(v) if isinstance(v, float) else json.dumps(v) if isinstance(v, (dict, list)) else v))
-                for k, v in (evidence or {}).items()]
-        items.append(f'<li class="suggestion" data-id="{esc(sug.get("id"))}"><p>{esc(sug.get("text"))}</p>{kv_table(rows, "kv evidence")}</li>')
-    body = f'<ul class="suggestions">{"".join(items)}</ul>' if items else "<p>No suggestion: nothing crossed a threshold.</p>"
-    for title, key in (("Notes", "notes"), ("Not applicable", "not_applicable")):
-        values = s.get(key) or []
-        if values:
-            body += f'<h3>{title}</h3><ul class="{key}">' + "".join(f"<li>{esc(v)}</li>" for v in values) + "</ul>"
-    return card("Suggestions", body, "suggest")
+    return {"queue": sections["queue"], "wait": (summary["data"].get("data_wait_ms") or {}) if ok(summary) else None}
 
 
 def overview(page, run, rank, sections, report=False):
-    page.add('<div class="grid">')
-    page.add(_summary_card(sections))
-    page.add(_suggestions_card(sections))
-    page.add(_step_trace_card(page, sections, "ov-step"))
-    page.add(_op_card(page, sections))
-    page.add(_data_card(sections))
-    page.add(_timeline_card(run, rank, sections, report))
-    page.add("</div>")
+    summary = sections.get("summary")
+    context = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections),
+               "info_rows": info_rows(sections.get("info"), framework_of(sections))}
+    if ok(summary):
+        context["suggestions"] = [{"id": sug.get("id"), "text": sug.get("text"),
+                                   "evidence": [(k, _evidence_text(v)) for k, v in (sug.get("evidence") or {}).items()]}
+                                  for sug in (summary["data"].get("suggestions") or []) if isinstance(sug, dict)]
+    st = sections["step_trace"]
+    if ok(st):
+        context["average"] = st["data"]["average"] or {}
+        context["step_chart"] = stage_bar(page, "ov-step", context["average"], f"Average of {len(st['data']['steps'])} steps")
+    if ok(sections["op_types"]):
+        context["op_charts"] = op_type_charts(page, "ov-op", sections["op_types"]["data"])
+    timeline_rows = []
+    if ok(summary) and isinstance(summary["data"].get("timeline"), dict):
+        tl = summary["data"]["timeline"]
+        timeline_rows += [("events", tl.get("events")), ("truncated", tl.get("truncated"))]
+        if tl.get("dropped"):
+            timeline_rows.append(("dropped", tl.get("dropped")))
+    ts = sections["timeline"]
+    if ok(ts) and isinstance(ts["data"], dict):
+        timeline_rows += [(k, v) for k, v in ts["data"].items() if not isinstance(v, (dict, list))]
+    context["timeline_rows"] = timeline_rows
+    return context
 
 
 # ---- step trace -------------------------------------------------------------------------------------
 
 def steps_page(page, run, rank, sections):
-    st = sections["step_trace"]
-    state = section_state(st)
-    points = sections.get("point_info")
-    point_rows = []
-    if points and points["status"] == "ok" and isinstance(points["data"], dict):
-        point_rows = [("forward start op", esc(points["data"].get("fp_start"))), ("backward end op", esc(points["data"].get("bp_end")))]
-    if state:
-        page.add(card("Step trace", kv_table(point_rows) + state))
-        return
+    st, points = sections["step_trace"], sections.get("point_info")
+    context = {"step_trace": st, "points": points["data"] if ok(points) and isinstance(points["data"], dict) else None,
+               "timeline": timeline_chart(page, "st-timeline", sections["step_timeline"])}
+    if not ok(st):
+        return context
     steps, average = st["data"]["steps"], st["data"]["average"] or {}
-    options = '<option value="avg">average</option>' + "".join(f'<option value="{s["step"]}">step {s["step"]}</option>' for s in steps)
-    pick = f'<label>Show <select id="step-pick">{options}</select></label>'
     fp_at, bp_at = average.get("iteration_interval"), None
     if fp_at is not None and average.get("fp_and_bp") is not None:
         bp_at = fp_at + average["fp_and_bp"]
-    detail_rows = [("start (ms from the first step's start)", '<span id="st-start">—</span>'),
-                   ("end (ms from the first step's start)", '<span id="st-end">—</span>'),
-                   ("forward start (ms into the step)", f'<span id="st-fp">{fmt(fp_at)}</span>'),
-                   ("backward end (ms into the step)", f'<span id="st-bp">{fmt(bp_at)}</span>')]
-    body = pick + stage_bar(page, "st-bar", average, "Average step") + kv_table(_stage_rows(average, prefix="st-") + detail_rows + point_rows)
-    page.add(card("Step trace detail", body))
     page.blobs["msprof-steps"] = {"steps": steps, "average": average}
+    summary = sections.get("summary")
+    warmup = warmup_steps(summary["data"] if ok(summary) else {}, [s["step"] for s in steps])
+    return dict(context, steps=steps, average=average, fp_at=fp_at, bp_at=bp_at, bar=stage_bar(page, "st-bar", average, "Average step"),
+                warmup=warmup, per_step=per_step_chart(page, "st-steps", steps, _step_waits(sections["queue"]),
+                                                       _step_communication(sections["hccl"]), warmup))
+
+
+def warmup_steps(summary, step_numbers):
+    """The warm-up steps among STEP_NUMBERS. The summary's ``warmup_steps`` (absent in older summaries) is a count
+    of first steps, a list of step numbers, or a list of ``{"step": n, ...}``."""
+    marked = summary.get("warmup_steps") if isinstance(summary, dict) else None
+    if isinstance(marked, bool) or not isinstance(marked, (int, list)):
+        return []
+    if isinstance(marked, int):
+        return step_numbers[:marked]
+    numbers = {m.get("step") if isinstance(m, dict) else m for m in marked}
+    return [n for n in step_numbers if n in numbers]
+
+
+def _step_waits(queue):
+    """Wait for data per step (ms) from the queue file's fetch lines, or {}."""
+    waits = {}
+    if ok(queue):
+        for fetch in queue["data"]["fetch"]:
+            if fetch["kind"] == contract.FETCH_GET:
+                waits[fetch["step"]] = waits.get(fetch["step"], 0.0) + fetch["cost_ms"]
+    return waits
+
+
+def _step_communication(hccl):
+    if not ok(hccl):
+        return {}
+    return {s["step"]: s["communication_ms"] for s in hccl["data"]["steps"] if s["communication_ms"] is not None}
+
+
+def per_step_chart(page, chart_id, steps, waits, communication, warmup):
+    """One stacked bar per step: the interval split into the wait for data and the rest, forward+backward, tail;
+    communication (inside the step, so beside the stack) where recorded; warm-up steps shaded."""
     xs = [s["step"] for s in steps]
-    charts = []
-    for key, label in STAGES + (("total", "Step total"),):
-        charts.append(page.chart(f"st-{key}", [{"type": "scatter", "mode": "lines+markers" if len(xs) <= 200 else "lines", "x": xs,
-                                                "y": [s.get(key) for s in steps], "name": label,
-                                                "line": {"color": STAGE_COLORS.get(key, "#555")}}],
-                                 {"height": 240, "title": {"text": f"{label} per step (ms)"}, "xaxis": {"title": {"text": "step"}}}))
-    page.add(card("Stages per step", "".join(charts)))
+    wait = [min(waits.get(s["step"], 0.0), s.get("iteration_interval") or 0.0) for s in steps]
+    parts = [("data_wait", "Data wait", wait) if waits else None,
+             ("iteration_interval", "Step interval (other)" if waits else "Step interval",
+              [(s.get("iteration_interval") or 0.0) - w for s, w in zip(steps, wait)]),
+             ("fp_and_bp", "Forward + backward", [s.get("fp_and_bp") for s in steps]),
+             ("tail", "Step tail", [s.get("tail") for s in steps])]
+    data = [{"type": "bar", "x": xs, "y": values, "name": label, "marker": {"color": STAGE_COLORS[key]},
+             "hovertemplate": f"step %{{x}}: {label} %{{y:.3f}} ms<extra></extra>"} for key, label, values in filter(None, parts)]
+    if communication:
+        data.append({"type": "scatter", "mode": "markers", "x": xs, "y": [communication.get(n) for n in xs], "name": "Communication (within the step)",
+                     "marker": {"color": STAGE_COLORS["communication"], "symbol": "diamond", "size": 9},
+                     "hovertemplate": "step %{x}: communication %{y:.3f} ms<extra></extra>"})
+    layout = {"barmode": "stack", "height": 340, "title": {"text": "Where each step's time went (ms)"}, "xaxis": {"title": {"text": "step"}},
+              "yaxis": {"title": {"text": "ms"}}, "legend": {"orientation": "h", "y": -0.25, "traceorder": "normal"}}
+    if warmup:  # one shaded band per warm-up step: they need not be consecutive
+        layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": n - 0.5, "x1": n + 0.5, "y0": 0, "y1": 1,
+                             "fillcolor": "#999", "opacity": 0.2, "line": {"width": 0}, "layer": "below"} for n in warmup]
+        layout["annotations"] = [{"xref": "x", "yref": "paper", "x": warmup[0], "y": 1, "yanchor": "bottom", "text": "warm-up", "showarrow": False}]
+    return page.chart(chart_id, data, layout)
+
+
+# The step-level timeline's kinds of bar (the stage events are named as the timeline writer names them) and their colours.
+TIMELINE_COLORS = {"Step": "#7f8c9a", "Step Interval": STAGE_COLORS["iteration_interval"], "Forward+Backward": STAGE_COLORS["fp_and_bp"],
+                   "Tail": STAGE_COLORS["tail"], "Data wait": STAGE_COLORS["data_wait"], "Communication": STAGE_COLORS["communication"],
+                   "Other": "#bbb"}
+
+
+def _timeline_kind(event):
+    track = event["track"].lower()
+    if "data" in track:
+        return "Data wait"
+    if "communicat" in track:
+        return "Communication"
+    if event["name"] in TIMELINE_COLORS:
+        return event["name"]
+    return "Step" if event["name"].lower().startswith("step ") else "Other"
+
+
+def timeline_chart(page, chart_id, timeline):
+    """A zoomable (drag to zoom, double-click to reset) chart of step-level events, one row per rank and track;
+    returns {"chart", "events", "left_out", "problems"}, chart None without events."""
+    events = timeline["events"]
+    out = {"chart": None, "events": len(events), "left_out": timeline["left_out"], "problems": timeline["problems"]}
+    if not events:
+        return out
+    origin = min(e["ts"] for e in events)
+    groups, tracks = {}, {}
+    for e in events:
+        number = e["rank"].replace("Rank ", "")
+        track = plot_text(f'rank {number} · {e["track"]}')
+        tracks.setdefault(track, (int(number) if number.isdigit() else 0, len(tracks)))
+        group = groups.setdefault(_timeline_kind(e), {"y": [], "base": [], "x": [], "text": []})
+        group["y"].append(track)
+        group["base"].append(round((e["ts"] - origin) / 1000.0, 4))
+        group["x"].append(round(e["dur"] / 1000.0, 4))
+        group["text"].append(plot_text(e["name"]))
+    data = [{"type": "bar", "orientation": "h", "name": kind, "y": g["y"], "base": g["base"], "x": g["x"], "customdata": g["text"],
+             "marker": {"color": TIMELINE_COLORS[kind]}, "hovertemplate": "%{customdata}: %{base:.3f} ms + %{x:.3f} ms<extra></extra>"}
+            for kind, g in groups.items()]
+    rows = len(tracks)
+    out["chart"] = page.chart(chart_id, data, {"barmode": "overlay", "height": 160 + 40 * rows, "dragmode": "zoom",
+                                               "xaxis": {"title": {"text": "ms from the first event (drag to zoom, double-click to reset)"},
+                                                         "rangeslider": {"visible": True}},
+                                               "yaxis": {"autorange": "reversed", "fixedrange": True, "categoryorder": "array",
+                                                         "categoryarray": sorted(tracks, key=tracks.get)}, "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
+                                               "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"}})
+    return out
 
 
 # ---- operators --------------------------------------------------------------------------------------
 
+# The op tables' time is self time (nested ops left out, so shares add up to 1); "incl_ms" is the total
+# with nested ops, summed from the by-shape table where the run has one.
 TYPE_COLUMNS = (("op_type", "Type", "text"), ("occurrences", "Occurrences", "count"), ("per_step", "Per step", "count"),
-                ("total_ms", "Total (ms)", "num"), ("avg_ms", "Avg (ms)", "num"), ("percent", "Share", "pct"))
+                ("total_ms", "Self (ms)", "num"), ("incl_ms", "Total (ms)", "num"), ("avg_ms", "Avg self (ms)", "num"),
+                ("percent", "Share", "pct"))
 OP_COLUMNS = (("op_name", "Operator", "text"), ("op_type", "Type", "text"), ("occurrences", "Occurrences", "count"),
-              ("total_ms", "Total (ms)", "num"), ("avg_ms", "Avg (ms)", "num"), ("proportion", "Share", "pct"),
-              ("full_op_name", "Full name", "text"))
+              ("total_ms", "Self (ms)", "num"), ("incl_ms", "Total (ms)", "num"), ("avg_ms", "Avg self (ms)", "num"),
+              ("proportion", "Share", "pct"), ("full_op_name", "Full name", "text"))
+SHAPE_COLUMNS = (("op_name", "Operator", "text"), ("op_type", "Type", "text"), ("input_shape", "Input shapes", "text"),
+                 ("occurrences", "Occurrences", "count"), ("self_ms", "Self (ms)", "num"), ("total_ms", "Total (ms)", "num"))
 FLOPS_COLUMNS = (("mflops_cube", "MFLOPs (cube)", "num"), ("gflops_cube", "GFLOPS (cube)", "num"),
                  ("mflops_vec", "MFLOPs (vec)", "num"), ("gflops_vec", "GFLOPS (vec)", "num"))
 
 
+def _including_nested(shapes, key):
+    """Total time with nested ops (ms) per op name or type, summed over the by-shape rows."""
+    totals = {}
+    for row in shapes:
+        totals[row[key]] = totals.get(row[key], 0.0) + (row["total_ms"] or 0.0)
+    return totals
+
+
 def operators_page(page, run, rank, sections):
-    flops, flops_summary = sections["flops"], sections["flops_summary"]
-    head = '<input type="search" id="op-search" placeholder="fuzzy search over op names and types" autocomplete="off"> <span id="op-count"></span>'
-    if flops_summary["status"] == "ok" and isinstance(flops_summary["data"], dict):
-        fs = flops_summary["data"]
-        head += kv_table([("FLOPs (MFLOPs)", f'<span id="flops-total">{fmt(fs.get("FLOPs"))}</span>'),
-                          ("FLOPS (GFLOPS)", f'<span id="flops-rate">{fmt(fs.get("FLOPS"))}</span>'),
-                          ("FLOPS utilization (%)", f'<span id="flops-mfu">{fmt(fs.get("FLOPS_Utilization"))}</span>')])
-    elif flops_summary["status"] == "error":
-        head += section_state(flops_summary)
-    page.add(card("Operators", head + '<div class="tabs"><button type="button" class="on" data-tab="tab-types">By type</button>'
-                                      '<button type="button" data-tab="tab-ops">By operator</button></div>'))
-    types = sections["op_types"]
-    state = section_state(types)
-    body = state or (op_type_charts(page, "op-", types["data"]) +
-                     '<p class="note">Click a type to list its operators.</p>' + sortable_table("op-types", TYPE_COLUMNS, types["data"], ("op_type",)))
-    page.add('<div class="tab" id="tab-types">' + card("By type", body) + "</div>")
-    detail = sections["op_detail"]
-    state = section_state(detail)
-    if state:
-        page.add('<div class="tab" id="tab-ops" style="display:none">' + card("By operator", state) + "</div>")
-        return
-    columns = OP_COLUMNS
-    rows = detail["data"]
-    if flops["status"] == "ok":
-        table = flops["data"]
-        rows = [dict(r, **dict(zip(("mflops_cube", "gflops_cube", "mflops_vec", "gflops_vec"),
-                                   table.get(r["full_op_name"]) or table.get(r["op_name"]) or [None] * 4))) for r in rows]
-        columns = OP_COLUMNS + FLOPS_COLUMNS
-    note = "" if flops["status"] == "ok" else (section_state(flops) if flops["status"] == "error" else '<p class="note">FLOPs not collected.</p>')
-    page.add('<div class="tab" id="tab-ops" style="display:none">' +
-             card("By operator", note + sortable_table("op-detail", columns, rows, ("op_name", "op_type", "full_op_name"))) + "</div>")
+    flops_summary, types, detail, flops = sections["flops_summary"], sections["op_types"], sections["op_detail"], sections["flops"]
+    shapes = sections["op_shapes"]
+    context = {"flops_summary": flops_summary, "types": types, "detail": detail, "flops": flops, "shapes": shapes}
+    shape_rows = shapes["data"] if ok(shapes) else []
+    by_type, by_name = _including_nested(shape_rows, "op_type"), _including_nested(shape_rows, "op_name")
+    if ok(shapes):
+        context["shape_table"] = table("op-shapes", SHAPE_COLUMNS, shape_rows, ("op_name", "op_type", "input_shape"))
+    if ok(types):
+        context["type_charts"] = op_type_charts(page, "op-", types["data"])
+        context["type_table"] = table("op-types", TYPE_COLUMNS, [dict(r, incl_ms=by_type.get(r["op_type"])) for r in types["data"]], ("op_type",))
+    if ok(detail):
+        columns, rows = OP_COLUMNS, [dict(r, incl_ms=by_name.get(r["full_op_name"])) for r in detail["data"]]
+        if ok(flops):
+            by_name = flops["data"]
+            rows = [dict(r, **dict(zip(("mflops_cube", "gflops_cube", "mflops_vec", "gflops_vec"),
+                                       by_name.get(r["full_op_name"]) or by_name.get(r["op_name"]) or [None] * 4))) for r in rows]
+            columns = OP_COLUMNS + FLOPS_COLUMNS
+        context["detail_table"] = table("op-detail", columns, rows, ("op_name", "op_type", "full_op_name"))
+    return context
 
 
 # ---- data preparation -------------------------------------------------------------------------------
 
+PIPELINE_COLUMNS = (("op_id", "Id", "count"), ("op_type", "Op", "text"), ("num_workers", "Workers", "count"),
+                    ("queue_average", "Avg queue", "num"), ("queue_length", "Queue capacity", "count"),
+                    ("queue_usage", "Queue usage", "pct"), ("why", "Bottleneck", "text"))
+
+
 def data_page(page, run, rank, sections):
-    page.add(_data_card(sections))
-    queue = sections["queue"]
-    if queue["status"] == "ok":
-        q, f = queue["data"]["queue"], [r for r in queue["data"]["fetch"] if r["kind"] == 0]
-        charts = page.chart("dp-queue", [{"type": "bar", "x": [r["step"] for r in q], "y": [r["size"] for r in q], "name": "queue size"}],
-                            {"title": {"text": "Data queue size when each step fetched"}, "xaxis": {"title": {"text": "step"}}})
-        charts += page.chart("dp-fetch", [{"type": "scatter", "mode": "lines", "x": [r["step"] for r in f], "y": [r["cost_ms"] for r in f],
-                                           "name": "fetch (ms)"}],
-                             {"title": {"text": "Time to fetch each batch (ms)"}, "xaxis": {"title": {"text": "step"}}})
-        page.add(card("Step gap", charts))
-    pipeline = sections["pipeline"]
-    state = section_state(pipeline)
-    if state:
-        page.add(card("Data process pipeline", state))
-        return
+    queue, pipeline = sections["queue"], sections["pipeline"]
+    context = {"data_prep": data_stats(sections), "queue": queue, "pipeline": pipeline}
+    if ok(queue):  # a chart only over records there are: no empty axes
+        q, f = queue["data"]["queue"], [r for r in queue["data"]["fetch"] if r["kind"] == contract.FETCH_GET]
+        charts = []
+        if q:
+            charts.append(page.chart("dp-queue", [{"type": "bar", "x": [r["step"] for r in q], "y": [r["size"] for r in q], "name": "queue size"}],
+                                     {"title": {"text": "Data queue size when each step fetched"}, "xaxis": {"title": {"text": "step"}}}))
+        if f:
+            charts.append(page.chart("dp-fetch", [{"type": "scatter", "mode": "lines+markers", "x": [r["step"] for r in f],
+                                                   "y": [r["cost_ms"] for r in f], "name": "wait (ms)"}],
+                                     {"title": {"text": "Wait for data in each step (ms)"}, "xaxis": {"title": {"text": "step"}}}))
+        if charts:
+            context["gap_charts"] = charts
+    if not ok(pipeline):
+        return context
     ops, marked = pipeline["data"]["ops"], {m["op_id"]: m["why"] for m in pipeline["data"]["bottlenecks"]}
-    page.add(card("Data process pipeline", pipeline_graph(ops, marked) + sortable_table(
-        "pipeline-ops", (("op_id", "Id", "count"), ("op_type", "Op", "text"), ("num_workers", "Workers", "count"),
-                         ("queue_average", "Avg queue", "num"), ("queue_length", "Queue capacity", "count"),
-                         ("queue_usage", "Queue usage", "pct"), ("why", "Bottleneck", "text")),
-        [dict(op, why=marked.get(op["op_id"], "")) for op in ops], ("op_type",))))
+    context["graph"] = pipeline_columns(ops, marked)
+    context["pipeline_table"] = table("pipeline-ops", PIPELINE_COLUMNS, [dict(op, why=marked.get(op["op_id"], "")) for op in ops], ("op_type",))
     traces = [{"type": "scatter", "mode": "lines", "y": op["queue_sizes"], "name": plot_text(f'{op["op_type"]} #{op["op_id"]}')}
               for op in ops if op["queue_sizes"]]
     if traces:
-        page.add(card("Output queue size over time", page.chart("dp-op-queues", traces, {"title": {"text": "Output queue size per sample"},
-                                                                                           "xaxis": {"title": {"text": "sample"}}})))
+        context["queue_chart"] = page.chart("dp-op-queues", traces, {"title": {"text": "Output queue size per sample"},
+                                                                     "xaxis": {"title": {"text": "sample"}}})
+    return context
 
 
-def pipeline_graph(ops, marked):
-    """Dataset ops laid out by depth, sources on the left, each box showing its output queue usage."""
+def pipeline_columns(ops, marked):
+    """Dataset ops laid out by depth, sources on the left: a list of columns of boxes (op, usage bar width, why)."""
     by_id = {op["op_id"]: op for op in ops}
     depth = {}
 
@@ -432,207 +495,166 @@ def pipeline_graph(ops, marked):
     columns = {}
     for op_id, d in depth.items():
         columns.setdefault(d, []).append(by_id[op_id])
-    html_cols = []
-    for d in sorted(columns):
-        boxes = []
-        for op in sorted(columns[d], key=lambda o: o["op_id"]):
-            cls = "op bottleneck" if op["op_id"] in marked else "op"
-            usage = op["queue_usage"]
-            bar = f'<div class="usage"><div style="width:{0 if usage is None else max(0.0, min(usage, 1.0)) * 100:.0f}%"></div></div>'
-            why = f'<div class="why">bottleneck: {esc(marked[op["op_id"]])}</div>' if op["op_id"] in marked else ""
-            boxes.append(f'<div class="{cls}" data-op-id="{op["op_id"]}"><b>{esc(op["op_type"])}</b> #{op["op_id"]}'
-                         f'<div>workers {count(op["num_workers"])}</div><div>output queue {pct(usage)}</div>{bar}{why}</div>')
-        html_cols.append(f'<div class="col">{"".join(boxes)}</div>')
-    return f'<div class="pipeline">{"<div class=arrow>→</div>".join(html_cols)}</div>'
+    return [[{"op": op, "bottleneck": op["op_id"] in marked, "why": marked.get(op["op_id"]),
+              "width": f'{0 if op["queue_usage"] is None else max(0.0, min(op["queue_usage"], 1.0)) * 100:.0f}'}
+             for op in sorted(columns[d], key=lambda o: o["op_id"])] for d in sorted(columns)]
 
 
 # ---- resources --------------------------------------------------------------------------------------
 
 def resources_page(page, run, rank, sections):
     cpu = sections["cpu"]
-    state = section_state(cpu)
-    if state:
-        page.add(card("CPU utilization", state))
-    else:
-        c = cpu["data"]
-        ts = c.get("time_stamp") or []
-        x = [(t - ts[0]) / 1000.0 for t in ts] if ts else []
-        dev, proc = c.get("device_info") or {}, c.get("process_info") or {}
-        means = contract.cpu_means(c)
-        body = kv_table([("processors", esc(c.get("cpu_processor_num"))), ("sampling interval (ms)", esc(c.get("sampling_interval"))),
-                         ("machine busy mean (%)", f'<span id="cpu-busy">{fmt(means["machine_busy_mean"], 1)}</span>'),
-                         ("machine user mean (%)", f'<span id="cpu-user">{fmt(means["machine_user_mean"], 1)}</span>'),
-                         ("machine sys mean (%)", fmt(means["machine_sys_mean"], 1)),
-                         ("process user mean (%)", f'<span id="cpu-puser">{fmt(means["process_user_mean"], 1)}</span>'),
-                         ("process sys mean (%)", fmt(means["process_sys_mean"], 1))])
-        machine = [{"type": "scatter", "mode": "lines", "x": x, "y": dev.get(k) or [], "name": k.replace("_utilization", "")}
-                   for k in ("user_utilization", "sys_utilization", "io_utilization", "idle_utilization") if dev.get(k)]
-        body += page.chart("cpu-machine", machine, {"title": {"text": "Machine CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}})
-        process = [{"type": "scatter", "mode": "lines", "x": x, "y": proc.get(k) or [], "name": k.replace("_utilization", "")}
-                   for k in ("user_utilization", "sys_utilization") if proc.get(k)]
-        body += page.chart("cpu-process", process, {"title": {"text": "Process CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}})
-        op_traces = []
-        for op in c.get("op_info") or []:
-            metrics = op.get("metrics") or {}
-            user, sys_ = metrics.get("user_utilization") or [], metrics.get("sys_utilization") or []
-            if user:
-                total = [u + (sys_[i] if i < len(sys_) and isinstance(sys_[i], (int, float)) else 0) for i, u in enumerate(user)]
-                op_traces.append({"type": "scatter", "mode": "lines", "x": x[:len(total)], "y": total,
-                                  "name": plot_text(f'op {op.get("op_id")} {op.get("op_type", "")}'.strip())})
-        if op_traces:
-            body += page.chart("cpu-ops", op_traces, {"title": {"text": "Pipeline op CPU utilization, user + sys (%)"},
-                                                      "xaxis": {"title": {"text": "s"}}})
-        page.add(card("CPU utilization", body))
-    page.add(memory_card(page, sections))
+    context = {"cpu": cpu, "memory": memory(page, sections)}
+    if not ok(cpu):
+        return context
+    c = cpu["data"]
+    ts = c.get("time_stamp") or []
+    x = [(t - ts[0]) / 1000.0 for t in ts] if ts else []
+    dev, proc = c.get("device_info") or {}, c.get("process_info") or {}
+    context["cpu_data"] = c
+    context["means"] = contract.cpu_means(c)  # time-weighted: the summary's and the report's figures
+    context["cpu_charts"] = []
+    if len(x) < 2:
+        return context  # one sample draws no line, only empty axes
+    machine = [{"type": "scatter", "mode": "lines", "x": x, "y": dev.get(k) or [], "name": k.replace("_utilization", "")}
+               for k in ("user_utilization", "sys_utilization", "io_utilization", "idle_utilization") if dev.get(k)]
+    process = [{"type": "scatter", "mode": "lines", "x": x, "y": proc.get(k) or [], "name": k.replace("_utilization", "")}
+               for k in ("user_utilization", "sys_utilization") if proc.get(k)]
+    charts = [page.chart("cpu-machine", machine, {"title": {"text": "Machine CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}}),
+              page.chart("cpu-process", process, {"title": {"text": "Process CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}})]
+    op_traces = []
+    for op in c.get("op_info") or []:
+        metrics = op.get("metrics") or {}
+        user, sys_ = metrics.get("user_utilization") or [], metrics.get("sys_utilization") or []
+        if user:
+            total = [u + (sys_[i] if i < len(sys_) and isinstance(sys_[i], (int, float)) else 0) for i, u in enumerate(user)]
+            op_traces.append({"type": "scatter", "mode": "lines", "x": x[:len(total)], "y": total,
+                              "name": plot_text(f'op {op.get("op_id")} {op.get("op_type", "")}'.strip())})
+    if op_traces:
+        charts.append(page.chart("cpu-ops", op_traces, {"title": {"text": "Pipeline op CPU utilization, user + sys (%)"},
+                                                        "xaxis": {"title": {"text": "s"}}}))
+    context["cpu_charts"] = charts
+    return context
 
 
-def memory_card(page, sections):
-    rows = []
-    summary = sections.get("summary")
-    if summary and summary["status"] == "ok" and isinstance(summary["data"].get("memory"), dict):
-        m = summary["data"]["memory"]
-        rows += [("peak RSS (MB)", f'<span id="mem-rss">{fmt(m.get("peak_rss_mb"))}</span>'),
-                 ("peak allocated (MB)", f'<span id="mem-alloc">{fmt(m.get("peak_allocated_mb"))}</span>')]
-    ms, md = sections["memory_summary"], sections["memory_details"]
-    body = ""
-    state = section_state(ms)
-    if state:
-        body += state
-    elif isinstance(ms["data"], dict):
-        rows += [(f"{k} (GiB)" if k in ("capacity", "peak_mem", "static_mem") else k, f'<span data-mem="{esc(k)}">{esc(fmt(v))}</span>')
-                 for k, v in ms["data"].items() if not isinstance(v, (dict, list))]
-    body = kv_table(rows) + body
-    state = section_state(md)
-    if state:
-        body += state
-    else:
-        traces = []
-        over_time = all(g["x"] is not None for g in md["data"])
-        for graph in md["data"]:
-            xs = graph["x"] if graph["x"] is not None else list(range(len(graph["lines"])))
-            traces.append({"type": "scatter", "mode": "lines", "x": xs, "y": graph["lines"], "name": plot_text(f'graph {graph["graph_id"]}')})
-            if graph["peak"] is not None:
-                at = xs[graph["lines"].index(graph["peak"])]
-                traces.append({"type": "scatter", "mode": "markers+text", "x": [at], "y": [graph["peak"]], "text": [f'peak {graph["peak"]:.3f}'],
-                               "textposition": "top center", "marker": {"color": "#c0392b", "size": 9}, "showlegend": False})
-        peaks = [g["peak"] for g in md["data"] if g["peak"] is not None]
-        body += f'<p>peak of the curve: <span id="mem-peak">{fmt(max(peaks)) if peaks else "—"}</span> MB</p>'
-        body += page.chart("mem-lines", traces, {"title": {"text": "Memory over " + ("time" if over_time else "execution") + " (MB)"},
-                                                 "xaxis": {"title": {"text": "s" if over_time else "execution order"}}})
-    return card("Memory", body)
+def memory(page, sections):
+    """The memory card's values: the summary's peaks, the memory summary file's scalars, the curve and its chart."""
+    summary, ms, md = sections.get("summary"), sections["memory_summary"], sections["memory_details"]
+    context = {"summary_file": ms, "details": md, "peaks": None, "scalars": [], "chart": None}
+    if ok(summary) and isinstance(summary["data"].get("memory"), dict):
+        context["peaks"] = summary["data"]["memory"]
+    if ok(ms) and isinstance(ms["data"], dict):
+        context["scalars"] = [(f"{k} (GiB)" if k in ("capacity", "peak_mem", "static_mem") else k, k, fmt(v))
+                              for k, v in ms["data"].items() if not isinstance(v, (dict, list))]
+    if not ok(md):
+        return context
+    traces = []
+    over_time = all(g["x"] is not None for g in md["data"])
+    for graph in md["data"]:
+        xs = graph["x"] if graph["x"] is not None else list(range(len(graph["lines"])))
+        traces.append({"type": "scatter", "mode": "lines", "x": xs, "y": graph["lines"], "name": plot_text(f'graph {graph["graph_id"]}')})
+        if graph["peak"] is not None:
+            at = xs[graph["lines"].index(graph["peak"])]
+            traces.append({"type": "scatter", "mode": "markers+text", "x": [at], "y": [graph["peak"]], "text": [f'peak {graph["peak"]:.3f}'],
+                           "textposition": "top center", "marker": {"color": "#c0392b", "size": 9}, "showlegend": False})
+    peaks = [g["peak"] for g in md["data"] if g["peak"] is not None]
+    context["curve_peak"] = max(peaks) if peaks else None
+    if max((len(g["lines"]) for g in md["data"]), default=0) < 2:
+        return context  # one sample draws no curve, only empty axes; the peak is shown above
+    context["chart"] = page.chart("mem-lines", traces, {"title": {"text": "Memory over " + ("time" if over_time else "execution") + " (MB)"},
+                                                        "xaxis": {"title": {"text": "s" if over_time else "execution order"}}})
+    return context
 
 
 # ---- cluster ----------------------------------------------------------------------------------------
 
+CLUSTER_COLUMNS = (("rank", "Rank", "count"), ("total", "Step (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"),
+                   ("fp_and_bp", "Fwd+bwd (ms)", "num"), ("tail", "Tail (ms)", "num"), ("communication", "Communication (ms)", "num"),
+                   ("wait", "Comm. wait (ms)", "num"), ("slowest", "", "text"))
+
+
 def cluster_page(page, run, rank, loaded):
     ranks, slowest = loaded["ranks"], loaded["slowest"]
+    timeline = timeline_chart(page, "cl-timeline", loaded["step_timeline"])
     rows, problems = [], []
     for r, sections in ranks.items():
         st, hccl = sections["step_trace"], sections["hccl"]
         row = {"rank": r}
-        if st["status"] == "ok" and st["data"]["average"]:
+        if ok(st) and st["data"]["average"]:
             row.update({k: st["data"]["average"].get(k) for k in ("total", "iteration_interval", "fp_and_bp", "tail")})
         elif st["status"] == "error":
-            problems.append(f'rank {r}: {section_state(st)}')
-        if hccl["status"] == "ok" and hccl["data"]["average"]:
+            problems.append((r, st))
+        if ok(hccl) and hccl["data"]["average"]:
             row.update({"communication": hccl["data"]["average"]["communication_ms"], "wait": hccl["data"]["average"]["wait_ms"]})
         elif hccl["status"] == "error":
-            problems.append(f'rank {r}: {section_state(hccl)}')
+            problems.append((r, hccl))
         row["slowest"] = "slowest" if r == slowest else ""
         rows.append(row)
-    columns = (("rank", "Rank", "count"), ("total", "Step (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"),
-               ("fp_and_bp", "Fwd+bwd (ms)", "num"), ("tail", "Tail (ms)", "num"), ("communication", "Communication (ms)", "num"),
-               ("wait", "Comm. wait (ms)", "num"), ("slowest", "", "text"))
-    note = ('<p class="note">The slowest rank is the one with the most work of its own per step (interval + forward/backward); '
-            'the others wait for it in their tail and communication.</p>') if len(ranks) > 1 else '<p class="note">This run has one rank.</p>'
-    body = note + "".join(f"<p>{p}</p>" for p in problems) + sortable_table("cluster-ranks", columns, rows)
     labels = [f"rank {row['rank']}" + (" (slowest)" if row["slowest"] else "") for row in rows]
     stage_traces = [{"type": "bar", "x": labels, "y": [row.get(k) for row in rows], "name": label, "marker": {"color": STAGE_COLORS[k]}}
                     for k, label in STAGES]
-    body += page.chart("cl-stages", stage_traces, {"barmode": "stack", "title": {"text": "Mean stage times per rank (ms)"}})
-    comm = [{"type": "bar", "x": labels, "y": [row.get(k) for row in rows], "name": label}
-            for k, label in (("communication", "communication"), ("wait", "wait"))]
+    context = {"several": len(ranks) > 1, "problems": problems, "table": table("cluster-ranks", CLUSTER_COLUMNS, rows), "timeline": timeline,
+               "stage_chart": page.chart("cl-stages", stage_traces, {"barmode": "stack", "title": {"text": "Mean stage times per rank (ms)"}}),
+               "comm_chart": None}
     if any(row.get("communication") is not None for row in rows):
-        body += page.chart("cl-comm", comm, {"barmode": "group", "title": {"text": "Communication per step per rank (ms)"}})
-    else:
-        body += '<p class="missing">communication not collected (no hccl_raw file)</p>'
-    page.add(card("Cluster", body))
+        comm = [{"type": "bar", "x": labels, "y": [row.get(k) for row in rows], "name": label}
+                for k, label in (("communication", "communication"), ("wait", "wait"))]
+        context["comm_chart"] = page.chart("cl-comm", comm, {"barmode": "group", "title": {"text": "Communication per step per rank (ms)"}})
+    return context
 
 
-RENDERERS = {"overview": overview, "steps": steps_page, "operators": operators_page, "data": data_page,
-             "resources": resources_page, "cluster": cluster_page}
+VIEWS = {"overview": overview, "steps": steps_page, "operators": operators_page, "data": data_page,
+         "resources": resources_page, "cluster": cluster_page}
 
 
 # ---- documents --------------------------------------------------------------------------------------
 
-def static_text(name):
-    with open(os.path.join(STATIC_DIR, name), encoding="utf-8") as handle:
-        return handle.read()
+def page_body(page, name, run, rank, sections, report=False):
+    """One page's cards, rendered from templates/<name>.html with what its view computed, in the run's framework's words."""
+    context = overview(page, run, rank, sections, report) if name == "overview" else VIEWS[name](page, run, rank, sections)
+    framework = framework_of(sections)
+    from markupsafe import Markup
 
-
-def run_label(run_id):
-    return "(the summary directory itself)" if run_id == "." else run_id
-
-
-def run_url(page_name, run_id, rank):
-    return f"/run/{page_name}?" + urlencode({"run": run_id, "rank": rank})
-
-
-def document(title, nav, body, scripts, inline=None):
-    """A full HTML page; ``inline`` (report.html) embeds the CSS and scripts instead of linking them."""
-    if inline is None:
-        head = ('<link rel="stylesheet" href="/static/viewer.css"><script src="/static/plotly.min.js"></script>'
-                '<script src="/static/viewer.js" defer></script>')
-        tail = ""
-    else:
-        css, plotly_js, viewer_js = inline
-        head = f"<style>{css}</style>"
-        plotly_tag = f"<script>{plotly_js}</script>" if plotly_js else ""
-        tail = f"{plotly_tag}<script>{viewer_js}</script>"
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
-            f"<title>{esc(title)}</title>{head}</head><body><header>{nav}</header><main>{body}</main>{scripts}{tail}</body></html>")
+    return Markup(render(f"{name}.html", run=run, rank=rank, framework=framework, hints=hints(framework), **context))
 
 
 def run_page(run, rank, page_name, loaded):
     page = Page()
-    RENDERERS[page_name](page, run, rank, loaded)
-    tabs = "".join(f'<a href="{esc(run_url(p, run.id, rank))}" class="{"on" if p == page_name else ""}" data-page="{p}">{PAGE_TITLES[p]}</a>'
-                   for p in PAGES)
-    ranks = " ".join(f'<a href="{esc(run_url(page_name, run.id, r))}" class="{"on" if r == rank else ""}">rank {r}</a>' for r in sorted(run.ranks))
-    nav = (f'<a href="/" class="home">msprof-agent</a> <span class="run-id">{esc(run_label(run.id))}</span> <span class="ranks">{ranks}</span>'
-           f'<nav>{tabs}</nav>')
-    return document(f"{PAGE_TITLES[page_name]} · {run_label(run.id)} · rank {rank}", nav, f"<h1>{PAGE_TITLES[page_name]}</h1>" + page.body(), page.scripts())
+    body = page_body(page, page_name, run, rank, loaded)
+    return render("run.html", run=run, rank=rank, page_name=page_name, pages=PAGES, body=body, page=page)
+
+
+def run_row(run):
+    """The runs index's row of one run: its first rank's summary (date from the file), or blanks where it has none."""
+    rank = min(run.ranks)
+    directory = run.ranks[rank]
+    try:
+        summary = contract.read_summary(directory, rank)
+        date = os.path.getmtime(os.path.join(directory, contract.name(contract.SUMMARY, rank)))
+    except (OSError, ValueError):
+        summary, date = {}, None
+    summary = summary if isinstance(summary, dict) else {}
+    return {"date": date, "date_text": time.strftime("%Y-%m-%d %H:%M", time.localtime(date)) if date else "—",
+            "framework": summary.get("framework"), "steps": summary.get("steps_profiled"),
+            "p50": (summary.get("step_time_ms") or {}).get("p50"), "verdict": summary.get("verdict")}
 
 
 def index_page(base, runs):
-    rows = []
-    for run_id in sorted(runs):
-        run = runs[run_id]
-        links = " ".join(f'<a href="{esc(run_url("overview", run_id, r))}">rank {r}</a>' for r in sorted(run.ranks))
-        cluster = f' · <a href="{esc(run_url("cluster", run_id, min(run.ranks)))}">cluster</a>' if len(run.ranks) > 1 else ""
-        rows.append(f'<tr data-run="{esc(run_id)}"><td>{esc(run_label(run_id))}</td><td>{len(run.ranks)}</td><td>{links}{cluster}</td></tr>')
-    table = (f'<table class="data" id="runs"><thead><tr><th>Run</th><th>Ranks</th><th>Open</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
-             if rows else '<p class="missing">No profiled run here yet (a run is a folder holding profiler_info_{rank}.json). Reload to look again.</p>')
-    body = f"<h1>Profiled runs</h1><p>Under <code>{esc(base)}</code></p>" + table
-    return document("msprof-agent runs", '<a href="/" class="home">msprof-agent</a>', body, "")
+    return render("index.html", base=base, runs=[(run_id, runs[run_id], run_row(runs[run_id])) for run_id in sorted(runs)])
 
 
 def error_page(status, message):
-    return document(f"Error {status}", '<a href="/" class="home">msprof-agent</a>', f'<h1>Error {status}</h1><p class="error">{esc(message)}</p>', "")
+    return render("error.html", status=status, message=message)
+
+
+def report_pages(run):
+    """The viewer's pages the report of a run carries: all, the cluster page only where the run has several ranks."""
+    return tuple(name for name in PAGES if name != "cluster" or len(run.ranks) > 1)
 
 
 def report(run, rank, loaded_pages, plotly_js):
-    """report.html: the overview, step trace, operator and resource views of one rank in one offline file."""
+    """report.html: every page the viewer has for one rank, in one offline file."""
     page = Page()
-    for name in ("overview", "steps", "operators", "resources"):
-        page.add(f'<h1 id="{name}">{PAGE_TITLES[name]}</h1>')
-        if name == "overview":
-            overview(page, run, rank, loaded_pages[name], report=True)
-        else:
-            RENDERERS[name](page, run, rank, loaded_pages[name])
-    if not plotly_js:
-        page.parts.insert(0, '<p class="warn">plotly is not installed: charts are left out, tables are complete.</p>')
-    nav = (f'<span class="home">msprof-agent report</span> <span class="run-id">rank {rank}</span><nav>' +
-           "".join(f'<a href="#{p}">{PAGE_TITLES[p]}</a>' for p in ("overview", "steps", "operators", "resources")) + "</nav>")
-    return document(f"msprof-agent report · rank {rank}", nav, page.body(), page.scripts(),
-                    inline=(static_text("viewer.css"), plotly_js, static_text("viewer.js")))
+    bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in report_pages(run)]
+    inline = {"css": static_text("viewer.css"), "plotly_js": plotly_js, "viewer_js": static_text("viewer.js")}
+    return render("report.html", rank=rank, bodies=bodies, page=page, inline=inline)

@@ -15,19 +15,10 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from . import merged_timeline, render, sections
+from .assets import INSTALL_VIEWER, STATIC_DIR, plotly_js_path, template_engine_missing
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
-
-
-def plotly_js_path():
-    """plotly.min.js inside the installed plotly package, or None (the viewer then shows tables only)."""
-    try:
-        import plotly
-    except ImportError:
-        return None
-    path = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
-    return path if os.path.isfile(path) else None
 
 
 class HTTPError(Exception):
@@ -124,11 +115,11 @@ class Handler(BaseHTTPRequestHandler):
         return run, rank
 
     def static(self, name):
-        files = {"viewer.js": ("application/javascript; charset=utf-8", os.path.join(render.STATIC_DIR, "viewer.js")),
-                 "viewer.css": ("text/css; charset=utf-8", os.path.join(render.STATIC_DIR, "viewer.css")),
+        files = {"viewer.js": ("application/javascript; charset=utf-8", os.path.join(STATIC_DIR, "viewer.js")),
+                 "viewer.css": ("text/css; charset=utf-8", os.path.join(STATIC_DIR, "viewer.css")),
                  "plotly.min.js": ("application/javascript; charset=utf-8", plotly_js_path())}
         if name not in files or files[name][1] is None:
-            raise HTTPError(404, "not found" if name not in files else "plotly is not installed: pip install 'msprof-agent[viewer]'")
+            raise HTTPError(404, "not found" if name not in files else f"plotly is not installed: {INSTALL_VIEWER}")
         ctype, path = files[name]
         with open(path, "rb") as handle:
             return 200, ctype, handle.read(), {"Cache-Control": "max-age=3600"}
@@ -181,8 +172,11 @@ def serve(summary_base_dir, host="127.0.0.1", port=8080):
     if not _is_loopback(host):
         sys.stderr.write(f"msprof-agent view: WARNING: listening on {host}, not only this machine: anyone who can reach "
                          f"port {port} can read the profiles under {os.path.abspath(summary_base_dir)}\n")
+    if template_engine_missing():
+        sys.stderr.write(f"msprof-agent view: jinja2 is not installed, the pages cannot be drawn ({INSTALL_VIEWER})\n")
+        return 2
     if plotly_js_path() is None:
-        sys.stderr.write("msprof-agent view: plotly is not installed, charts are off (pip install 'msprof-agent[viewer]')\n")
+        sys.stderr.write(f"msprof-agent view: plotly is not installed, charts are off ({INSTALL_VIEWER})\n")
     try:
         server = make_server(summary_base_dir, host, port)
     except OSError as exc:

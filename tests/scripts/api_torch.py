@@ -3,15 +3,11 @@ import sys
 
 import torch
 
+import tiny_model
 from msprof_agent import Profiler
 
 out, steps, start, stop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-data = torch.utils.data.TensorDataset(torch.randn(steps * 8, 16), torch.randn(steps * 8, 1))
-loader = torch.utils.data.DataLoader(data, batch_size=8)
+model, optimizer, loader = tiny_model.make(steps)
 
 
 def train(x, y):

@@ -1,4 +1,4 @@
-"""Capture policies: op-collection windows chosen while the job runs, instead of one start_step..stop_step.
+"""The ``capture`` option: op-collection windows chosen while the job runs, instead of one start_step..stop_step.
 
 Set with the variable: ``MS_PROFILER_OPTIONS='{"start": true, "capture": {"every": 20, "steps": 3}}'``.
 
@@ -22,7 +22,7 @@ import collections
 import os
 
 from . import log
-from . import session as S
+from .windows import ASYNC
 
 HISTORY = 101  # steps the running median looks back on
 
@@ -98,11 +98,8 @@ class CapturePolicy:
             return None
         stop = n + self.policy["steps"] - 1
         base = self.session.run.options
-        folder = os.path.join(base.output_path, f"window_{n}_{stop}")
-        collection = self.session.open_window(base, os.path.join(folder, "profiler"), "capture", S.ASYNC)
-        collection.info = dict(info, start=n, stop=stop)
-        if not self.session.start_recording(collection, at_ns=start_ns):
-            collection.writer.abandon()
+        collection = self.session.start_window(base.output_path, n, stop, base, "capture", ASYNC, info, at_ns=start_ns)
+        if collection is None:
             log.warn_once(f"capture: window {n}..{stop} skipped, another collection is recording", key=("capture-busy", n))
             return None
         self.active = (stop, collection)
@@ -118,7 +115,7 @@ class CapturePolicy:
         if budget is None:
             return True
         for collection in self._finished:
-            self.spent_bytes += _tree_bytes(os.path.dirname(collection.profiler_dir))
+            self.spent_bytes += _tree_bytes(collection.folder)
         self._finished = []
         if self.spent_bytes >= budget * (1 << 20):
             log.warn_once(f"capture: max_trace_mb {budget:g} reached ({self.spent_bytes / (1 << 20):.1f} MB in {self.opened} windows); "
@@ -143,7 +140,7 @@ def attach(session):
     policy = session.run.options.capture
     if policy is None:
         return None
-    session.run.explicit = True  # the policy's windows replace the run's own step window
+    session.run.claim()  # the policy's windows replace the run's own step window
     listener = CapturePolicy(session, policy)
     session.listeners.append(listener)
     return listener

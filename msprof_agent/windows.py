@@ -1,0 +1,211 @@
+"""The window registry: a session's collections (the run and its windows), their folders and states.
+
+A *collection* is one output folder with a raw store of its own:
+
+- the *run* is ``output_path/profiler``: it receives every step record (step timing is always on)
+  and, on the variable's path, the ops of the ``start_step..stop_step`` window;
+- a *window* (dynamic monitor, capture policy) is ``output_path/window_{start}_{stop}/profiler``,
+  holding the records of its steps only; the run's summary lists it once it is analysed.
+
+A collection goes IDLE -> RECORDING -> STOPPED (-> RECORDING again on a new start) -> ANALYSED, and
+one records at a time (``owner``). The Profiler API, the dynamic monitor and the capture policies act
+on collections through these methods, never by setting their fields.
+"""
+import os
+import shutil
+import time
+from typing import Any
+
+from .options import Options
+from .store import EventWriter
+
+IDLE, RECORDING, STOPPED, ANALYSED = "idle", "recording", "stopped", "analysed"
+SYNC, ASYNC = "sync", "async"
+ANALYSE_MODES = (SYNC, ASYNC, None)  # None: raw data only, for ``msprof-agent analyse``
+# Who this process is (from the launcher's variables): a window's settings never change them.
+PROCESS_KEYS = ("rank_id", "device_id", "world_size", "fp_start", "bp_end")
+RUN_FOLDER = "profiler"
+
+Record = dict[str, Any]
+
+
+def window_name(start: int, stop: int) -> str:
+    """The folder name of the window of steps START..STOP (both inclusive)."""
+    return f"window_{start}_{stop}"
+
+
+def window_folder(output_path: str, start: int, stop: int) -> str:
+    return os.path.join(output_path, window_name(start, stop))
+
+
+def with_process_keys(options: Options, process: Options) -> Options:
+    """OPTIONS (a window's settings) with the rank, device and FP/BP names of PROCESS."""
+    for key in PROCESS_KEYS:
+        setattr(options, key, getattr(process, key))
+    return options
+
+
+class Collection:
+    """One output folder: its raw store, the intervals it recorded, and how it is analysed."""
+
+    def __init__(self, meta: Record, options: Options, profiler_dir: str, origin: str,
+                 analyse_mode: str | None = SYNC, info: Record | None = None) -> None:
+        self.options = options
+        self.profiler_dir = profiler_dir
+        self.origin = origin
+        self.analyse_mode = analyse_mode
+        self.state = IDLE
+        self.explicit = False  # calls drive the window (Profiler, capture policy), not start_step/stop_step
+        self.intervals: list[tuple[int, int | None]] = []  # (start_ns, stop_ns or None) per recording
+        self.summary: Record | None = None
+        self.info: Record = dict(info or {})  # what the opener wants listed (trigger, steps)
+        self.collected: set[int] = set()  # numbers of the steps recorded here
+        self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
+        self.writer.add(dict(meta, k="meta", origin=origin, options=options.to_dict()))
+
+    @property
+    def folder(self) -> str:
+        """The folder the collection owns (``profiler_dir``'s parent)."""
+        return os.path.dirname(self.profiler_dir)
+
+    @property
+    def analysed(self) -> bool:
+        return self.state == ANALYSED
+
+    @property
+    def recorded(self) -> bool:
+        """True once recording was ever on."""
+        return bool(self.intervals)
+
+    def claim(self) -> None:
+        """Calls (Profiler start/stop, a capture policy) drive this collection; start_step/stop_step no longer do."""
+        self.explicit = True
+
+    def analyse_as(self, mode: str | None) -> None:
+        if mode not in ANALYSE_MODES:
+            raise ValueError(f"analyse mode: got {mode!r}; accepted: {SYNC!r}, {ASYNC!r} or None")
+        self.analyse_mode = mode
+
+    def contains(self, step: Record) -> bool:
+        """True when recording was on at the step's start (forward start if marked, else opening)."""
+        if not self.intervals:  # the run between windows: every step closes through here
+            return False
+        anchor = step.get("fp") or step["start"]
+        return any(start <= anchor and (stop is None or anchor < stop) for start, stop in self.intervals)
+
+    def listing(self) -> Record:
+        """The run summary's entry for this window."""
+        return dict(self.info, dir=self.folder, analyse_mode=self.analyse_mode, steps=sorted(self.collected))
+
+
+class Windows:
+    """The run, the windows opened beside it, which one records now, and which wait to be analysed."""
+
+    def __init__(self, meta: Record, options: Options, origin: str) -> None:
+        self.meta = meta  # the session's, shared: every new collection's store starts with it
+        self.run = self._new_run(options, origin)
+        self.owner: Collection | None = None
+        self.awaiting: list[Collection] = []  # stopped, analysed once the open step they hold closes
+        self.listed: list[Record] = []  # windows finished, for the run's summary
+
+    def _new_run(self, options: Options, origin: str) -> Collection:
+        return Collection(self.meta, options, os.path.join(options.output_path, RUN_FOLDER), origin)
+
+    def open_run(self, options: Options, origin: str) -> Collection:
+        """A new run in a new folder (the API after an earlier run was analysed, or on a dynamic-only session)."""
+        if not self.run.analysed:
+            self.run.state = ANALYSED
+            self.run.writer.close()
+        self.run = self._new_run(options, origin)
+        return self.run
+
+    def open_window(self, output_path: str, start: int, stop: int, options: Options, origin: str,
+                    analyse_mode: str | None, info: Record) -> Collection:
+        """A collection of its own for steps START..STOP, in ``output_path/window_{start}_{stop}``."""
+        profiler_dir = os.path.join(window_folder(output_path, start, stop), RUN_FOLDER)
+        return Collection(self.meta, options, profiler_dir, origin, analyse_mode, dict(info, start=start, stop=stop))
+
+    def live(self) -> list[Collection]:
+        """The collections a step record goes to: the run, the recording one, those awaiting analysis."""
+        if self.owner is None and not self.awaiting:  # step timing only: the common case, once per step
+            return [self.run] if not self.run.analysed else []
+        out: list[Collection] = []
+        for c in [self.run, self.owner] + self.awaiting:
+            if c is not None and not c.analysed and c not in out:
+                out.append(c)
+        return out
+
+    # -- the variable's step window on the run ----------------------------------------------------
+    # Both run at every step: cheap tests first.
+    def step_window_opens(self, n: int) -> bool:
+        """True when step N opens the run's ``start_step..stop_step`` (nothing else records, no call drives it)."""
+        run = self.run
+        if run.state != IDLE or run.explicit or not run.options.start or self.owner is not None:
+            return False
+        stop = run.options.stop_step  # None: the end of training
+        return n >= run.options.start_step and (not isinstance(stop, int) or n <= stop)
+
+    def step_window_ends(self, n: int) -> bool:
+        """True when closing step N ends the run's ``start_step..stop_step``."""
+        run = self.run
+        if self.owner is not run or run.explicit:
+            return False
+        stop = run.options.stop_step
+        return isinstance(stop, int) and n >= stop
+
+    # -- recording ----------------------------------------------------------------------------------
+    def begin(self, c: Collection, at_ns: int, explicit: bool) -> None:
+        """C records from AT_NS (the caller checked that nothing else records)."""
+        c.explicit = c.explicit or explicit
+        c.state = RECORDING
+        c.intervals.append((at_ns, None))
+        self.owner = c
+
+    def end(self, at_ns: int) -> Collection | None:
+        """The recording collection stops at AT_NS; returns it."""
+        c, self.owner = self.owner, None
+        if c is not None:
+            c.intervals[-1] = (c.intervals[-1][0], at_ns)
+            c.state = STOPPED
+        return c
+
+    def await_open_step(self, c: Collection) -> None:
+        if c not in self.awaiting:
+            self.awaiting.append(c)
+
+    def take_awaiting(self) -> list[Collection]:
+        out, self.awaiting = self.awaiting, []
+        return out
+
+    # -- the end of a collection --------------------------------------------------------------------
+    def finish(self, c: Collection, end: Record) -> bool:
+        """Close C's store with its END record; False (and nothing written) when it never recorded and
+        has nothing to list: its store is dropped."""
+        c.state = ANALYSED
+        if not c.recorded and not (c is self.run and self.listed):
+            c.writer.abandon()
+            return False
+        c.writer.add(end)
+        c.writer.close()
+        if c is not self.run:
+            entry = c.listing()
+            self.listed.append(entry)
+            self.run.writer.add(dict(entry, k="window", event="collected"))  # the run's summary lists it, offline too
+        return True
+
+    def abandon(self, c: Collection) -> None:
+        """Drop a window that never started (its store was never written)."""
+        c.state = ANALYSED
+        c.writer.abandon()
+
+    def discard(self, c: Collection) -> None:
+        """Drop a stopped window and its folder (a periodic window the job ended inside)."""
+        c.state = ANALYSED
+        c.writer.close()
+        shutil.rmtree(c.folder, ignore_errors=True)
+
+    def abandon_all(self) -> None:
+        """A fork child: none of the inherited stores may be written."""
+        for c in [self.run, self.owner] + self.awaiting:
+            if c is not None:
+                c.writer.abandon()

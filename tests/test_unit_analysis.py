@@ -1,0 +1,164 @@
+"""The analyses on small hand-written raw stores, where every number in the analysed files is known.
+
+The stores are written with the agent's own ``EventWriter`` (record kinds: docs/ARCHITECTURE.md). Two
+files are also compared byte for byte with gold copies in ``tests/gold/``: a change to the contract
+shows up here as a diff. ``MSPROF_UPDATE_GOLD=1`` rewrites the gold copies (review the diff after).
+"""
+import json
+import os
+
+import pytest
+
+from conftest import ROOT, read_csv, read_json, step_trace
+from msprof_agent.analysis import analyse_rank
+from msprof_agent.store import EventWriter, coded
+
+pytestmark = pytest.mark.unit
+
+GOLD = os.path.join(ROOT, "tests", "gold")
+BASE = 1_700_000_000_000_000_000  # ns: an epoch time, as the integrations record
+MS = 1_000_000
+STEP_MS = 10
+# (full name, type, start and duration in ms within each step): fetch 0-1, forward from 2, optimizer last.
+STEP_OPS = [("Default/net/Conv2D-op0", "Conv2D", 2, 3), ("Default/net/MatMul-op1", "MatMul", 5, 2),
+            ("Default/optimizer/ApplyMomentum-op2", "ApplyMomentum", 8, 1)]
+
+
+def write_store(profiler_dir, steps, ops, meta=None, cpu=()):
+    """A raw store for rank 0: meta, the step records, one coded ops batch, cpu samples, an end record."""
+    writer = EventWriter(profiler_dir, 0, 0)
+    writer.add(dict({"k": "meta", "framework": "mindspore", "device_target": "CPU", "pid": 4242, "rank_id": 0, "cpus": 2,
+                     "options": {"cpu_sampling_interval": 1000}}, **(meta or {})))
+    for step in steps:
+        writer.add(dict(step, k="step"))
+    names, types, starts, durs = (list(column) for column in zip(*ops))
+    record = {"k": "ops", "source": "test", "device": "cpu", "start": starts, "dur": durs, "tid": [1] * len(ops)}
+    record["name_codes"], record["name_table"] = coded(names)
+    record["type_codes"], record["type_table"] = coded(types)
+    writer.add(record)
+    for sample in cpu:
+        writer.add(dict(sample, k="cpu"))
+    writer.add({"k": "end", "reason": "exit", "steps": len(steps)})
+    writer.close()
+
+
+def step_record(n, win=True):
+    start = BASE + (n - 1) * STEP_MS * MS
+    return {"n": n, "start": start, "end": start + STEP_MS * MS, "wait": 1 * MS, "waits": [[start, start + MS]],
+            "fp": None, "bp": None, "win": win}
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    """Steps 1-3 profiled, step 4 timed outside the window (its ops must count nowhere), 4 CPU samples."""
+    profiler_dir = str(tmp_path_factory.mktemp("run") / "profiler")
+    steps = [step_record(n, win=n <= 3) for n in range(1, 5)]
+    ops = [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS]
+    cpu = [{"ts": BASE // MS + 10 * i, "user": 40 + i, "sys": 5, "io": 0, "idle": 55 - i, "ctx": 100, "run": 2,
+            "puser": 30.4 + i, "psys": 2.6, "rss": 100 * MS} for i in range(4)]
+    write_store(profiler_dir, steps, ops, cpu=cpu)
+    return profiler_dir, analyse_rank(profiler_dir, 0)
+
+
+def check_gold(path):
+    """The file at PATH equals its gold copy, byte for byte."""
+    gold = os.path.join(GOLD, os.path.basename(path))
+    with open(path, "rb") as handle:
+        written = handle.read()
+    if os.environ.get("MSPROF_UPDATE_GOLD"):
+        os.makedirs(GOLD, exist_ok=True)
+        with open(gold, "wb") as handle:
+            handle.write(written)
+    with open(gold, "rb") as handle:
+        assert written.decode() == handle.read().decode(), f"{path} differs from {gold}"
+
+
+def test_step_trace_splits_each_step_at_the_fetch_and_the_optimizer(analysed):
+    """FP: the first op after the data fetch (Conv2D at 2 ms); BP: the end of the op before the first
+    optimizer op (MatMul, ending at 7 ms). In 10 ns units: interval 2 ms, fp_and_bp 5 ms, tail 3 ms."""
+    profiler_dir, _ = analysed
+    header, rows, average = step_trace(profiler_dir)
+    assert header == ["step_num", "start_point", "end_point", "total", "fp_point", "bp_point", "iteration_interval", "fp_and_bp", "tail"]
+    expected = []
+    for n in (1, 2, 3):
+        start = (BASE + (n - 1) * STEP_MS * MS) // 10
+        expected.append([str(v) for v in (n, start, start + 1_000_000, 1_000_000, start + 200_000, start + 700_000, 200_000, 500_000, 300_000)])
+    assert rows == expected
+    mean_start = sum(int(r[1]) for r in expected) / 3
+    assert average == [["-", f"{mean_start:.2f}", f"{mean_start + 1_000_000:.2f}", "1000000.00", f"{mean_start + 200_000:.2f}",
+                        f"{mean_start + 700_000:.2f}", "200000.00", "500000.00", "300000.00"]]
+    assert read_json(os.path.join(profiler_dir, "step_trace_point_info_0.json")) == {
+        "fp_start": "Default/net/Conv2D-op0", "bp_end": "Default/net/MatMul-op1"}
+    check_gold(os.path.join(profiler_dir, "step_trace_raw_0_detail_time.csv"))
+
+
+def test_operator_tables_count_the_window_steps_only(analysed):
+    profiler_dir, _ = analysed
+    types = read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))
+    assert types[1:] == [["Conv2D", "3", "1.0", "9.0", "3.0", "0.5"], ["MatMul", "3", "1.0", "6.0", "2.0", "0.333333"],
+                         ["ApplyMomentum", "3", "1.0", "3.0", "1.0", "0.166667"]]
+    detail = read_csv(os.path.join(profiler_dir, "cpu_op_detail_info_0.csv"))
+    assert detail[1:] == [["Host", "Conv2D", "Conv2D-op0", "Default/net/Conv2D-op0", "3", "9.0", "3.0", "0.5", "Default", "4242"],
+                          ["Host", "MatMul", "MatMul-op1", "Default/net/MatMul-op1", "3", "6.0", "2.0", "0.333333", "Default", "4242"],
+                          ["Host", "ApplyMomentum", "ApplyMomentum-op2", "Default/optimizer/ApplyMomentum-op2", "3", "3.0", "1.0",
+                           "0.166667", "Default", "4242"]]
+    check_gold(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))
+
+
+def test_summary_counts_and_stages(analysed):
+    profiler_dir, summary = analysed
+    assert summary == read_json(os.path.join(profiler_dir, "summary_0.json"))
+    assert (summary["steps_profiled"], summary["steps_total"], summary["ops_recorded"]) == (3, 4, 12)
+    assert summary["end_reason"] == "exit" and summary["framework"] == "mindspore"
+    assert summary["step_time_ms"] == {"mean": 10.0, "p50": 10.0, "p90": 10.0, "max": 10.0}
+    assert summary["stages_ms"] == pytest.approx({"iteration_interval": 2.0, "fp_and_bp": 5.0, "tail": 3.0})
+    assert summary["stage_share"] == pytest.approx({"iteration_interval": 0.2, "fp_and_bp": 0.5, "tail": 0.3})
+    assert summary["data_wait_ms"]["p50"] == 1.0
+    assert [t["op_type"] for t in summary["top_op_types"]] == ["Conv2D", "MatMul", "ApplyMomentum"]
+    timeline = read_json(os.path.join(profiler_dir, "cpu_timeline_summary_0.json"))
+    assert timeline["num_of_ops"] == 12  # the timeline shows every recorded op, step 4's too
+
+
+def test_cpu_samples_become_integer_percent_series(analysed):
+    profiler_dir, summary = analysed
+    cpu = read_json(os.path.join(profiler_dir, "minddata_cpu_utilization_0.json"))
+    assert cpu["cpu_processor_num"] == 2 and cpu["sampling_interval"] == 10  # the typical gap: the default interval adapts
+    assert cpu["time_stamp"] == [BASE // MS + 10 * i for i in range(4)]
+    assert cpu["device_info"]["user_utilization"] == [40, 41, 42, 43]
+    assert cpu["device_info"]["idle_utilization"] == [55, 54, 53, 52]
+    assert cpu["process_info"] == {"user_utilization": [30, 31, 32, 33], "sys_utilization": [3, 3, 3, 3]}
+    # contract.cpu_means of the written (integer percent) series, time-weighted: the figures report and viewer show
+    assert summary["cpu"] == {"machine_busy_mean": 46.5, "machine_user_mean": 41.5, "machine_sys_mean": 5.0,
+                              "process_user_mean": 31.5, "process_sys_mean": 3.0, "samples": 4}
+
+
+def test_nested_ops_count_self_times(tmp_path):
+    """Sources that record nested calls (torch) set meta ``nested_ops``: an outer op's time in the tables
+    is its own, without its children's, so the percentages add up to the time spent."""
+    profiler_dir = str(tmp_path / "profiler")
+    step = step_record(1)
+    at = step["start"]
+    ops = [("aten::linear", "aten::linear", at + 2 * MS, 6 * MS), ("aten::addmm", "aten::addmm", at + 3 * MS, 4 * MS),
+           ("aten::relu", "aten::relu", at + 8 * MS, 1 * MS)]
+    write_store(profiler_dir, [step], ops, meta={"framework": "torch", "nested_ops": True})
+    analyse_rank(profiler_dir, 0)
+    types = {row[0]: row[1:] for row in read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))[1:]}
+    assert types == {"aten::addmm": ["1", "1.0", "4.0", "4.0", "0.571429"], "aten::linear": ["1", "1.0", "2.0", "2.0", "0.285714"],
+                     "aten::relu": ["1", "1.0", "1.0", "1.0", "0.142857"]}
+    info = read_json(os.path.join(profiler_dir, "profiler_info_0.json"))
+    assert (info["framework"], info["context_mode"], info["rank_size"], info["pid"]) == ("torch", "pynative", 1, 4242)
+
+
+def test_analysing_twice_gives_the_same_files(analysed, tmp_path):
+    """The raw store is never modified: a second analysis of a copy writes identical step and op files."""
+    import shutil
+
+    profiler_dir, _ = analysed
+    copy = str(tmp_path / "profiler")
+    shutil.copytree(os.path.join(profiler_dir, "raw"), os.path.join(copy, "raw"))
+    analyse_rank(copy, 0)
+    for name in ("step_trace_raw_0_detail_time.csv", "cpu_op_type_info_0.csv", "cpu_op_detail_info_0.csv",
+                 "step_trace_point_info_0.json", "minddata_cpu_utilization_0.json"):
+        with open(os.path.join(profiler_dir, name), "rb") as a, open(os.path.join(copy, name), "rb") as b:
+            assert a.read() == b.read(), name
+    assert json.loads(open(os.path.join(copy, "summary_0.json")).read())["steps_profiled"] == 3
