@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import EXAMPLES, PY, hook_env, profile_into, read_records, run_script
+from conftest import EXAMPLES, PY, SCRIPTS, hook_env, profile_into, read_records, run_script
 
 pytestmark = pytest.mark.torch
 CNN = os.path.join(EXAMPLES, "torch_cnn.py")
@@ -234,3 +234,18 @@ def test_changing_shapes_give_the_dynamic_shape_page(out_dir, tmp_path):
     assert info["shapes_by_step"]["1"]["aten::linear"].startswith("[[6,8]")
     assert info["shapes_by_step"]["2"]["aten::linear"].startswith("[[4,8]")
     assert all(ms > 0 for ms in info["op_type_time_ms_by_step"]["3"].values())
+
+
+@pytest.mark.parametrize("options", [{}, {"capture": {"every": 4, "steps": 2, "first": 2}}], ids=["one window", "windows"])
+def test_the_job_output_is_its_own(tmp_path, options):
+    """Over several torch.profiler sessions (a hand-over after the first step; one window per capture),
+    stdout is byte-identical to the job's without the agent, and stderr differs only by our lines."""
+    script = os.path.join(SCRIPTS, "printing_torch.py")
+    alone = run_script([script], hook=False)
+    profiled = run_script([script], profile_into(str(tmp_path / "p"), **options))
+    check_ok(alone)
+    check_ok(profiled)
+    assert profiled.stdout == alone.stdout
+    ours = [line for line in profiled.stderr.splitlines() if line.startswith("msprof-agent:")]
+    assert ours, profiled.stderr
+    assert [line for line in profiled.stderr.splitlines() if not line.startswith("msprof-agent:")] == alone.stderr.splitlines()

@@ -51,6 +51,12 @@ DTYPE_BYTES = {
 # itself, and the DataLoader one's "self time" is waiting, which would top the op tables.
 ANNOTATIONS_NOT_OPS = ("ProfilerStep#", "enumerate(DataLoader)#")
 
+# kineto (linked into libtorch) writes "USDT: ... profiler_start" and "profiler_stop" to stderr for every
+# profiler session at its default level, ERROR (4); USDT is 5. It reads KINETO_LOG_LEVEL once, when
+# the process's first profiler session starts. Above USDT, kineto prints nothing (its ERROR lines go too).
+KINETO_LEVEL_VARIABLE = "KINETO_LOG_LEVEL"
+KINETO_QUIET_LEVEL = "6"
+
 _state = None  # the installed _Integration, or None
 
 
@@ -258,6 +264,25 @@ def _payload_bytes(args, kwargs):
     return 0
 
 
+_kineto_level_chosen = False
+
+
+def _start_quietly(prof):
+    """Start ``prof`` with kineto's lines off, so the job's output stays its own: the level is set
+    for kineto's first start only (it reads it then), and never where the user chose one; the
+    variable is removed again, so the job's children do not inherit it."""
+    global _kineto_level_chosen
+    if _kineto_level_chosen or KINETO_LEVEL_VARIABLE in os.environ:
+        prof.start()
+        return
+    _kineto_level_chosen = True
+    os.environ[KINETO_LEVEL_VARIABLE] = KINETO_QUIET_LEVEL
+    try:
+        prof.start()
+    finally:
+        os.environ.pop(KINETO_LEVEL_VARIABLE, None)
+
+
 _fork_guard_installed = False
 
 
@@ -354,7 +379,7 @@ class TorchDeviceSession:
         self._steps_in_session = 0
         self._first_step = self._steps.completed + 1
         before = time.time_ns()
-        self._prof.start()
+        _start_quietly(self._prof)
         self._sync = (before, time.time_ns())
         _guard_fork_children_against_kineto_exit()
 
