@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import re
 import statistics
 import subprocess
 
@@ -249,3 +250,15 @@ def test_the_job_output_is_its_own(tmp_path, options):
     ours = [line for line in profiled.stderr.splitlines() if line.startswith("msprof-agent:")]
     assert ours, profiled.stderr
     assert [line for line in profiled.stderr.splitlines() if not line.startswith("msprof-agent:")] == alone.stderr.splitlines()
+
+
+def test_with_stack_names_carry_no_memory_address(out_dir):
+    """Python stacks come from the agent's sampler, op names lose addresses: both match between runs."""
+    proc = run_script([os.path.join(SCRIPTS, "stack_torch.py")], profile_into(out_dir, with_stack=True))
+    check_ok(proc)
+    data = load(out_dir)
+    names = list(data.op_names) + [frame for sample in data.stacks for frame in sample["frames"]]
+    assert "metric <object object>" in names and any(name.startswith("<module> (stack_torch.py:") for name in names)
+    with open(os.path.join(out_dir, "profiler", "cpu_timeline_display_0.json"), "rb") as handle:
+        names += [event.get("name", "") for event in json.load(handle)]
+    assert not [name for name in names if re.search("0x[0-9a-f]+", name)]
