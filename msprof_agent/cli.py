@@ -94,7 +94,8 @@ def cmd_analyse(args):
 
     try:
         step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None
-        offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True)
+        offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification,
+                        announce=True, output=args.output)
     except (ValueError, FileNotFoundError) as exc:
         log.say(f"analyse: {exc}")
         return 2
@@ -130,7 +131,9 @@ def build_parser():
     analyse = sub.add_parser("analyse", aliases=["analyze"], help="analyse raw data offline (single or multi-card)")
     analyse.add_argument("path", help="a directory holding profiler/ or rank_*/profiler/")
     analyse.add_argument("--pretty", action="store_true", help="indent JSON output")
-    analyse.add_argument("--step-list", help="comma-separated consecutive steps to analyse, e.g. 3,4,5")
+    analyse.add_argument("--step-list", help="comma-separated consecutive steps to analyse, e.g. 3,4,5; "
+                                             "written to --output (default PATH/steps_3-5), never over the run's files")
+    analyse.add_argument("--output", help="write the analysis here, laid out as PATH (profiler/ or rank_*/profiler/)")
     analyse.add_argument("--no-data-simplification", dest="data_simplification", action="store_false")
     analyse.set_defaults(func=cmd_analyse)
 
