@@ -237,7 +237,7 @@ def test_changing_shapes_give_the_dynamic_shape_page(out_dir, tmp_path):
     assert all(ms > 0 for ms in info["op_type_time_ms_by_step"]["3"].values())
 
 
-@pytest.mark.parametrize("options", [{}, {"capture": {"every": 4, "steps": 2, "first": 2}}], ids=["one window", "windows"])
+@pytest.mark.parametrize("options", [{}, {"capture": {"every": 4, "steps": 2, "first": 2}, "with_stack": True}], ids=["one window", "windows with_stack"])
 def test_the_job_output_is_its_own(tmp_path, options):
     """Over several torch.profiler sessions (a hand-over after the first step; one window per capture),
     stdout is byte-identical to the job's without the agent, and stderr differs only by our lines."""
