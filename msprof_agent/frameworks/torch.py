@@ -33,7 +33,7 @@ import orjson
 
 from .. import log
 from ..store import coded
-from .patching import Patches
+from .patching import Patches, after_call
 
 OPS_CHUNK = 65536
 # torch.profiler keeps every event of a session until its stop(), at ~5 KB each with shapes (6 GB
@@ -132,10 +132,13 @@ class _Integration:
 
         self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
         self._fp_hook = _ReArmableHook(module_mod.register_module_forward_pre_hook, self._forward_pre_hook)
-        self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", self._step_function_patched)
+        # torch wraps each optimizer class's ``step`` once (``_patch_step_function``); we wrap that, to act on its return
+        step_returned = after_call(lambda _optimizer: self._hand_over_if_due(), "handing the profiler's events over")
+        self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", after_call(
+            lambda optimizer: self._patches.wrap(type(optimizer), "step", step_returned), "instrumenting the optimizer's step"))
         self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
-        self._patches.wrap(torch.autograd, "backward", self._backward)
+        self._patches.wrap(torch.autograd, "backward", after_call(self._backward_ended, "marking the backward end"))
         self._patch_record_function()
         if torch.distributed.is_available():
             for name in COMM_FUNCTIONS:
@@ -229,23 +232,6 @@ class _Integration:
             log.report_error("closing an inference step", exc)
         return None
 
-    def _step_function_patched(self, wrapped, instance, args, kwargs):
-        """torch wraps each optimizer class's ``step`` once; we wrap that, to act on its return."""
-        result = wrapped(*args, **kwargs)
-        try:
-            self._patches.wrap(type(instance), "step", self._optimizer_step_returned)
-        except Exception as exc:
-            log.report_error("instrumenting the optimizer's step", exc)
-        return result
-
-    def _optimizer_step_returned(self, wrapped, _instance, args, kwargs):
-        result = wrapped(*args, **kwargs)
-        try:
-            self._hand_over_if_due()
-        except Exception as exc:
-            log.report_error("handing the profiler's events over", exc)
-        return result
-
     # -- data wait, backward end, step boundary ----------------------------------------------------
     def _step_ends(self, now):
         """Close the step at ``now``; a full profiler session is handed over before user code runs."""
@@ -282,14 +268,9 @@ class _Integration:
             log.report_error("timing the data loader", exc)
         return result
 
-    def _backward(self, wrapped, _instance, args, kwargs):
-        result = wrapped(*args, **kwargs)
-        try:
-            if not self.session.disabled:
-                self.steps.mark_bp(time.time_ns())
-        except Exception as exc:
-            log.report_error("marking the backward end", exc)
-        return result
+    def _backward_ended(self, _instance):
+        if not self.session.disabled:
+            self.steps.mark_bp(time.time_ns())
 
     def _after_optimizer_step(self, optimizer, _args, _kwargs):
         try:
