@@ -157,7 +157,7 @@ def cmd_analyse(args):
         step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None
         export_kinds(args.export)  # a wrong name is said before any analysis
         offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True,
-                        export_type=args.export)
+                        export_type=args.export, output=args.output)
     except (ValueError, FileNotFoundError) as exc:
         log.say(f"analyse: {exc}")
         return 2
@@ -201,7 +201,9 @@ def build_parser():
     analyse = sub.add_parser("analyse", aliases=["analyze"], help="analyse raw data offline (single or multi-card)")
     analyse.add_argument("path", help="a directory holding profiler/ or rank_*/profiler/")
     analyse.add_argument("--pretty", action="store_true", help="indent JSON output")
-    analyse.add_argument("--step-list", help="comma-separated consecutive steps to analyse, e.g. 3,4,5")
+    analyse.add_argument("--step-list", help="comma-separated consecutive steps to analyse, e.g. 3,4,5; "
+                                             "written to --output (default PATH/steps_3-5), never over the run's files")
+    analyse.add_argument("--output", help="write the analysis here, laid out as PATH (profiler/ or rank_*/profiler/)")
     analyse.add_argument("--no-data-simplification", dest="data_simplification", action="store_false")
     analyse.add_argument("--export", help="also write these exports: text (Ascend layout, HTA trace), db (Ascend SQLite), e.g. text,db")
     analyse.set_defaults(func=cmd_analyse)

@@ -149,6 +149,20 @@ def test_mindspore_pipeline_files(mindspore_run):
     assert read_json(os.path.join(mindspore_run, "profiler_info_0.json"))["rank_id"] == 0
 
 
+def analyse(*args):
+    return subprocess.run([PY, "-m", "msprof_agent", "analyse", *args], capture_output=True, text=True, timeout=300)
+
+
+def contents(directory):
+    """Every file under ``directory`` (raw data included) and its bytes."""
+    found = {}
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as handle:
+                found[os.path.relpath(os.path.join(folder, name), directory)] = handle.read()
+    return found
+
+
 def analysed_files(profiler_dir):
     return sorted(f for f in os.listdir(profiler_dir) if f != "raw" and not f.startswith("report_") and not f.startswith("summary_"))
 
@@ -158,7 +172,7 @@ def test_offline_analysis_is_rerunnable_and_equals_the_exit_analysis(torch_run, 
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", os.path.dirname(torch_run), str(copy)], check=True)
     for _ in range(2):
-        result = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy)], capture_output=True, text=True, timeout=300)
+        result = analyse(str(copy))
         assert result.returncode == 0, result.stderr
         files = analysed_files(str(copy / "profiler"))
         assert files == analysed_files(torch_run)
@@ -167,12 +181,17 @@ def test_offline_analysis_is_rerunnable_and_equals_the_exit_analysis(torch_run, 
 
 
 @pytest.mark.torch
-def test_step_list_restricts_every_step_based_file(torch_run, tmp_path):
+def test_step_list_restricts_every_step_based_file_of_a_new_analysis(torch_run, tmp_path):
+    """--step-list writes beside the run (PATH/steps_3-5/profiler) or to --output; the run's files stay byte-identical."""
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", os.path.dirname(torch_run), str(copy)], check=True)
-    result = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy), "--step-list", "3,4,5"], capture_output=True, text=True, timeout=300)
+    original = str(copy / "profiler")
+    before = contents(original)
+    result = analyse(str(copy), "--step-list", "3,4,5")
     assert result.returncode == 0, result.stderr
-    profiler_dir = str(copy / "profiler")
+    assert contents(original) == before
+    profiler_dir = str(copy / "steps_3-5" / "profiler")
+    assert profiler_dir in result.stderr
     assert [r[0] for r in step_trace(profiler_dir)[1]] == ["3", "4", "5"]
     gets = [line.split()[2] for line in open(os.path.join(profiler_dir, "dataset_iterator_profiling_0.txt")) if line.startswith("0 0 ")]
     assert gets == ["3", "4", "5"]
@@ -183,8 +202,15 @@ def test_step_list_restricts_every_step_based_file(torch_run, tmp_path):
     full = read_csv(os.path.join(torch_run, "cpu_op_type_info_0.csv"))
     conv = lambda rows: next(int(r[1]) for r in rows[1:] if r[0] == "aten::conv2d")  # noqa: E731
     assert conv(types) * 8 == conv(full) * 3
-    bad = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy), "--step-list", "3,5"], capture_output=True, text=True, timeout=300)
+    elsewhere = tmp_path / "four_to_five"
+    result = analyse(original, "--step-list", "4,5", "--output", str(elsewhere))
+    assert result.returncode == 0, result.stderr
+    assert [r[0] for r in step_trace(str(elsewhere))[1]] == ["4", "5"]
+    over = analyse(str(copy), "--step-list", "4,5", "--output", str(copy))
+    assert over.returncode == 2 and "would overwrite the run's analysis" in over.stderr
+    bad = analyse(str(copy), "--step-list", "3,5")
     assert bad.returncode != 0 and "consecutive" in bad.stderr
+    assert contents(original) == before
 
 
 @pytest.mark.torch

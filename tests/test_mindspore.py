@@ -223,3 +223,14 @@ def test_device_falls_back_to_the_public_profiler(tmp_path, monkeypatch):
     assert "MatMul" in types and len(ops[0]["start"]) == len(ops[0]["dur"]) == len(ops[0]["name_codes"]) == len(types)
     assert not os.path.exists(device.scratch)
     session.writer.abandon()
+
+
+def test_a_custom_loop_leaving_through_os_exit_is_analysed(tmp_path):
+    """The job's last line is os._exit(0): its profiler/ is analysed all the same and it exits 0."""
+    out_dir = str(tmp_path / "p")
+    leave = (f"import os, runpy, sys\nsys.path.insert(0, {EXAMPLES!r})\nsys.argv = [{LOOP!r}, '--steps', '4']\n"
+             f"runpy.run_path({LOOP!r}, run_name='__main__')\nos._exit(0)\n")
+    _run(["-c", leave], out_dir)
+    data = load_rank(_profiler_dir(out_dir), 0)
+    assert len(data.steps) == 4 and data.end["reason"] == "os._exit"
+    assert os.path.exists(os.path.join(_profiler_dir(out_dir), "summary_0.json"))

@@ -28,14 +28,17 @@ class Context:
         return os.path.join(self.profiler_dir, contract.name(template, self.rank, **fields))
 
 
-def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None):
-    """Analyse one rank's raw data into ``profiler_dir``; returns the summary dict. ``export_type``
-    (default: the run's option) names the exports written beside it (``export``)."""
+def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None):
+    """Analyse one rank's raw data in ``profiler_dir`` into ``output_dir`` (default: beside the raw
+    data); returns the summary dict. ``export_type`` (default: the run's option) names the exports
+    written beside it (``export``)."""
     data = load_rank(profiler_dir, rank)
     data.cpu = cpu_util.measured(data.cpu)  # every page (CPU file, timeline counters, memory) reads only samples that cover time
     if step_list:
         data.restrict_to_steps(step_list)
     options = data.meta.get("options") or {}
+    profiler_dir = output_dir or profiler_dir
+    os.makedirs(profiler_dir, exist_ok=True)
     ctx = Context(profiler_dir, rank, pretty, options.get("cpu_sampling_interval", 1000))
     results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx)}
     rows = results["step_trace"]["rows"]
@@ -84,9 +87,12 @@ def profiler_dirs(path):
     return contract.profiler_dirs(path, raw_ranks)
 
 
-def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None):
+def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None, output=None):
     """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
 
+    The whole run is analysed in place (the files the job wrote at exit, again). A ``step_list``
+    analysis is a different one: it goes to ``output`` (default ``PATH/steps_{first}-{last}``),
+    laid out as PATH is (``profiler/`` or ``rank_*/profiler/``), and never over the run's files.
     ``data_simplification`` is accepted for compatibility: the raw store is what a second analysis
     needs, so it is always kept; nothing else is left to simplify.
     """
@@ -94,16 +100,29 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
         ordered = sorted(step_list)
         if ordered != list(range(ordered[0], ordered[-1] + 1)):
             raise ValueError(f"step_list must be consecutive steps, got {step_list}")
+        output = output or os.path.join(os.path.abspath(path), f"steps_{ordered[0]}-{ordered[-1]}")
     directories = profiler_dirs(path)
     if not directories:
         raise FileNotFoundError(f"no msprof-agent raw data under {path} (looked for profiler/raw/rank_*/ and rank_*/profiler/)")
+    targets = {d: _mirrored(path, d, output) for d in directories}
+    overwritten = [d for d in directories if step_list is not None and os.path.realpath(targets[d]) == os.path.realpath(d)]
+    if overwritten:
+        raise ValueError(f"output {output} would overwrite the run's analysis in {overwritten[0]}; choose another directory")
     jobs = [(d, r) for d in directories for r in raw_ranks(d)]
     results = []
     for number, (directory, rank) in enumerate(jobs, 1):
         began = time.perf_counter()
-        results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty, export_type=export_type))
-        sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {directory}\n")
+        results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty, export_type=export_type,
+                                    output_dir=targets[directory]))
+        sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {targets[directory]}\n")
     for directory, rank in jobs:  # now that every rank is analysed, each rank's report gets the cluster page of its directory
-        if len(contract.summary_ranks(directory)) > 1:
-            _write_report(directory, rank)
+        if len(contract.summary_ranks(targets[directory])) > 1:
+            _write_report(targets[directory], rank)
     return results
+
+
+def _mirrored(path, profiler_dir, output):
+    """Where ``profiler_dir`` (found under PATH) is analysed to: the same place under ``output``, else itself."""
+    if output is None:
+        return profiler_dir
+    return os.path.normpath(os.path.join(os.path.abspath(output), os.path.relpath(profiler_dir, os.path.abspath(path))))

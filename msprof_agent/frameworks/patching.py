@@ -9,6 +9,19 @@ import wrapt
 from .. import log
 
 
+def after_call(action, what):
+    """A wrapper that makes the call, then runs ``action(instance)``; an error in ACTION is reported
+    once as WHAT failing, and the caller gets the call's result all the same."""
+    def wrapper(wrapped, instance, args, kwargs):
+        result = wrapped(*args, **kwargs)
+        try:
+            action(instance)
+        except Exception as exc:
+            log.report_error(what, exc)
+        return result
+    return wrapper
+
+
 class Patches:
     def __init__(self):
         self._applied = []  # (owner, attribute, our FunctionWrapper)

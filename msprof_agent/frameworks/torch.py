@@ -23,6 +23,7 @@ Every hook catches its own errors (``log.report_error``): the agent never breaks
 """
 import bisect
 import os
+import re
 import sys
 import threading
 import time
@@ -32,7 +33,7 @@ import orjson
 
 from .. import log
 from ..store import coded
-from .patching import Patches
+from .patching import Patches, after_call
 
 OPS_CHUNK = 65536
 # torch.profiler keeps every event of a session until its stop(), at ~5 KB each with shapes (6 GB
@@ -59,6 +60,16 @@ DTYPE_BYTES = {
 # torch.profiler's own step and DataLoader annotations: the agent records steps and data waits
 # itself, and the DataLoader one's "self time" is waiting, which would top the op tables.
 ANNOTATIONS_NOT_OPS = ("ProfilerStep#", "enumerate(DataLoader)#")
+
+# kineto (linked into libtorch) writes "USDT: ... profiler_start" and "profiler_stop" to stderr for every
+# profiler session at its default level, ERROR (4); USDT is 5. It reads KINETO_LOG_LEVEL once, when
+# the process's first profiler session starts. Above USDT, kineto prints nothing (its ERROR lines go too).
+KINETO_LEVEL_VARIABLE = "KINETO_LOG_LEVEL"
+KINETO_QUIET_LEVEL = "6"
+
+# A memory address in an op name ("... object at 0x7ff7...", a record_function label made from an object):
+# removed, so that the same op has the same name in every run and `compare` can match it.
+ADDRESS = re.compile(r"\s*(?:at )?0x[0-9a-fA-F]+")
 
 _state = None  # the installed _Integration, or None
 
@@ -121,10 +132,13 @@ class _Integration:
 
         self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
         self._fp_hook = _ReArmableHook(module_mod.register_module_forward_pre_hook, self._forward_pre_hook)
-        self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", self._step_function_patched)
+        # torch wraps each optimizer class's ``step`` once (``_patch_step_function``); we wrap that, to act on its return
+        step_returned = after_call(lambda _optimizer: self._hand_over_if_due(), "handing the profiler's events over")
+        self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", after_call(
+            lambda optimizer: self._patches.wrap(type(optimizer), "step", step_returned), "instrumenting the optimizer's step"))
         self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
-        self._patches.wrap(torch.autograd, "backward", self._backward)
+        self._patches.wrap(torch.autograd, "backward", after_call(self._backward_ended, "marking the backward end"))
         self._patch_record_function()
         if torch.distributed.is_available():
             for name in COMM_FUNCTIONS:
@@ -218,23 +232,6 @@ class _Integration:
             log.report_error("closing an inference step", exc)
         return None
 
-    def _step_function_patched(self, wrapped, instance, args, kwargs):
-        """torch wraps each optimizer class's ``step`` once; we wrap that, to act on its return."""
-        result = wrapped(*args, **kwargs)
-        try:
-            self._patches.wrap(type(instance), "step", self._optimizer_step_returned)
-        except Exception as exc:
-            log.report_error("instrumenting the optimizer's step", exc)
-        return result
-
-    def _optimizer_step_returned(self, wrapped, _instance, args, kwargs):
-        result = wrapped(*args, **kwargs)
-        try:
-            self._hand_over_if_due()
-        except Exception as exc:
-            log.report_error("handing the profiler's events over", exc)
-        return result
-
     # -- data wait, backward end, step boundary ----------------------------------------------------
     def _step_ends(self, now):
         """Close the step at ``now``; a full profiler session is handed over before user code runs."""
@@ -271,14 +268,9 @@ class _Integration:
             log.report_error("timing the data loader", exc)
         return result
 
-    def _backward(self, wrapped, _instance, args, kwargs):
-        result = wrapped(*args, **kwargs)
-        try:
-            if not self.session.disabled:
-                self.steps.mark_bp(time.time_ns())
-        except Exception as exc:
-            log.report_error("marking the backward end", exc)
-        return result
+    def _backward_ended(self, _instance):
+        if not self.session.disabled:
+            self.steps.mark_bp(time.time_ns())
 
     def _after_optimizer_step(self, optimizer, _args, _kwargs):
         try:
@@ -357,6 +349,25 @@ def _payload_bytes(args, kwargs):
         if isinstance(value, (list, tuple)) and value and all(isinstance(t, torch.Tensor) for t in value):
             return sum(t.numel() * t.element_size() for t in value)
     return 0
+
+
+_kineto_level_chosen = False
+
+
+def _start_quietly(prof):
+    """Start ``prof`` with kineto's lines off, so the job's output stays its own: the level is set
+    for kineto's first start only (it reads it then), and never where the user chose one; the
+    variable is removed again, so the job's children do not inherit it."""
+    global _kineto_level_chosen
+    if _kineto_level_chosen or KINETO_LEVEL_VARIABLE in os.environ:
+        prof.start()
+        return
+    _kineto_level_chosen = True
+    os.environ[KINETO_LEVEL_VARIABLE] = KINETO_QUIET_LEVEL
+    try:
+        prof.start()
+    finally:
+        os.environ.pop(KINETO_LEVEL_VARIABLE, None)
 
 
 _fork_guard_installed = False
@@ -447,16 +458,17 @@ class TorchDeviceSession:
 
         self.cuda = _cuda_in_use()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        # with_stack is the agent's own stack sampler (collectors/stacks.py): torch's Python stack events
+        # made a 1.7 s training loop take 22 s and named ops after Python objects and their addresses.
         self._prof = profile(activities=activities, record_shapes=self.options.record_shapes,
-                             profile_memory=self.options.profile_memory, with_stack=self.options.with_stack,
-                             with_flops=self.options.record_shapes)
+                             profile_memory=self.options.profile_memory, with_flops=self.options.record_shapes)
         if not continuing:
             self._mem_base = {"cpu": 0, "cuda": torch.cuda.memory_allocated() if self.cuda and self.options.profile_memory else 0}
         self.step_ends, self.wrapped_comm = [], []
         self._steps_in_session = 0
         self._first_step = self._steps.completed + 1
         before = time.time_ns()
-        self._prof.start()
+        _start_quietly(self._prof)
         self._sync = (before, time.time_ns())
         _guard_fork_children_against_kineto_exit()
 
@@ -637,6 +649,10 @@ def _flush_batch(session, batch, offset):
         return
     record = {"k": "ops", "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
     codes, table = coded(batch.pop("name"))
+    stable = [ADDRESS.sub("", name) for name in table]
+    if stable != table:  # names that differ only by an address are one op
+        merged, table = coded(stable)
+        codes = [merged[code] for code in codes]
     record.update(name_codes=codes, name_table=table, type_codes=codes, type_table=table)  # torch's op name is its type
     record.update(batch)
     if offset:
