@@ -204,7 +204,8 @@ _PYTHON_FUNCTION = re.compile(r"^<built-in |^[^ ]+\.py\(\d+\): ")
 def _track(name, tid):
     """The track (tid) of an op: its thread's, or for Python-function events (torch ``with_stack``) a track
     of their own beside it: torch's ``record_function`` ranges begin inside one such event and end inside
-    another, so on one track they would overlap without nesting."""
+    another, so on one track they would overlap without nesting. The agent no longer asks torch for them
+    (its own sampler draws the Python stacks); raw stores recorded before that still hold them."""
     if not isinstance(name, str) or not _PYTHON_FUNCTION.match(name):
         return tid
     return tid + PYTHON_TRACK_OFFSET if isinstance(tid, int) and 0 <= tid < PYTHON_TRACK_OFFSET else f"{tid} python"
