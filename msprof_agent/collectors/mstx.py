@@ -21,7 +21,7 @@ FIRST_OWN_ID = 1 << 40  # ids we hand out where the framework's own call returne
 class MstxRecorder:
     def __init__(self, session: Session) -> None:
         self._session = session
-        self._open: dict[tuple[str, int], tuple[str, int, int | None]] = {}  # (domain, id) -> (name, start ns, step)
+        self._open: dict[tuple[str, int], tuple[str, int, int]] = {}  # (domain, id) -> (name, start ns, step)
         self._ids = itertools.count(FIRST_OWN_ID)
 
     def _wanted(self, domain: str) -> bool:
@@ -33,9 +33,10 @@ class MstxRecorder:
             return domain in options.mstx_domain_include
         return domain not in options.mstx_domain_exclude
 
-    def _step(self) -> int | None:
-        current = self._session.steps.current
-        return current["n"] if current else None
+    def _step(self) -> int:
+        """The open step, else the next one: host work between two steps is in the next step's interval."""
+        steps = self._session.steps
+        return steps.current["n"] if steps.current else steps.completed + 1
 
     def mark(self, name: str, domain: str) -> None:
         if self._wanted(domain):
