@@ -7,7 +7,9 @@ child around the CLI's work, after the interpreter started and imported the pack
 child process (interpreter start-up and imports included), each with its throughput, and the
 child's peak RSS. Repeats for two step counts at the same op count and timeline limit, to show
 memory does not grow with steps (target: >= 2 M events/s; a line says which figure meets it). A last
-line analyses a long run of always-on step timing, where only a few steps were profiled.
+line analyses a long run of always-on step timing, where only a few steps were profiled. The
+export lines time ``analyse --export text`` and ``--export db`` on the 1000-step store: what each
+adds to the analysis, and the database against the text export (whose bulk is a second JSON timeline).
 """
 import argparse
 import os
@@ -31,7 +33,7 @@ import sys, time
 import msprof_agent.analysis  # start-up: imported before the clock starts
 from msprof_agent.cli import main
 began = time.perf_counter()
-status = main(["analyse", sys.argv[1]])
+status = main(["analyse"] + sys.argv[1:])
 print(time.perf_counter() - began)
 sys.exit(status)
 """
@@ -78,16 +80,19 @@ def _write_ops(writer, columns):
         writer.add(record)
 
 
-def analyse_once(out):
+def analyse_once(out, extra=()):
     """(seconds of the analysis itself, seconds of the whole child, the child's own peak RSS in MB)."""
     profiler_dir = os.path.join(out, "profiler")
     for name in os.listdir(profiler_dir):  # every run starts from the raw store alone, as the first did
         if name != RAW_DIR:
             os.remove(os.path.join(profiler_dir, name))
+    for name in os.listdir(out):  # and without an earlier run's exports
+        if name != "profiler":
+            shutil.rmtree(os.path.join(out, name))
     os.sync()  # the last run's ~330 MB timeline still being written back would throttle this run's writes
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         began = time.perf_counter()
-        child = subprocess.Popen([sys.executable, "-c", CHILD, out], cwd=ROOT, stdout=stdout, stderr=stderr)
+        child = subprocess.Popen([sys.executable, "-c", CHILD, out, *extra], cwd=ROOT, stdout=stdout, stderr=stderr)
         _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage, not the maximum over all children
         whole = time.perf_counter() - began
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -98,15 +103,16 @@ def analyse_once(out):
         return float(stdout.read().split()[-1]), whole, usage.ru_maxrss / 1024
 
 
-def measure(args, ops, steps, profiled=None):
-    """Medians over ``args.runs`` analyses of one generated store: (analysis itself, whole child, peak RSS MB)."""
+def measure(args, ops, steps, profiled=None, variants=((),)):
+    """Medians over ``args.runs`` analyses of one generated store, per variant of extra CLI arguments:
+    (analysis itself, whole child, peak RSS MB), one tuple per variant (just the tuple for one variant)."""
     out = tempfile.mkdtemp(prefix="msprof-bench-")
     try:
         generate(os.path.join(out, "profiler"), ops, steps, profiled)
-        runs = [analyse_once(out) for _ in range(args.runs)]
+        results = [tuple(statistics.median(c) for c in zip(*[analyse_once(out, extra) for _ in range(args.runs)])) for extra in variants]
     finally:
         shutil.rmtree(out)
-    return tuple(statistics.median(column) for column in zip(*runs))
+    return results[0] if len(variants) == 1 else results
 
 
 def main():
@@ -125,6 +131,12 @@ def main():
               f"peak RSS {peak:.0f} MB (medians of {args.runs} runs)")
     verdicts = [f"{label} {'meets' if min(r) >= TARGET else 'misses'} it ({min(r) / 1e6:.2f} M events/s at worst)" for label, r in rates.items()]
     print(f"target >= {TARGET / 1e6:.0f} M events/s: " + "; ".join(verdicts))
+    (plain, _, plain_peak), (text, _, text_peak), (db, _, db_peak) = measure(
+        args, args.ops, 1000, variants=((), ("--export", "text"), ("--export", "db")))
+    print(f"exports, {args.ops:,} op events, 1000 steps: analysis alone {plain:.2f} s (peak RSS {plain_peak:.0f} MB); "
+          f"with --export text {text:.2f} s = {args.ops / text / 1e6:.2f} M events/s (+{text - plain:.2f} s, peak RSS {text_peak:.0f} MB); "
+          f"with --export db {db:.2f} s (+{db - plain:.2f} s = {(db - plain) / max(text - plain, 1e-9):.1f}x the text export's, "
+          f"peak RSS {db_peak:.0f} MB) (medians of {args.runs} runs)")
     itself, whole, peak = measure(args, 3000, args.long_steps, profiled=10)
     print(f"always-on step timing over a long run ({args.long_steps:,} steps, the last 10 profiled): analysis itself {itself:.2f} s "
           f"= {itself / args.long_steps * 1e6:.1f} us per step; peak RSS {peak:.0f} MB (medians of {args.runs} runs)")

@@ -2,7 +2,8 @@
 
 Part 1, step time, in one process (torch_blocks.interleave): blocks of 10 steps run in turn plain,
 under torch.profiler with the agent's settings (CPU ops, shapes, FLOPs), under the agent with
-op_time (its torch.profiler sessions plus its step hooks) and with op_time false (step hooks only).
+op_time (its torch.profiler sessions plus its step hooks), with op_time and with_stack (plus its 5 ms
+Python stack sampler) and with op_time false (step hooks only).
 Medians and ratios with bootstrap 95 % intervals. Stopping a profiler session (torch's stop() and
 the agent's hand-over of its events) happens between steps and is reported as wall time per step.
 Part 2, exit, in fresh processes, 300 steps profiled whole (1.1 M events): the agent's exit time
@@ -42,21 +43,26 @@ def step_time(rounds):
     torch.set_num_threads(1)
     model, optimizer, loader = resnet_training(11)
     with tempfile.TemporaryDirectory() as out_dir:
-        current = session.start(options.from_mapping({"start": True, "output_path": out_dir, "start_step": 10 ** 9}), origin="bench")
+        settings = {"start": True, "output_path": out_dir, "start_step": 10 ** 9}
+        current = session.start(options.from_mapping(settings), origin="bench")
+        plain_options, stack_options = current.run.options, options.from_mapping(dict(settings, with_stack=True))
         native = {}
 
-        def agent_on():
+        def agent_on(run_options=plain_options):
+            current.run.options = run_options
             integration.install(current)
             current.start_recording(explicit=True)
 
         def agent_off():
             current.stop_recording()
             integration.uninstall()
+            current.run.options = plain_options
 
         modes = {
             "plain": (lambda: None, lambda: None),
             "torch.profiler": (lambda: native.setdefault("prof", profiler()).start(), lambda: native.pop("prof").stop()),
             "agent": (agent_on, agent_off),
+            "agent with_stack": (lambda: agent_on(stack_options), agent_off),
             "agent op_time=false": (lambda: integration.install(current), integration.uninstall),
         }
         steps, walls = interleave(modes, lambda: train_steps(model, optimizer, loader), rounds)
@@ -70,6 +76,8 @@ def step_time(rounds):
               f"   wall per step with stops {wall * 1e3:7.2f} ms")
     ratio, low, high = median_ratio(steps["torch.profiler"], steps["agent"])
     print(f"  agent over torch.profiler: x{ratio:.4f} (95 % {low:.4f} .. {high:.4f}; target <= 1.01)")
+    ratio, low, high = median_ratio(steps["agent"], steps["agent with_stack"])
+    print(f"  with_stack over agent: x{ratio:.4f} (95 % {low:.4f} .. {high:.4f}; target <= 1.1)")
     ratio, low, high = median_ratio(steps["plain"], steps["agent op_time=false"])
     print(f"  agent op_time=false over plain: x{ratio:.4f} (95 % {low:.4f} .. {high:.4f}; target <= 1.01; "
           f"bench/step_timing.py measures its cost per step precisely); plain step {plain * 1e3:.1f} ms")
@@ -155,7 +163,7 @@ def exit_cost(steps, timeout):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--long-steps", type=int, default=300)
+    p.add_argument("--long-steps", type=int, default=300, help="0: part 1 only")
     p.add_argument("--timeout", type=int, default=1200)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)
@@ -165,7 +173,8 @@ def main():
     if args.worker:
         return worker(args)
     step_time(args.rounds)
-    exit_cost(args.long_steps, args.timeout)
+    if args.long_steps:
+        exit_cost(args.long_steps, args.timeout)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ class Profiler:
         if "capture" in options:
             raise OptionsError('key "capture": a capture policy is set in MS_PROFILER_OPTIONS (zero-code); '
                                "the Profiler API chooses its window with start() and stop()")
-        self.options = from_mapping(dict(options, output_path=output_path))
+        self.options = from_mapping(dict(options, output_path=output_path), source="Profiler()")
         self._session = self._attach_session()
         self._run = self._session.run
         self._run.claim()

@@ -7,12 +7,11 @@ nice (the analysis package pulls in numpy). The analysis table goes to stderr, o
 """
 import argparse
 import os
-from typing import Optional
 
 from . import log
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m msprof_agent.background_analysis", description="Analyse one rank of a window in its own process.")
     parser.add_argument("profiler_dir")
     parser.add_argument("rank", type=int)

@@ -1,4 +1,4 @@
-"""Activation from the environment, called by ``sitecustomize_hook`` at interpreter start.
+"""Activation from the environment, called at interpreter start by ``sitecustomize_hook`` or the installed .pth.
 
 What happens after bad input: the one-line error names the key, the value and what is accepted,
 and profiling stays **off** for that process; the job runs as if the agent were absent. We never
@@ -39,16 +39,9 @@ def activate_from_environment() -> Session | None:
     dynamic_cfg = os.environ.get("MSPROF_DYNAMIC_CFG")
     if not opts.start and not dynamic_cfg:
         return None
-    profiler_dir = os.path.join(opts.output_path, "profiler")
-    try:
-        os.makedirs(profiler_dir, exist_ok=True)
-        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        log.say(f'{ENV_VAR}: key "output_path": cannot write to {opts.output_path!r} ({exc.strerror}); '
-                "accepted: a directory this process can create and write. Profiling is off for this run.")
+    problem = output_path_error(opts.output_path)
+    if problem:
+        log.say(f"{problem}. Profiling is off for this run.")
         return None
     from . import session
     from .frameworks import install_post_import_hooks
@@ -62,6 +55,22 @@ def activate_from_environment() -> Session | None:
         _start_dynamic_monitor(current, dynamic_cfg, opts.output_path)
     install_post_import_hooks(current)
     return current
+
+
+def output_path_error(output_path: str) -> str | None:
+    """The one-line error (without a final full stop) when OUTPUT_PATH/profiler cannot be made and written
+    by this process, else None. ``run`` asks too, before it launches the job."""
+    profiler_dir = os.path.join(output_path, "profiler")
+    try:
+        os.makedirs(profiler_dir, exist_ok=True)
+        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        return (f'{ENV_VAR}: key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
+                "accepted: a directory this process can create and write")
+    return None
 
 
 def _start_dynamic_monitor(current: Session, cfg_dir: str, output_path: str) -> None:

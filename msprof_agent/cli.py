@@ -1,4 +1,4 @@
-"""``msprof-agent`` command line: run, analyse, view, compare.
+"""``msprof-agent`` command line: run, analyse, view, doctor, compare.
 
 Each subcommand parses its own arguments here and hands off to the module that owns the work,
 so this file stays a table of contents.
@@ -6,55 +6,50 @@ so this file stays a table of contents.
 import argparse
 import os
 import shutil
-import sys
 
 from . import log
 
 
-def hook_dir():
-    """The folder holding only sitecustomize.py, shipped beside the package in a source checkout."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidate = os.path.join(os.path.dirname(here), "sitecustomize_hook")
-    if os.path.isfile(os.path.join(candidate, "sitecustomize.py")):
-        return candidate
-    raise SystemExit("msprof-agent: cannot find the sitecustomize_hook folder next to the package; install from a checkout (pip install -e .)")
+def _prepend_path(value, entries):
+    """Put entries first in an os.pathsep list, removing any other copy (compared normalised)."""
+    ours = {os.path.normpath(e) for e in entries}
+    parts = [p for p in (value or "").split(os.pathsep) if p and os.path.normpath(p) not in ours]
+    return os.pathsep.join(list(entries) + parts)
 
 
-def _prepend_path(value, entry):
-    """Put entry first in an os.pathsep list, removing any other copy (compared normalised)."""
-    parts = [p for p in (value or "").split(os.pathsep) if p and os.path.normpath(p) != os.path.normpath(entry)]
-    return os.pathsep.join([entry] + parts)
-
-
-_HOOK_DISABLING_FLAGS = {"-S": "skips site (and so sitecustomize)", "-E": "ignores PYTHONPATH", "-I": "ignores PYTHONPATH and site"}
-
-
-def _python_flags_warning(command):
+def _python_flags_warning(command, through_pth):
+    """-S skips both doors; -E and -I skip only the hook on PYTHONPATH, not an installed .pth."""
     if not command or "python" not in os.path.basename(command[0]):
         return None
+    flags = {"S": "skips site (so the agent's .pth and sitecustomize)"}
+    if not through_pth:
+        flags.update(E="ignores PYTHONPATH, where run puts the agent's hook", I="ignores PYTHONPATH, where run puts the agent's hook")
     for arg in command[1:]:
         if not arg.startswith("-") or arg.startswith("--"):
             break
-        for flag, why in _HOOK_DISABLING_FLAGS.items():
-            if arg != "-" and flag[1] in arg[1:] and not arg.startswith("-c") and not arg.startswith("-m"):
-                return f"{command[0]} {arg}: {flag} {why}, so the agent cannot load and nothing will be profiled"
+        for flag, why in flags.items():
+            if arg != "-" and flag in arg[1:] and not arg.startswith("-c") and not arg.startswith("-m"):
+                return f"{command[0]} {arg}: -{flag} {why}, so the agent cannot load and nothing will be profiled"
         if arg in ("-c", "-m"):
             break
     return None
 
 
 def _options_json(args):
+    """The variable's JSON for the job: the exported one (which must be a JSON object), start true, then -o."""
     import json
 
+    from .options import ENV_VAR, parse_text
+
     values = {}
-    existing = os.environ.get("MS_PROFILER_OPTIONS")
+    existing = os.environ.get(ENV_VAR, "").strip()
     if existing:
         try:
             values = json.loads(existing)
         except ValueError:
-            values = {}
+            values = None
         if not isinstance(values, dict):
-            values = {}
+            parse_text(existing)  # raises the agent's own one-line error
     values["start"] = True
     if args.output_path:
         values["output_path"] = os.path.abspath(args.output_path)
@@ -67,34 +62,102 @@ def _options_json(args):
     return json.dumps(values)
 
 
+def _checked_options(args):
+    """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be profiled."""
+    from .bootstrap import output_path_error
+    from .options import ENV_VAR, OptionsError, parse_text
+
+    try:
+        text = _options_json(args)
+        opts = parse_text(text)
+    except OptionsError as exc:
+        return None, None, f"{ENV_VAR}: {exc}"
+    problem = output_path_error(opts.output_path)
+    return (None, None, problem) if problem else (text, opts, None)
+
+
+def _say_outcome(output_path, before_ns):
+    """After the job: where its profile is, or why there is none. True when a profile was written.
+
+    BEFORE_NS is profiler/'s modification time once ``run`` had probed it: the agent's own probe at
+    start-up in the job changes it again, so a later time means the agent started there."""
+    import glob
+
+    profiler_dir = os.path.join(output_path, "profiler")
+    dirs = [profiler_dir] + sorted(glob.glob(os.path.join(output_path, "*", "profiler")))
+    summaries = sorted(f for d in dirs for f in glob.glob(os.path.join(d, "summary_*.json")) if os.stat(f).st_mtime_ns > before_ns)
+    if summaries:
+        where = sorted({os.path.dirname(f) for f in summaries})
+        log.say(f"profile written: {', '.join(where)} ({', '.join(os.path.basename(f) for f in summaries)})")
+        return True
+    if os.stat(profiler_dir).st_mtime_ns <= before_ns:
+        log.say(f"no profile written to {profiler_dir}: the agent did not start in the job (a Python started with -S, "
+                "a wrapper that drops the environment, or an interpreter without msprof-agent installed)")
+    elif any(os.stat(f).st_mtime_ns > before_ns for f in glob.glob(os.path.join(profiler_dir, "*"))):
+        log.say(f"no analysed profile in {profiler_dir}: the job left raw data but ended before the analysis "
+                f"(killed?); analyse it with: msprof-agent analyse {output_path}")
+    else:
+        log.say(f"no profile written to {profiler_dir}: the agent started, but the job ran no MindSpore or PyTorch "
+                "training step it could profile")
+    return False
+
+
+EXIT_NOT_PROFILED = 2
+
+
 def cmd_run(args):
+    """Profile one command: options checked before it starts, the job supervised, the outcome said after it."""
+    from . import doors, supervise
+    from .options import ENV_VAR
+
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise SystemExit("msprof-agent run: give the command to profile after --, e.g. msprof-agent run -- python train.py")
-    warning = _python_flags_warning(command)
-    if warning:
-        log.say(warning)
-    env = dict(os.environ)
-    env["MS_PROFILER_OPTIONS"] = _options_json(args)
-    env["PYTHONPATH"] = _prepend_path(env.get("PYTHONPATH"), hook_dir())
     executable = command[0] if os.path.sep in command[0] else shutil.which(command[0])
     if executable is None:
         raise SystemExit(f"msprof-agent run: command not found: {command[0]}")
+    env = dict(os.environ)
+    text, opts, problem = _checked_options(args)
+    if problem:
+        if args.require_profile:
+            log.say(f"{problem}. With --require-profile the job is not started.")
+            return EXIT_NOT_PROFILED
+        log.say(f"{problem}. The job runs unprofiled.")
+        env.pop(ENV_VAR, None)
+    else:
+        env[ENV_VAR] = text
+        through_pth = doors.installed_pth() is not None
+        if not through_pth:
+            hook = doors.hook_dir()
+            if hook is None:
+                raise SystemExit("msprof-agent run: this installation has neither its .pth in site-packages nor a "
+                                 "sitecustomize_hook folder beside the package; reinstall it (pip install msprof-agent)")
+            # the checkout too: a job's sys.path starts with its script's folder, not the one run was started from
+            env["PYTHONPATH"] = _prepend_path(env.get("PYTHONPATH"), [hook, os.path.dirname(hook)])
+        warning = _python_flags_warning(command, through_pth)
+        if warning:
+            log.say(warning)
     if args.baseline:
         from .compare import run_with_baseline
 
         return run_with_baseline(executable, command, env, args)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(executable, command, env)  # signals and exit status belong to the job itself
+    before_ns = None if problem else os.stat(os.path.join(opts.output_path, "profiler")).st_mtime_ns
+    status = supervise.run_job(executable, command, env)
+    written = not problem and _say_outcome(opts.output_path, before_ns)
+    if status == 0 and args.require_profile and not written:
+        return EXIT_NOT_PROFILED
+    return supervise.end_like(status)
 
 
 def cmd_analyse(args):
     from .analysis import offline_analyse
+    from .export import kinds as export_kinds
 
     try:
         step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None
-        offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True)
+        export_kinds(args.export)  # a wrong name is said before any analysis
+        offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True,
+                        export_type=args.export, output=args.output)
     except (ValueError, FileNotFoundError) as exc:
         log.say(f"analyse: {exc}")
         return 2
@@ -105,6 +168,12 @@ def cmd_view(args):
     from .viewer.server import serve
 
     return serve(args.summary_base_dir, host=args.host, port=args.port)
+
+
+def cmd_doctor(_args):
+    from .doctor import main as doctor_main
+
+    return doctor_main()
 
 
 def cmd_compare(args):
@@ -124,14 +193,19 @@ def build_parser():
     run.add_argument("--fail-on", default=None, help='gate for --baseline, e.g. "step_time>5%%,data_wait>10%%"')
     run.add_argument("--markdown", action="store_true", help="with --baseline: print the comparison as Markdown")
     run.add_argument("--json", dest="json_out", help="with --baseline: also write the comparison as JSON to this file")
+    run.add_argument("--require-profile", action="store_true",
+                     help="exit 2 when the job cannot be or was not profiled (bad options: the job is not started)")
     run.add_argument("command", nargs=argparse.REMAINDER)
     run.set_defaults(func=cmd_run)
 
     analyse = sub.add_parser("analyse", aliases=["analyze"], help="analyse raw data offline (single or multi-card)")
     analyse.add_argument("path", help="a directory holding profiler/ or rank_*/profiler/")
     analyse.add_argument("--pretty", action="store_true", help="indent JSON output")
-    analyse.add_argument("--step-list", help="comma-separated consecutive steps to analyse, e.g. 3,4,5")
+    analyse.add_argument("--step-list", help="comma-separated consecutive steps to analyse, e.g. 3,4,5; "
+                                             "written to --output (default PATH/steps_3-5), never over the run's files")
+    analyse.add_argument("--output", help="write the analysis here, laid out as PATH (profiler/ or rank_*/profiler/)")
     analyse.add_argument("--no-data-simplification", dest="data_simplification", action="store_false")
+    analyse.add_argument("--export", help="also write these exports: text (Ascend layout, HTA trace), db (Ascend SQLite), e.g. text,db")
     analyse.set_defaults(func=cmd_analyse)
 
     view = sub.add_parser("view", help="serve the analysed profiles under a directory")
@@ -139,6 +213,9 @@ def build_parser():
     view.add_argument("--host", default="127.0.0.1")
     view.add_argument("--port", type=int, default=8080)
     view.set_defaults(func=cmd_view)
+
+    doctor = sub.add_parser("doctor", help="say whether a Python started here would be profiled, and how")
+    doctor.set_defaults(func=cmd_doctor)
 
     compare = sub.add_parser("compare", help="compare two runs and gate on regressions")
     compare.add_argument("base")

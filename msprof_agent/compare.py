@@ -11,19 +11,21 @@ exceed the limit (relative to BASE, or absolute with ``ms`` / ``MB``) AND exceed
 half-width of the 99 % bootstrap interval of that difference, from resampling each run's steps
 (2000 resamples, fixed seed, so a verdict is reproducible). A change inside the noise is reported
 as "noise", not as a regression. Peak memory is one number per run, so its limit alone decides.
-Only increases count: every metric here is better lower.
+Only increases count: every metric here is better lower. Warm-up steps (named in the summary) are
+left out of every sample. Each run records its machine's speed (``summary.machine_speed``); when the
+new run's machine was slower, the noise of the times is widened by the slowdown (not normalised: a
+probe of a few ms can misjudge, and widening can only turn a failure into "noise", never the reverse),
+and machines differing by more than ``SPEED_LIMIT`` are flagged in the notes.
 """
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 from types import SimpleNamespace
 
 import numpy as np
 
-from . import contract, log
+from . import contract, log, supervise
 from .contract import STAGES
 
 TIME_METRICS = ("step_time",) + STAGES + ("data_wait",)
@@ -32,8 +34,10 @@ SHOWN = [("step_time", "p50"), ("step_time", "p90")] + [(s, "p50") for s in STAG
 RESAMPLES = 2000
 TOP_OPS = 8
 EXIT_BREACH, EXIT_ERROR = 1, 2
+SPEED_LIMIT = 0.2  # machines whose probed speeds differ by more than this fraction are flagged
 RULE = ("regression = the statistic grew by more than the limit AND by more than the noise "
-        "(half-width of the 99% bootstrap interval of the difference, from the per-step spread of both runs)")
+        "(half-width of the 99% bootstrap interval of the difference, from the per-step spread of the steady steps of both runs, "
+        "widened for times by the new machine's slowdown: (base speed / new speed - 1) x the base value, when the new machine is slower)")
 
 
 class CompareError(Exception):
@@ -47,12 +51,13 @@ def profiler_dirs(path):
     return contract.profiler_dirs(path, contract.summary_ranks)
 
 
-def _waits(directory, rank):
+def _waits(directory, rank, warm):
+    """The per-step data waits of the steps not in ``warm`` (the warm-up step numbers)."""
     name = contract.queue_file(directory, rank)
     if name is None:
         return []
     with open(os.path.join(directory, name), "rb") as handle:
-        return contract.fetch_waits(contract.read_queue(handle.read())["fetch"])
+        return contract.fetch_waits([f for f in contract.read_queue(handle.read())["fetch"] if f.get("step") not in warm])
 
 
 def load_run(path):
@@ -61,7 +66,7 @@ def load_run(path):
     if not directories:
         raise CompareError(f"no analysed profile under {path} (looked for summary_*.json in it, profiler/ and rank_*/profiler/)")
     samples = {m: [] for m in TIME_METRICS}
-    ops, ranks, reports, steps, findings = {}, [], [], 0, {}
+    ops, ranks, reports, steps, speeds, findings = {}, [], [], 0, [], {}
     peaks = {"allocated": [], "rss": []}
     for directory in directories:
         for rank in contract.summary_ranks(directory):
@@ -74,7 +79,10 @@ def load_run(path):
             samples["step_time"] += per_step["total"]
             for stage in STAGES:
                 samples[stage] += per_step[stage]
-            samples["data_wait"] += _waits(directory, rank)
+            samples["data_wait"] += _waits(directory, rank, contract.warmup_step_numbers(summary))
+            speed = (summary.get("machine_speed") or {}).get("speed")
+            if speed:
+                speeds.append(speed)
             steps += summary.get("steps_profiled") or 0
             totals = contract.op_type_totals(directory, rank)  # every op type (the summary keeps only the top 20)
             for name, total in totals if totals is not None else [(op["op_type"], op["total_ms"]) for op in summary.get("top_op_types") or []]:
@@ -94,7 +102,7 @@ def load_run(path):
     return {"path": os.path.abspath(path), "profiler_dirs": directories, "ranks": ranks, "steps": steps,
             "samples": {m: np.asarray(v, dtype=np.float64) for m, v in samples.items()},
             "op_ms_per_step": {k: v / steps for k, v in ops.items()} if steps else {}, "peaks": peaks, "reports": reports,
-            "findings": findings}
+            "machine_speed": float(np.mean(speeds)) if speeds else None, "findings": findings}
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -203,6 +211,11 @@ def compare(base_path, new_path, limits=()):
     by_key = {(limit["metric"], limit["stat"]): limit for limit in limits}
     wanted = SHOWN + [k for k in by_key if k not in SHOWN]
     rows, notes = [], []
+    speed = machine_speeds(base["machine_speed"], new["machine_speed"])
+    if speed and abs(speed["ratio"] - 1) > SPEED_LIMIT:
+        notes.append(f"the machines differ: the new run's probed speed is {speed['ratio']:.2f}x the base's (limit ±{SPEED_LIMIT:.0%}); "
+                     "other work shared the cores or the hosts differ, so time changes are partly the machine's")
+    slowdown = max(0.0, 1 / speed["ratio"] - 1) if speed else 0.0
     for metric, stat in wanted:
         limit = by_key.get((metric, stat))
         if metric == "peak_memory":
@@ -218,7 +231,8 @@ def compare(base_path, new_path, limits=()):
             if limit:
                 notes.append(f"limit {limit['text']} not checked: no per-step {metric} in a run")
             continue
-        rows.append(_row(metric, stat, "ms", float(_stat(x, stat)), float(_stat(y, stat)), noise(x, y, stat), limit))
+        before = float(_stat(x, stat))
+        rows.append(_row(metric, stat, "ms", before, float(_stat(y, stat)), noise(x, y, stat) + slowdown * abs(before), limit))
     names = sorted(set(base["op_ms_per_step"]) | set(new["op_ms_per_step"]),
                    key=lambda n: -max(new["op_ms_per_step"].get(n, 0.0), base["op_ms_per_step"].get(n, 0.0)))[:TOP_OPS]
     ops = []
@@ -231,7 +245,24 @@ def compare(base_path, new_path, limits=()):
     changed = {"appeared": [{"id": k, "text": t} for k, t in new["findings"].items() if k not in base["findings"]],
                "vanished": [{"id": k, "text": t} for k, t in base["findings"].items() if k not in new["findings"]]}
     return {"base": describe(base), "new": describe(new), "rows": rows, "top_op_types": ops, "findings": changed,
-            "limits": [limit["text"] for limit in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE}
+            "limits": [limit["text"] for limit in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE,
+            "machine_speed": speed}
+
+
+def machine_speeds(base_speed, new_speed):
+    """The two runs' probed machine speeds and their ratio (new / base, below 1: the new machine was slower), or None."""
+    if not base_speed or not new_speed:
+        return None
+    return {"base": round(base_speed, 3), "new": round(new_speed, 3), "ratio": round(new_speed / base_speed, 3),
+            "noise_widened_by": f"{max(0.0, base_speed / new_speed - 1):.1%} of the base value"}
+
+
+def _speed_line(result):
+    speed = result.get("machine_speed")
+    if not speed:
+        return "machine speed: not probed in both runs"
+    return (f"machine speed: base {speed['base']:.1f}, new {speed['new']:.1f} (new/base {speed['ratio']:.2f}); "
+            f"time noise widened by {speed['noise_widened_by']}")
 
 
 def _pct(value):
@@ -278,7 +309,8 @@ def to_text(result):
         widths = [max(len(str(c)) for c in column) for column in zip(header, *body)]
         return ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header] + body]
 
-    lines = [f"msprof-agent compare: {_verdict(result)}", f"base: {_run_line(result['base'])}", f"new:  {_run_line(result['new'])}", ""]
+    lines = [f"msprof-agent compare: {_verdict(result)}", f"base: {_run_line(result['base'])}", f"new:  {_run_line(result['new'])}",
+             _speed_line(result), ""]
     lines += table(HEADER, [_cells(r) for r in result["rows"]])
     if result["top_op_types"]:
         lines += ["", "top op types, ms per step:"] + table(["op type", "base", "new", "change", "change %"], [_op_cells(o) for o in result["top_op_types"]])
@@ -291,7 +323,8 @@ def to_markdown(result):
         escape = lambda cell: str(cell).replace("|", "\\|")
         return ["| " + " | ".join(map(escape, header)) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(map(escape, r)) + " |" for r in body]
 
-    lines = [f"### msprof-agent compare: {_verdict(result)}", "", f"- base: `{_run_line(result['base'])}`", f"- new: `{_run_line(result['new'])}`", ""]
+    lines = [f"### msprof-agent compare: {_verdict(result)}", "", f"- base: `{_run_line(result['base'])}`", f"- new: `{_run_line(result['new'])}`",
+             f"- {_speed_line(result)}", ""]
     lines += table(HEADER, [_cells(r) for r in result["rows"]])
     if result["breaches"]:
         lines += ["", "**Breached limits**", ""] + [f"- {b}" for b in result["breaches"]]
@@ -328,39 +361,6 @@ def main(args):
 
 # -- run --baseline ------------------------------------------------------------------------------
 
-FORWARDED = {signal.SIGINT, signal.SIGTERM}
-
-
-def _run_forwarding(executable, command, env):
-    """Run the job and wait, passing on SIGINT/SIGTERM sent to us by kill(). A terminal's Ctrl-C
-    already reached the job (same process group), so a kernel-sent signal is not sent twice.
-    The signals stay blocked in us and are taken with sigtimedwait, which tells who sent them."""
-    waited = FORWARDED | {signal.SIGCHLD}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-    try:
-        proc = subprocess.Popen(command, executable=executable, env=env, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask))
-        while proc.poll() is None:
-            info = signal.sigtimedwait(waited, 0.5)
-            if info is not None and info.si_signo in FORWARDED and info.si_code <= 0:  # SI_USER, SI_QUEUE, SI_TKILL
-                proc.send_signal(info.si_signo)
-        while signal.sigtimedwait(waited, 0) is not None:  # the job is gone: drop what arrived with its end
-            pass
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    return proc.returncode
-
-
-def _run_with_handlers(executable, command, env):
-    """Where sigtimedwait is missing (macOS): forward every SIGINT/SIGTERM, so a terminal's Ctrl-C reaches the job twice."""
-    proc = subprocess.Popen(command, executable=executable, env=env)
-    previous = {sig: signal.signal(sig, lambda number, _frame: proc.send_signal(number)) for sig in FORWARDED}
-    try:
-        return proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _output_path(env):
     try:
         path = json.loads(env.get("MS_PROFILER_OPTIONS") or "{}").get("output_path")
@@ -373,22 +373,10 @@ def run_with_baseline(executable, command, env, args):
     """Run the job as a child, then compare its profile with ``args.baseline``.
 
     Exit status: the job's when it failed, else the gate's (0 pass, 1 breached, 2 no usable profile).
-    A job killed by a signal: after the comparison we reset that signal to its default action and
-    send it to ourselves, so our parent sees the same death as with plain ``run``; should that not
-    end us, we return 128 + the signal number, as a shell would.
+    A job killed by a signal: after the comparison we die of the same signal (``supervise.end_like``).
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    status = (_run_forwarding if hasattr(signal, "sigtimedwait") else _run_with_handlers)(executable, command, env)
+    status = supervise.run_job(executable, command, env)
     log.say(f"job exited with status {status}; comparing with the baseline {args.baseline}")
     gate = main(SimpleNamespace(base=args.baseline, new=_output_path(env), fail_on=args.fail_on,
                                 markdown=getattr(args, "markdown", False), json_out=getattr(args, "json_out", None)))
-    if status == 0:
-        return gate
-    if status < 0:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(-status, signal.SIG_DFL)
-        os.kill(os.getpid(), -status)
-        return 128 - status
-    return status
+    return gate if status == 0 else supervise.end_like(status)

@@ -13,13 +13,14 @@ directories are) live here too, so the summary and the viewer cannot name differ
 from __future__ import annotations
 
 import csv
+import datetime
 import glob
 import io
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -32,6 +33,7 @@ STEP_TRACE = "step_trace_raw_{rank}_detail_time.csv"
 STEP_POINTS = "step_trace_point_info_{rank}.json"
 CPU_OP_TYPES = "cpu_op_type_info_{rank}.csv"
 CPU_OP_DETAIL = "cpu_op_detail_info_{rank}.csv"
+CPU_OP_SHAPES = "cpu_op_shape_info_{rank}.csv"  # ours: host ops by op and input shape, self and total time
 GPU_OP_TYPES = "gpu_op_type_info_{rank}.csv"
 GPU_OP_DETAIL = "gpu_op_detail_info_{rank}.csv"
 FLOPS = "flops_{rank}.txt"
@@ -93,6 +95,48 @@ def summary_ranks(profiler_dir: str) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
+# -- timeline time base ---------------------------------------------------------------------------
+
+TIME_BASE = "time_base"  # the ``M`` event whose args give the epoch instant a timeline's ``ts`` count from
+_HOUR_NS = 3_600_000_000_000
+
+
+def hour_base(first_ns: int) -> int:
+    """The start of the UTC hour holding ``first_ns`` (epoch ns): timestamps counted from it stay under
+    about 1e10 us for runs of days, where a double holds them to well under a nanosecond (epoch
+    microseconds, about 1.8e15, only to 0.25 us, so slices that touch would overlap once parsed)."""
+    return int(first_ns) // _HOUR_NS * _HOUR_NS
+
+
+def time_base_event(base_ns: int, pid: int) -> dict[str, Any]:
+    """The metadata event recording a timeline's base (viewers ignore metadata names they do not know)."""
+    utc = datetime.datetime.fromtimestamp(base_ns // 1_000_000_000, datetime.UTC)
+    return {"ph": "M", "name": TIME_BASE, "pid": pid, "tid": 0,
+            "args": {"epoch_ns": base_ns, "utc": utc.strftime("%Y-%m-%dT%H:%M:%SZ"), "ts_unit": "us since epoch_ns"}}
+
+
+def timeline_base(events: Sequence[Any]) -> int:
+    """The epoch ns a parsed timeline's ``ts`` count from (0: a file without a base, in epoch us)."""
+    for event in events:
+        if isinstance(event, dict) and event.get("ph") == "M" and event.get("name") == TIME_BASE:
+            return int((event.get("args") or {}).get("epoch_ns", 0))
+    return 0
+
+
+def rebase(events: Sequence[Any], from_ns: int, to_ns: int) -> list[Any]:
+    """Events counted from ``from_ns`` re-counted from ``to_ns`` (whole hours apart, so exactly), their
+    base event dropped: the caller writes one for the merged file."""
+    shift = (from_ns - to_ns) / 1000.0
+    out = []
+    for event in events:
+        if not isinstance(event, dict) or (event.get("ph") == "M" and event.get("name") == TIME_BASE):
+            continue
+        if shift and isinstance(event.get("ts"), (int, float)):
+            event = dict(event, ts=round(event["ts"] + shift, 3))
+        out.append(event)
+    return out
+
+
 # -- columns and units ---------------------------------------------------------------------------
 
 STEP_TRACE_UNIT_NS = 10  # step trace times are in units of 10 ns
@@ -103,6 +147,7 @@ AVERAGE_ROW = "-"  # step_num of the last row of the step trace and hccl files
 CPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "execution_frequency(per-step)", "total_compute_time(ms)", "avg_time(ms)", "percent"]
 CPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)", "op_avg_time(ms)",
                         "total_proportion", "subgraph", "pid"]
+CPU_OP_SHAPE_HEADER = ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"]
 GPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion", "avg_time(us)"]
 GPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)",
                         "proportion", "cuda_activity_cost_time(us)", "cuda_activity_call_count"]
@@ -231,6 +276,19 @@ def read_op_detail(raw: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def read_op_shapes(raw: bytes) -> list[dict[str, Any]]:
+    """``cpu_op_shape_info``: one dict per (op, input shape), largest self time first. Self time leaves out
+    the ops nested inside (torch records nested ops); total time keeps them."""
+    _, rows = _csv_rows(raw)
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        _need(row, 6, "operator shapes")
+        out.append({"op_type": row[0], "op_name": row[1], "input_shape": row[2], "occurrences": _num(row[3]),
+                    "self_ms": _num(row[4]), "total_ms": _num(row[5])})
+    out.sort(key=lambda r: -(r["self_ms"] or 0))
+    return out
+
+
 def read_flops(raw: bytes) -> dict[str, list[float | None]]:
     """``flops_{rank}.txt``: a header line, then ``name, MFLOPs(cube), GFLOPS(cube), MFLOPs(vec), GFLOPS(vec)``."""
     _, rows = _csv_rows(raw)
@@ -334,6 +392,26 @@ def read_cpu_utilization(raw: bytes) -> dict[str, Any]:
     return data
 
 
+def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
+    """The mean CPU utilization (%) of a ``minddata_cpu_utilization`` dict, the one definition the summary,
+    report and viewer show: each sample weighted by the time since the one before (the first by the
+    next gap), so a sample covering no time counts for nothing and uneven sampling is not biased."""
+    stamps = list(utilization.get("time_stamp") or [])
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    weights = ([gaps[0]] + gaps) if gaps else [1.0] * len(stamps)
+    total = sum(w for w in weights if w > 0)
+
+    def mean(values: Sequence[Any] | None) -> float | None:
+        pairs = [(w, v) for w, v in zip(weights, values or ()) if w > 0 and isinstance(v, (int, float))]
+        return round(sum(w * v for w, v in pairs) / total, 2) if pairs and total else None
+
+    machine, process = utilization.get("device_info") or {}, utilization.get("process_info") or {}
+    idle = mean(machine.get("idle_utilization"))
+    return {"machine_busy_mean": None if idle is None else round(100 - idle, 2), "machine_user_mean": mean(machine.get("user_utilization")),
+            "machine_sys_mean": mean(machine.get("sys_utilization")), "process_user_mean": mean(process.get("user_utilization")),
+            "process_sys_mean": mean(process.get("sys_utilization")), "samples": len(stamps)}
+
+
 def read_hccl(raw: bytes) -> dict[str, Any]:
     """``hccl_raw``: per-step communication time and wait (ms; None where not measured) and the average row."""
     _, rows = _csv_rows(raw)
@@ -388,16 +466,23 @@ def op_type_totals(profiler_dir: str, rank: int | str) -> list[tuple[str, float]
         return [(row["op_type"], row["total_ms"] or 0.0) for row in read_op_types(handle.read())]
 
 
+def warmup_step_numbers(summary: Mapping[str, Any]) -> set[int]:
+    """The numbers of the steps the summary names as warm-up (left out of every steady figure)."""
+    return {w["step"] for w in summary.get("warmup_steps") or ()}
+
+
 def step_samples(profiler_dir: str, rank: int | str, summary: Mapping[str, Any]) -> dict[str, list[float]]:
-    """Per-step total and stage times (ms) of one rank: the summary's ``per_step_ms``; for summaries
-    written before it (released versions), the step trace file beside it."""
+    """Per-step total and stage times (ms) of one rank's steady steps (warm-up left out): the summary's
+    ``per_step_ms``; for summaries written before it (released versions), the step trace file beside it."""
     per_step = summary.get("per_step_ms")
     if per_step is None:
         path = os.path.join(profiler_dir, name(STEP_TRACE, rank))
         with open(path, "rb") as handle:
             steps = read_step_trace(handle.read())["steps"]
-        per_step = {key: [step[key] for step in steps] for key in ("total",) + STAGES}
-    return {key: list(per_step[key]) for key in ("total",) + STAGES}
+        per_step = {key: [step[key] for step in steps] for key in ("step", "total") + STAGES}
+    warm = warmup_step_numbers(summary)
+    keep = [i for i, n in enumerate(per_step["step"]) if n not in warm]
+    return {key: [per_step[key][i] for i in keep] for key in ("total",) + STAGES}
 
 
 # -- rules over several ranks --------------------------------------------------------------------

@@ -10,17 +10,20 @@ own step boundaries. The window ``start_step..stop_step`` (1-based, both inclusi
 with the file's settings into ``output_path/window_{start}_{stop}/profiler`` (raw data and analysis,
 the same layout as a run), and analysed at ``stop_step`` (``analyse_mode`` 0), in a separate process
 (1), or not at all (-1: raw data kept for ``msprof-agent analyse``). A later edit sets a new window
-in the same run. An edit that cannot be honoured (invalid JSON, unknown key, bad value, start after
-stop, a window already past) is reported once and ignored; the last valid settings stay in force.
+in the same run. The file may use the seed's keys or MindSpore 2.5+'s (see ``parse_config``). An edit
+that cannot be honoured (invalid JSON, a bad value, start after stop, a window already past) is
+reported once and ignored; the last valid settings stay in force. An unknown key is reported once
+and ignored alone, as MindSpore does.
 An edit made while a window records applies to the windows after it.
 """
+import copy
 import json
 import os
 import sys
 
 from . import log
 from . import session as S
-from .options import OptionsError, from_mapping
+from .options import KEYS, OptionsError, _bool, _choice, _int_in, _path, from_mapping, unknown_key_message
 from .windows import ASYNC, SYNC, window_folder, with_process_keys
 from .writers import replacing
 
@@ -30,50 +33,59 @@ DEFAULTS = {
     "analyse_mode": -1, "profile_communication": False, "parallel_strategy": False, "with_stack": False,
     "data_simplification": True,
 }
-# Our option keys a file may add (the seed's keys above map onto the same Options fields).
-EXTRA_KEYS = ("op_time", "profile_memory", "l2_cache", "timeline_limit", "data_process", "record_shapes", "cpu_sampling_interval")
-ANALYSE_MODES = {-1: None, 0: SYNC, 1: ASYNC}
+ANALYSE_MODES = {-1: None, 0: SYNC, 1: ASYNC}  # the seed's: -1 = no analysis
+NEWER_ANALYSE_MODES = {-1: SYNC, 0: SYNC, 1: ASYNC}  # MindSpore's, with "analyse" saying whether at all
 FRAMEWORK_CODES = {-1: None, 0: "all", 1: "time"}
+# Keys of the file itself; every other key is an option key (either generation, MindSpore's integer codes allowed).
+FILE_KEYS = ("start_step", "stop_step", "analyse_mode", "analyse", "prof_path", "is_valid", "profile_framework")
+NOT_IN_FILE = ("start", "output_path", "capture")
 
 
 class ConfigError(ValueError):
     """One edit we cannot honour; the message is the warning's text."""
 
 
-def _int_choice(key, value, allowed):
-    if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
-        raise ConfigError(f'key "{key}": got {value!r}; accepted: ' + ", ".join(str(a) for a in allowed))
-    return value
-
-
 def _step(key, value):
-    if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
-        raise ConfigError(f'key "{key}": got {value!r}; accepted: an integer from 1 up, or -1 (no window)')
-    return value
+    if value == -1:
+        return value
+    return _int_in(1)(key, value)
 
 
-def parse_config(values, base_options):
-    """Validate one version of the file: (start, stop, Options for the window, analyse mode)."""
+def parse_config(values, base_options, source=CONFIG_NAME):
+    """Validate one version of the file: (start, stop, Options for the window, analyse mode).
+
+    Both formats are read: the seed's (``aicore_metrics``, ``profile_framework`` codes, ``analyse_mode``
+    -1 = no analysis) and MindSpore 2.5+'s (``aic_metrics``, ``profiler_level``, ``activities``, ...,
+    ``analyse`` true/false with ``analyse_mode`` choosing sync or async). A key known to neither gets
+    one warning and is ignored, as MindSpore ignores it; values are checked strictly.
+    """
     if not isinstance(values, dict):
         raise ConfigError(f"expected a JSON object; got {type(values).__name__}")
-    unknown = [k for k in values if k not in DEFAULTS and k not in EXTRA_KEYS]
-    if unknown:
-        raise ConfigError(f'unknown key "{unknown[0]}"; accepted keys: {", ".join(list(DEFAULTS) + list(EXTRA_KEYS))}')
-    merged = dict(DEFAULTS, **values)
-    start, stop = _step("start_step", merged["start_step"]), _step("stop_step", merged["stop_step"])
-    if (start == -1) != (stop == -1):
-        raise ConfigError(f'"start_step" {start} and "stop_step" {stop}: set both (a window) or both to -1 (none)')
-    if start != -1 and stop < start:
-        raise ConfigError(f'"start_step" {start} is after "stop_step" {stop}; accepted: start_step <= stop_step')
-    _int_choice("profiler_level", merged["profiler_level"], (-1, 0, 1, 2))
-    mode = ANALYSE_MODES[_int_choice("analyse_mode", merged["analyse_mode"], tuple(ANALYSE_MODES))]
-    framework = FRAMEWORK_CODES[_int_choice("profile_framework", merged["profile_framework"], tuple(FRAMEWORK_CODES))]
-    mapping = {k: merged[k] for k in ("aicore_metrics", "profile_communication", "parallel_strategy", "with_stack") + EXTRA_KEYS if k in merged}
-    mapping.update(profile_framework=framework, start=True, output_path=base_options.output_path)
-    if not isinstance(merged["data_simplification"], bool):
-        raise ConfigError(f'key "data_simplification": got {merged["data_simplification"]!r}; accepted: true or false')
+    accepted = FILE_KEYS + tuple(k for k in KEYS if k not in NOT_IN_FILE)
+    for key in values:
+        if key not in accepted:
+            log.warn_once(f'{source}: {unknown_key_message(key)}; "{key}" is ignored, as MindSpore ignores it')
+    merged = dict(DEFAULTS, **{k: v for k, v in values.items() if k in accepted})
     try:
-        options = from_mapping(mapping)
+        start, stop = _step("start_step", merged["start_step"]), _step("stop_step", merged["stop_step"])
+        if (start == -1) != (stop == -1):
+            raise ConfigError(f'"start_step" {start} and "stop_step" {stop}: set both (a window) or both to -1 (none)')
+        if start != -1 and stop < start:
+            raise ConfigError(f'"start_step" {start} is after "stop_step" {stop}; accepted: start_step <= stop_step')
+        if "analyse" in merged and not _bool("analyse", merged["analyse"]):
+            mode = None
+        else:
+            modes = NEWER_ANALYSE_MODES if "analyse" in merged else ANALYSE_MODES
+            mode = modes[_choice(tuple(modes))("analyse_mode", merged["analyse_mode"])]
+        _bool("is_valid", merged.get("is_valid", False))
+        framework = FRAMEWORK_CODES[_choice(tuple(FRAMEWORK_CODES))("profile_framework", merged["profile_framework"])]
+        output_path = _path("prof_path", merged["prof_path"]) if "prof_path" in merged else base_options.output_path
+        # The seed's file defaults ask for nothing (its profiler_level -1 is "unset"; MindSpore's -1,
+        # LevelNone, without mstx is reset to Level0 anyway).
+        seed_defaults = {k for k, v in DEFAULTS.items() if merged[k] == v and not (k == "profiler_level" and merged.get("mstx"))}
+        mapping = {k: v for k, v in merged.items() if k not in FILE_KEYS and k not in seed_defaults}
+        mapping.update(profile_framework=framework, start=True, output_path=output_path)
+        options = from_mapping(mapping, codes=True, source=source)
     except OptionsError as exc:
         raise ConfigError(str(exc)) from None
     return start, stop, with_process_keys(options, base_options), mode
@@ -149,7 +161,7 @@ class DynamicProfilerMonitor:
                 values = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-            settings = parse_config(values, from_mapping({"output_path": self.output_path}))
+            settings = parse_config(values, from_mapping({"output_path": self.output_path}), self.config_file)
             start = settings[0]
             if start != -1 and start <= self.count and (start, settings[1]) != self._current_window():
                 raise ConfigError(f'window {start}..{settings[1]} is in the past: step {self.count} has run already; '
@@ -170,9 +182,10 @@ class DynamicProfilerMonitor:
         start, stop, options, mode = self.settings
         if start != self.count + 1:
             return
-        options.output_path = window_folder(self.output_path, start, stop)  # the window's meta names its own folder
-        collection = self.session.start_window(self.output_path, start, stop, options, "dynamic", mode,
-                                               {"trigger": "dynamic"}, at_ns=at_ns)
+        options = copy.copy(options)  # the settings keep their output base (prof_path or output_path) for a later window
+        base = options.output_path
+        options.output_path = window_folder(base, start, stop)  # the window's meta names its own folder
+        collection = self.session.start_window(base, start, stop, options, "dynamic", mode, {"trigger": "dynamic"}, at_ns=at_ns)
         if collection is None:
             log.warn_once(f"dynamic window {start}..{stop} skipped: another collection is recording "
                           f"({self.session.owner.origin if self.session.owner else 'finished'})")

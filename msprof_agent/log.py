@@ -31,5 +31,5 @@ def report_error(where: str, exc: BaseException) -> None:
     if os.environ.get("MSPROF_AGENT_DEBUG"):
         import traceback
 
-        traceback.print_exception(exc)
+        traceback.print_exception(type(exc), exc, exc.__traceback__)  # the one form every Python 3 takes
     warn_once(f"{where} failed, the job goes on: {type(exc).__name__}: {exc}", key=(where, type(exc).__name__))

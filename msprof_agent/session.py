@@ -11,8 +11,8 @@ Which steps belong to a window is decided by time: a step is in the window when 
 at its start (its host-side forward start where the integration marks one, else its opening). So
 ``start()`` called after a step's compute leaves that step out, ``stop()`` called after it keeps it in,
 and analysis that would miss a still-open window step waits until that step has closed.
-At exit, on SIGTERM, or on an explicit stop, whatever was collected is flushed and analysed; a fork
-child never writes.
+At exit, on SIGTERM, on ``os._exit`` (within OS_EXIT_ANALYSIS_S), or on an explicit stop, whatever
+was collected is flushed and analysed; a fork child never writes.
 """
 import atexit
 import os
@@ -26,6 +26,7 @@ from .windows import ASYNC, Windows
 
 _current = None
 STACK_SAMPLING_MS = 5  # fine enough for a flame chart of a ~10 ms step, ~1 % of one core
+OS_EXIT_ANALYSIS_S = 60.0  # os._exit waits this long for the analysis, then leaves saying where the raw data is
 
 
 def current():
@@ -192,11 +193,13 @@ class Session:
         return self.device is not None and (options.op_time or options.data_process)
 
     def _start_samplers(self, c):
-        """CPU and memory always; the training thread's Python stack with with_stack / profile_framework."""
+        """CPU and memory always (disk, network with host_sys); the training thread's Python stack with with_stack / profile_framework."""
         try:
             from .collectors.cpu import CpuSampler
 
-            self._samplers = [CpuSampler(c.writer.queue, c.options.cpu_sampling_interval)]
+            host_io = [kind for kind in c.options.host_sys if kind in ("disk", "network")]
+            self._samplers = [CpuSampler(c.writer.queue, c.options.cpu_sampling_interval, host_io,
+                                         adaptive="cpu_sampling_interval" not in c.options.keys_given)]
             if c.options.with_stack or c.options.profile_framework:
                 from .collectors.stacks import StackSampler
 
@@ -235,6 +238,10 @@ class Session:
             self.stop_recording()
         end = {"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
         if not self.windows.finish(c, end):
+            if c is self.run and self.framework is not None and not self.steps.completed and c.options.start:
+                log.say(f"no step trace: no {self.framework} training or inference step was seen (no optimizer step, training-data "
+                        "fetch, compiled step function or model forward), so no window opened; run the model through an "
+                        "nn.Module / Cell, or profile a region with msprof_agent.Profiler start() / stop()")
             return None
         if c.analyse_mode is None:
             log.say(f"raw data kept in {c.profiler_dir} (no online analysis); analyse it with: msprof-agent analyse {c.profiler_dir}")
@@ -352,8 +359,43 @@ def _on_terminate(signum, frame):
     os.kill(os.getpid(), signum)
 
 
+_real_os_exit = None  # os._exit before _patch_os_exit replaced it
+
+
+def _patch_os_exit():
+    """``os._exit`` skips atexit, so a job leaving through it (launchers do, to skip a slow teardown) would
+    leave raw data only: as coverage.py's patch of it, the session's process finalizes first. Fork
+    children (DataLoader workers, the torch fork guard's exit) are not the owner and pass straight through."""
+    global _real_os_exit
+    if _real_os_exit is None:
+        _real_os_exit = os._exit
+        os._exit = _exit_after_analysis
+
+
+def _exit_after_analysis(status):
+    session = _current
+    if session is not None and os.getpid() == session.owner_pid and not session.disabled and not session.finished:
+        import threading
+
+        watchdog = threading.Timer(OS_EXIT_ANALYSIS_S, _exit_unanalysed, (session, status))
+        watchdog.daemon = True
+        watchdog.start()
+        _finalize_current("os._exit")
+        watchdog.cancel()
+    _real_os_exit(status)
+
+
+def _exit_unanalysed(session, status):
+    """The analysis ran past OS_EXIT_ANALYSIS_S: leave now, with the status the job chose, saying how to analyse later."""
+    where = session.profiler_dir
+    log.say(f"os._exit: the analysis did not finish within {OS_EXIT_ANALYSIS_S:g} s; the raw data is in {where}; "
+            f"analyse it with: msprof-agent analyse {where}")
+    _real_os_exit(status)
+
+
 def _install_process_hooks():
     atexit.register(_finalize_current, "exit")
+    _patch_os_exit()
     os.register_at_fork(after_in_child=lambda: _current is not None and _current.forget_in_fork_child())
     try:
         previous = signal.getsignal(signal.SIGTERM)

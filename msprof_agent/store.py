@@ -9,8 +9,8 @@ Ops arrive in column batches (one record holding lists) because the device sessi
 bulk and the analyses read them as arrays.
 
 Record kinds (key ``k``): ``meta`` (once, first), ``step``, ``ops``, ``cpu``, ``mem``, ``queue``,
-``pipeline``, ``comm``, ``window``, ``note``, ``pause``, ``end``. Times are epoch nanoseconds (``time.time_ns``),
-the clock MindSpore's and torch's profilers use too; ``cpu`` samples carry ``ts`` in ms.
+``pipeline``, ``comm``, ``hostio``, ``mstx``, ``window``, ``note``, ``pause``, ``probe`` (machine speed), ``end``. Times are epoch
+nanoseconds (``time.time_ns``), the clock MindSpore's and torch's profilers use too; ``cpu`` and ``hostio`` samples carry ``ts`` in ms.
 """
 from __future__ import annotations
 

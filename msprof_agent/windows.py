@@ -14,7 +14,7 @@ on collections through these methods, never by setting their fields.
 import os
 import shutil
 import time
-from typing import Any, Optional
+from typing import Any
 
 from .options import Options
 from .store import EventWriter
@@ -49,15 +49,15 @@ class Collection:
     """One output folder: its raw store, the intervals it recorded, and how it is analysed."""
 
     def __init__(self, meta: Record, options: Options, profiler_dir: str, origin: str,
-                 analyse_mode: Optional[str] = SYNC, info: Optional[Record] = None) -> None:
+                 analyse_mode: str | None = SYNC, info: Record | None = None) -> None:
         self.options = options
         self.profiler_dir = profiler_dir
         self.origin = origin
         self.analyse_mode = analyse_mode
         self.state = IDLE
         self.explicit = False  # calls drive the window (Profiler, capture policy), not start_step/stop_step
-        self.intervals: list[tuple[int, Optional[int]]] = []  # (start_ns, stop_ns or None) per recording
-        self.summary: Optional[Record] = None
+        self.intervals: list[tuple[int, int | None]] = []  # (start_ns, stop_ns or None) per recording
+        self.summary: Record | None = None
         self.info: Record = dict(info or {})  # what the opener wants listed (trigger, steps)
         self.collected: set[int] = set()  # numbers of the steps recorded here
         self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
@@ -81,7 +81,7 @@ class Collection:
         """Calls (Profiler start/stop, a capture policy) drive this collection; start_step/stop_step no longer do."""
         self.explicit = True
 
-    def analyse_as(self, mode: Optional[str]) -> None:
+    def analyse_as(self, mode: str | None) -> None:
         if mode not in ANALYSE_MODES:
             raise ValueError(f"analyse mode: got {mode!r}; accepted: {SYNC!r}, {ASYNC!r} or None")
         self.analyse_mode = mode
@@ -104,7 +104,7 @@ class Windows:
     def __init__(self, meta: Record, options: Options, origin: str) -> None:
         self.meta = meta  # the session's, shared: every new collection's store starts with it
         self.run = self._new_run(options, origin)
-        self.owner: Optional[Collection] = None
+        self.owner: Collection | None = None
         self.awaiting: list[Collection] = []  # stopped, analysed once the open step they hold closes
         self.listed: list[Record] = []  # windows finished, for the run's summary
 
@@ -120,7 +120,7 @@ class Windows:
         return self.run
 
     def open_window(self, output_path: str, start: int, stop: int, options: Options, origin: str,
-                    analyse_mode: Optional[str], info: Record) -> Collection:
+                    analyse_mode: str | None, info: Record) -> Collection:
         """A collection of its own for steps START..STOP, in ``output_path/window_{start}_{stop}``."""
         profiler_dir = os.path.join(window_folder(output_path, start, stop), RUN_FOLDER)
         return Collection(self.meta, options, profiler_dir, origin, analyse_mode, dict(info, start=start, stop=stop))
@@ -161,7 +161,7 @@ class Windows:
         c.intervals.append((at_ns, None))
         self.owner = c
 
-    def end(self, at_ns: int) -> Optional[Collection]:
+    def end(self, at_ns: int) -> Collection | None:
         """The recording collection stops at AT_NS; returns it."""
         c, self.owner = self.owner, None
         if c is not None:

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Creates .venv (once) with the agent, MindSpore, the CPU build of torch 2.13.0 and the dev tools.
-# Sourced by demo.sh and test.sh so a fresh machine needs nothing else.
-set -euo pipefail
+# Sourced by demo.sh and test.sh so a fresh machine needs nothing else. Sourced from a shell, it leaves
+# that shell's options as they were: the setup runs in a subshell under set -euo pipefail (not indented,
+# to keep its history); ROOT, VENV, PATH and MSPROF_HOOK_DIR are what reach the caller.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${MSPROF_VENV:-$ROOT/.venv}"
+(
+set -euo pipefail
 PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
@@ -19,5 +22,11 @@ fi
 # The hook's bytecode, written even where PYTHONDONTWRITEBYTECODE is set: compiling it at every
 # start would cost each interpreter ~1.5 ms.
 "$VENV/bin/python" -m compileall -q "$ROOT/sitecustomize_hook"
+)
+# Tested on its own line: in `( ... ) || ...` bash would ignore set -e inside the subshell.
+if [ $? -ne 0 ]; then
+  echo "scripts/setup_env.sh: setting up $VENV failed" >&2
+  return 1 2>/dev/null || exit 1
+fi
 export PATH="$VENV/bin:$PATH"
 export MSPROF_HOOK_DIR="$ROOT/sitecustomize_hook"

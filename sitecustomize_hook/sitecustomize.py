@@ -1,7 +1,14 @@
-"""msprof-agent bootstrap: runs at interpreter start when this folder is on PYTHONPATH.
+"""msprof-agent bootstrap: the one piece of code both ways into a process run.
 
-Standard library only, and on the off path (variable unset, empty or ``"start": false``)
-it does two ``os.environ`` lookups and a string scan: no json, no wrapt, no threads.
+- As ``sitecustomize``, when this folder is on PYTHONPATH (a checkout, an editable install, or
+  ``msprof-agent run`` there): it runs the user's own sitecustomize first, then starts the agent.
+- As ``_msprof_agent_pth``, the copy of this file an installed wheel carries (setup.py): the one line of
+  its ``zz_msprof_agent.pth`` imports it only when MS_PROFILER_OPTIONS or MSPROF_DYNAMIC_CFG is set, and
+  under that name it leaves the user's sitecustomize alone.
+
+Standard library only, and on the off path (variable unset, empty or ``"start": false``) it does two
+``os.environ`` lookups and a string scan: no json, no wrapt, no threads. With both present, the first to
+run (the .pth, during site-packages) starts the agent and the other returns at once.
 This folder must hold nothing else: every module here becomes importable by its bare name.
 """
 import os
@@ -45,18 +52,26 @@ def _clearly_off(text):
     return rest.startswith(":") and rest[1:].lstrip().startswith("false")
 
 
-def _is_multiprocessing_child():
-    """multiprocessing spawn/forkserver workers re-run this hook; they are never profiled."""
-    argv = getattr(sys, "orig_argv", ())
-    return "--multiprocessing-fork" in argv or any("multiprocessing" in a and "spawn_main" in a for a in argv)
+def _never_profiled():
+    """multiprocessing spawn/forkserver workers re-run this file, and so does msprof-agent's own command
+    line (run, doctor, view...) when the variable is exported: neither is the job."""
+    argv = list(getattr(sys, "orig_argv", ()))
+    if "--multiprocessing-fork" in argv or any("multiprocessing" in a and "spawn_main" in a for a in argv):
+        return True
+    if "-m" in argv:
+        return argv[argv.index("-m") + 1:argv.index("-m") + 2] == ["msprof_agent"]
+    return len(argv) > 1 and os.path.basename(argv[1]) == "msprof-agent"
 
 
-def _bootstrap():
+def _bootstrap(door):
+    if getattr(sys, "_msprof_agent_door", None):  # the other door already started the agent here
+        return
     options = os.environ.get("MS_PROFILER_OPTIONS")
     if (options is None or _clearly_off(options)) and not os.environ.get("MSPROF_DYNAMIC_CFG"):
         return
-    if _is_multiprocessing_child():
+    if _never_profiled():
         return
+    sys._msprof_agent_door = door  # one door per process; the tests read which one it was
     try:
         from msprof_agent import bootstrap
     except Exception as exc:
@@ -65,8 +80,9 @@ def _bootstrap():
     bootstrap.activate_from_environment()
 
 
-_chain_user_sitecustomize()
+if __name__ == "sitecustomize":
+    _chain_user_sitecustomize()
 try:
-    _bootstrap()
+    _bootstrap("sitecustomize" if __name__ == "sitecustomize" else ".pth")
 except Exception as _exc:  # never harm the user's job
     sys.stderr.write("msprof-agent: internal error at start-up, profiling is off: %r\n" % (_exc,))

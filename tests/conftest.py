@@ -124,3 +124,23 @@ def windows_made(out):
 @pytest.fixture
 def out_dir(tmp_path):
     return str(tmp_path / "prof")
+
+
+def overlapping_slices(events):
+    """The complete (``X``) slices that overlap another on their (pid, tid) track without nesting in it,
+    read as a viewer does: ``ts`` and ``dur`` parsed as doubles (us), then taken to the nearest ns."""
+    tracks = {}
+    for event in events:
+        if isinstance(event, dict) and event.get("ph") == "X":
+            start = round(event["ts"] * 1000)
+            tracks.setdefault((event.get("pid"), event.get("tid")), []).append((start, start + round(event["dur"] * 1000), event.get("name")))
+    bad = []
+    for track, slices in tracks.items():
+        open_ends = []  # the ends of the slices enclosing the current one, innermost last
+        for start, end, name in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1][0] <= start:
+                open_ends.pop()
+            if open_ends and end > open_ends[-1][0]:
+                bad.append((track, name, start, end, open_ends[-1]))
+            open_ends.append((end, name))
+    return bad

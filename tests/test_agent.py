@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import HOOK_DIR, PY, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, run_two_tiny_ranks, steps_in
+from conftest import HOOK_DIR, PY, ROOT, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, run_two_tiny_ranks, steps_in
 
 PROBE = os.path.join(SCRIPTS, "probe_imports.py")
 
@@ -179,6 +179,42 @@ def test_fork_child_writes_nothing(out_dir):
 
 
 @pytest.mark.torch
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_job_leaving_through_os_exit_is_analysed_and_keeps_its_status(out_dir, code):
+    """os._exit skips atexit: the patched one analyses first. The fork child (its sys.exit(7) ends in the
+    torch fork guard's os._exit) analyses nothing and keeps its status."""
+    result = run_script([TINY, "--steps", "6", "--fork-at", "3", "--os-exit", "--exit-code", str(code)], options=profile_into(out_dir), timeout=120)
+    assert result.returncode == code, result.stderr
+    assert "child status 7" in result.stdout and "trained 6 steps" in result.stdout
+    assert steps_in(out_dir) == [1, 2, 3, 4, 5, 6]
+    assert read_json(os.path.join(out_dir, "profiler", "summary_0.json"))["end_reason"] == "os._exit"
+    assert os.path.exists(os.path.join(out_dir, "profiler", "report_0.html"))
+    assert result.stderr.count("msprof-agent: profiled") == 1
+    assert len(glob.glob(os.path.join(out_dir, "profiler", "raw", "rank_0", "*.jsonl"))) == 1
+
+
+SLOW_ANALYSIS_THEN_OS_EXIT = """
+import os, sys, time
+from msprof_agent import options, session
+current = session.start(options.from_mapping({"start": True, "output_path": sys.argv[1]}), origin="test")
+session.OS_EXIT_ANALYSIS_S = 0.1
+current.finalize = lambda reason: (time.sleep(3), print("analysis finished", flush=True))
+os._exit(5)
+"""
+
+
+@pytest.mark.unit
+def test_an_analysis_past_the_os_exit_bound_leaves_with_the_status_and_says_how_to_analyse(out_dir):
+    """The analysis (made to take 3 s) is cut at the bound (0.1 s): one line names the raw data and the command."""
+    result = run_script(["-c", SLOW_ANALYSIS_THEN_OS_EXIT, out_dir], timeout=60, hook=False)
+    assert result.returncode == 5, result.stderr
+    assert "analysis finished" not in result.stdout
+    where = os.path.join(out_dir, "profiler")
+    assert agent_lines(result.stderr) == [f"msprof-agent: os._exit: the analysis did not finish within 0.1 s; the raw data is in {where}; "
+                                          f"analyse it with: msprof-agent analyse {where}"]
+
+
+@pytest.mark.torch
 def test_two_ranks_share_one_output_path(out_dir):
     run_two_tiny_ranks(out_dir)
     assert len(steps_in(out_dir, 0)) == 4 and len(steps_in(out_dir, 1)) == 5
@@ -206,16 +242,26 @@ def test_run_keeps_the_exit_status(flags, status, out_dir):
 
 
 @pytest.mark.unit
-def test_run_warns_about_flags_that_disable_the_hook(out_dir):
-    result = agent_run(["-S", PROBE], out_dir)
-    assert "-S skips site" in result.stderr
+@pytest.mark.parametrize("flag, why", [("-S", "-S skips site"), ("-E", "-E ignores PYTHONPATH"), ("-I", "-I ignores PYTHONPATH")])
+def test_run_warns_about_flags_that_disable_the_hook(flag, why, out_dir):
+    """From a checkout the hook comes through PYTHONPATH, so -E and -I disable it too (not so for an installed .pth: test_install)."""
+    result = agent_run([flag, PROBE], out_dir)
+    assert why in result.stderr
     assert result.stdout.split()[0] == "no-agent"
+
+
+@pytest.mark.unit
+def test_debug_traceback_of_an_agent_error(tmp_path):
+    code = "from msprof_agent import log\ntry:\n    1 / 0\nexcept ZeroDivisionError as exc:\n    log.report_error('probe', exc)\nprint('job goes on')"
+    result = run_script(["-c", code], extra_env={"MSPROF_AGENT_DEBUG": "1"}, hook=False, cwd=str(tmp_path))
+    assert result.stdout == "job goes on\n"
+    assert "Traceback (most recent call last)" in result.stderr and "msprof-agent: probe failed, the job goes on: ZeroDivisionError" in result.stderr
 
 
 @pytest.mark.unit
 def test_run_deduplicates_pythonpath(out_dir):
     result = agent_run(["-c", "import os; print(os.environ['PYTHONPATH'])"], out_dir, {"PYTHONPATH": HOOK_DIR + os.pathsep + "/elsewhere"})
-    assert result.stdout.strip().split(os.pathsep) == [HOOK_DIR, "/elsewhere"]
+    assert result.stdout.strip().split(os.pathsep) == [HOOK_DIR, ROOT, "/elsewhere"]
 
 
 @pytest.mark.torch

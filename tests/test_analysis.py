@@ -1,12 +1,13 @@
 """The analysed files of real profiled jobs against the MindInsight contract and against each other."""
 import filecmp
 import os
+import statistics
 import subprocess
 
 import orjson
 import pytest
 
-from conftest import EXAMPLES, PY, read_csv, read_json, run_script, step_trace
+from conftest import EXAMPLES, PY, overlapping_slices, read_csv, read_json, run_script, step_trace
 
 TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
 LENET = os.path.join(EXAMPLES, "mindspore_lenet.py")
@@ -82,10 +83,14 @@ def test_timeline_is_trace_event_json_matching_the_step_trace(run, request):
     steps = {e["args"]["step"]: e for e in events if e.get("cat") == "step"}
     _, rows, _ = step_trace(profiler_dir)
     assert sorted(steps) == [int(r[0]) for r in rows]
-    for row in rows:
+    base = [e["args"]["epoch_ns"] for e in events if e["ph"] == "M" and e["name"] == "time_base"]
+    assert len(base) == 1 and base[0] % 3_600_000_000_000 == 0  # the start of a UTC hour
+    for row in rows:  # the step trace's 10 ns units, exactly: the times count from the base
         event = steps[int(row[0])]
-        assert event["ts"] == pytest.approx(int(row[1]) / 100.0, abs=0.5)  # 10 ns units -> us; a double holds epoch us to 0.25
-        assert event["dur"] == pytest.approx(int(row[3]) / 100.0, abs=0.01)
+        start_ns = round(event["ts"] * 1000) + base[0]
+        assert start_ns // 10 == int(row[1])
+        assert (start_ns + round(event["dur"] * 1000)) // 10 == int(row[2])
+    assert overlapping_slices(events) == []
     assert any(e.get("pid") == 2 and e["ph"] == "X" for e in events), "no op events"
     assert any(e["ph"] == "C" for e in events), "no CPU counter events"
     summary = read_json(os.path.join(profiler_dir, "cpu_timeline_summary_0.json"))
@@ -109,11 +114,29 @@ def test_summary_and_other_pages(torch_run):
     assert flops["FLOPs"] > 0
     mfu = summary["flops"]["mfu"]
     assert mfu["peak_source"].startswith("calibrated: float32") and mfu["peak_gflops"] > 0
-    assert sorted(int(n) for n in mfu["per_step"]) == list(range(1, 9))
-    assert 0 < mfu["mean"] < 1 and flops["FLOPS_Utilization"] == pytest.approx(100 * mfu["mean"], rel=1e-3)
+    assert mfu["steps"] == summary["steady_steps"]
+    assert 0 < mfu["ratio"] < 1 and flops["FLOPS_Utilization"] == pytest.approx(100 * mfu["ratio"], rel=1e-3)
+    assert mfu["ratio"] == pytest.approx(summary["flops"]["gflops_per_s"] / mfu["peak_gflops"], rel=1e-3)  # one ratio of totals
     iterator = open(os.path.join(torch_run, "dataset_iterator_profiling_0.txt")).read().split("\n")
     gets = [line.split() for line in iterator if line.startswith("0 0 ")]
     assert len(gets) == 8 and all(float(g[3]) >= 18 for g in gets)
+
+
+@pytest.mark.mindspore
+def test_graph_compile_step_is_warmup_left_out_of_the_steady_figures(mindspore_run):
+    """LeNet's first step compiles the graph: it is named as warm-up with why, stays in the step trace,
+    and the summary's stage means and percentiles are those of the other steps."""
+    summary = read_json(os.path.join(mindspore_run, "summary_0.json"))
+    _, rows, _ = step_trace(mindspore_run)
+    warm = summary["warmup_steps"]
+    assert warm and warm[0]["step"] == int(rows[0][0]) and "steady median" in warm[0]["why"]
+    steady = [r for r in rows if int(r[0]) not in {w["step"] for w in warm}]
+    assert len(rows) == 6 and summary["steady_steps"] == len(steady)
+    for key, column in (("iteration_interval", 6), ("fp_and_bp", 7), ("tail", 8)):
+        assert summary["stages_ms"][key] == pytest.approx(sum(int(r[column]) for r in steady) / len(steady) / 1e5, abs=1e-3)
+    assert summary["step_time_ms"]["max"] == pytest.approx(max(int(r[3]) for r in steady) / 1e5, abs=1e-3)
+    steady_totals = sorted(int(r[3]) for r in steady)  # the advisor reads the same steady steps
+    assert summary["step_breakdown_ms"]["total"] == pytest.approx(statistics.median(steady_totals) / 1e5, abs=1e-3)
 
 
 @pytest.mark.mindspore
@@ -126,6 +149,20 @@ def test_mindspore_pipeline_files(mindspore_run):
     assert read_json(os.path.join(mindspore_run, "profiler_info_0.json"))["rank_id"] == 0
 
 
+def analyse(*args):
+    return subprocess.run([PY, "-m", "msprof_agent", "analyse", *args], capture_output=True, text=True, timeout=300)
+
+
+def contents(directory):
+    """Every file under ``directory`` (raw data included) and its bytes."""
+    found = {}
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as handle:
+                found[os.path.relpath(os.path.join(folder, name), directory)] = handle.read()
+    return found
+
+
 def analysed_files(profiler_dir):
     return sorted(f for f in os.listdir(profiler_dir) if f != "raw" and not f.startswith("report_") and not f.startswith("summary_"))
 
@@ -135,7 +172,7 @@ def test_offline_analysis_is_rerunnable_and_equals_the_exit_analysis(torch_run, 
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", os.path.dirname(torch_run), str(copy)], check=True)
     for _ in range(2):
-        result = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy)], capture_output=True, text=True, timeout=300)
+        result = analyse(str(copy))
         assert result.returncode == 0, result.stderr
         files = analysed_files(str(copy / "profiler"))
         assert files == analysed_files(torch_run)
@@ -144,12 +181,17 @@ def test_offline_analysis_is_rerunnable_and_equals_the_exit_analysis(torch_run, 
 
 
 @pytest.mark.torch
-def test_step_list_restricts_every_step_based_file(torch_run, tmp_path):
+def test_step_list_restricts_every_step_based_file_of_a_new_analysis(torch_run, tmp_path):
+    """--step-list writes beside the run (PATH/steps_3-5/profiler) or to --output; the run's files stay byte-identical."""
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", os.path.dirname(torch_run), str(copy)], check=True)
-    result = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy), "--step-list", "3,4,5"], capture_output=True, text=True, timeout=300)
+    original = str(copy / "profiler")
+    before = contents(original)
+    result = analyse(str(copy), "--step-list", "3,4,5")
     assert result.returncode == 0, result.stderr
-    profiler_dir = str(copy / "profiler")
+    assert contents(original) == before
+    profiler_dir = str(copy / "steps_3-5" / "profiler")
+    assert profiler_dir in result.stderr
     assert [r[0] for r in step_trace(profiler_dir)[1]] == ["3", "4", "5"]
     gets = [line.split()[2] for line in open(os.path.join(profiler_dir, "dataset_iterator_profiling_0.txt")) if line.startswith("0 0 ")]
     assert gets == ["3", "4", "5"]
@@ -160,8 +202,15 @@ def test_step_list_restricts_every_step_based_file(torch_run, tmp_path):
     full = read_csv(os.path.join(torch_run, "cpu_op_type_info_0.csv"))
     conv = lambda rows: next(int(r[1]) for r in rows[1:] if r[0] == "aten::conv2d")  # noqa: E731
     assert conv(types) * 8 == conv(full) * 3
-    bad = subprocess.run([PY, "-m", "msprof_agent", "analyse", str(copy), "--step-list", "3,5"], capture_output=True, text=True, timeout=300)
+    elsewhere = tmp_path / "four_to_five"
+    result = analyse(original, "--step-list", "4,5", "--output", str(elsewhere))
+    assert result.returncode == 0, result.stderr
+    assert [r[0] for r in step_trace(str(elsewhere))[1]] == ["4", "5"]
+    over = analyse(str(copy), "--step-list", "4,5", "--output", str(copy))
+    assert over.returncode == 2 and "would overwrite the run's analysis" in over.stderr
+    bad = analyse(str(copy), "--step-list", "3,5")
     assert bad.returncode != 0 and "consecutive" in bad.stderr
+    assert contents(original) == before
 
 
 @pytest.mark.torch
@@ -219,16 +268,7 @@ def test_with_stack_puts_sampled_python_stacks_in_the_timeline(tmp_path):
     assert python, "no Python stack events"
     outer = [e for e in python if e["name"].startswith("<module> (tiny_torch.py:")]
     assert outer and sum(e["dur"] for e in outer) >= 5 * 60_000 * 0.9
-    def inside(inner, outer_event):
-        return inner is not outer_event and outer_event["ts"] - 1 <= inner["ts"] and inner["ts"] + inner["dur"] <= outer_event["ts"] + outer_event["dur"] + 1
-
-    def overlap(a, b):
-        return a["ts"] + 1 < b["ts"] + b["dur"] and b["ts"] + 1 < a["ts"] + a["dur"]
-
-    for a in python:  # frames on one track never partly overlap: nested or disjoint
-        for b in python:
-            if a is not b and overlap(a, b):
-                assert inside(a, b) or inside(b, a), (a, b)
+    assert overlapping_slices(events) == []  # every track, the Python flame chart included: nested or disjoint, exactly
     assert not any("msprof_agent" in e["name"] for e in python)
 
 
@@ -279,7 +319,7 @@ def test_coded_and_plain_op_records_load_alike(tmp_path):
 def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limit_mb):
     """A timeline of several 4 MB chunks, written by threads each formatting one stretch of the file,
     holds every kept op once with its exact name, thread, shape, step and ns times (read back as
-    decimals: a double cannot hold epoch times to the ns); under a limit, the longest ops stay."""
+    decimals, from the file's time base); under a limit, the longest ops stay."""
     import decimal
     import json
 
@@ -312,7 +352,8 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
     ops = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
     step_of = lambda start: next(n for n, begin, end in steps if begin <= start < end)  # noqa: E731
     expected = {(names[i], i % 3, shapes[i], step_of(starts[i]), starts[i], durs[i]) for i in range(count)}
-    got = [(e["name"], e["tid"], e["args"].get("shape"), e["args"]["step"], int(e["ts"] * 1000), int(e["dur"] * 1000)) for e in ops]
+    time_base = next(e["args"]["epoch_ns"] for e in events if e["ph"] == "M" and e["name"] == "time_base")
+    got = [(e["name"], e["tid"], e["args"].get("shape"), e["args"]["step"], int(e["ts"] * 1000) + time_base, int(e["dur"] * 1000)) for e in ops]
     assert len(set(got)) == len(got) and set(got) <= expected
     summary = read_json(str(tmp_path / "profiler" / "summary_0.json"))
     assert summary["timeline"]["bytes"] == path.stat().st_size

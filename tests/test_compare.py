@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, PY, read_csv, read_json, run_two_tiny_ranks, step_trace
+from conftest import EXAMPLES, PY, TINY, read_csv, read_json, run_two_tiny_ranks, step_trace
 from msprof_agent import compare
 
 TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
@@ -101,11 +101,14 @@ def test_markdown_and_json_carry_the_numbers_of_the_files(runs, tmp_path):
 
     for name, side, steps in (("base", "base", STEPS), ("slow", "new", SLOW_STEPS)):
         directory = os.path.join(paths[name], "profiler")
-        trace = step_trace(directory)[1]
-        totals = np.array([int(r[3]) for r in trace]) / 1e5
-        waits = [float(line.split()[3]) for line in open(os.path.join(directory, "dataset_iterator_profiling_0.txt")) if line.startswith("0 0 ")]
         summary = read_json(os.path.join(directory, "summary_0.json"))
-        assert len(totals) == summary["steps_profiled"] == int(steps) == data[side]["steps"]
+        warm = {str(w["step"]) for w in summary["warmup_steps"]}  # left out of every figure compared
+        every = step_trace(directory)[1]
+        trace = [r for r in every if r[0] not in warm]
+        totals = np.array([int(r[3]) for r in trace]) / 1e5
+        waits = [float(line.split()[3]) for line in open(os.path.join(directory, "dataset_iterator_profiling_0.txt"))
+                 if line.startswith("0 0 ") and line.split()[2] not in warm]
+        assert len(every) == summary["steps_profiled"] == int(steps) == data[side]["steps"]
         assert rows[("step_time", "p50")][side] == round(float(np.percentile(totals, 50)), 3)
         assert rows[("step_time", "p90")][side] == round(float(np.percentile(totals, 90)), 3)
         assert abs(rows[("step_time", "p50")][side] - summary["step_time_ms"]["p50"]) <= 0.001
@@ -250,3 +253,44 @@ def test_missing_profile_is_one_line_and_exit_2(tmp_path):
     result = agent(["compare", str(tmp_path), str(tmp_path)])
     assert result.returncode == 2
     assert result.stderr.startswith("msprof-agent: compare: no analysed profile under") and result.stderr.count("\n") == 1
+
+
+def _tiny_run(out, sleep_ms, competitors=0):
+    """30 steps of the tiny torch loop with ``sleep_ms`` of host work in each, beside ``competitors``
+    CPU-bound processes sharing the cores."""
+    hogs = [subprocess.Popen([PY, "-c", "while True: pass"]) for _ in range(competitors)]
+    try:
+        result = agent(["run", "--output-path", out, "--", PY, TINY, "--steps", "30", "--sleep-ms", str(sleep_ms)])
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def drift_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("drift")
+    return {"base": _tiny_run(str(root / "base"), 20), "same": _tiny_run(str(root / "same"), 20),
+            "slow": _tiny_run(str(root / "slow"), 80), "loaded": _tiny_run(str(root / "loaded"), 20, competitors=2)}
+
+
+@pytest.mark.torch
+def test_host_work_fails_the_gate_and_a_busier_machine_does_not(drift_runs):
+    """60 ms more host work per step fails step_time>25%; the same job passes, also when two CPU-bound
+    processes shared the cores: its machine-speed probe shows the slower machine and the noise widens by it."""
+    gate = "step_time>25%"
+    slow = agent(["compare", drift_runs["base"], drift_runs["slow"], "--fail-on", gate])
+    assert slow.returncode == 1 and "msprof-agent: FAIL step_time p50 regressed" in slow.stderr, slow.stdout
+    for name in ("same", "loaded"):
+        result = agent(["compare", drift_runs["base"], drift_runs[name], "--fail-on", gate])
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "machine speed: base " in result.stdout
+    loaded = compare.compare(drift_runs["base"], drift_runs["loaded"], compare.parse_limits(gate))
+    assert loaded["machine_speed"]["ratio"] < 1 - compare.SPEED_LIMIT
+    assert any("the machines differ" in note for note in loaded["notes"])
+    for run in drift_runs.values():  # the probe is in every summary; torch's first step is no steady step
+        summary = read_json(glob.glob(os.path.join(run, "**", "summary_0.json"), recursive=True)[0])
+        assert 0 < summary["machine_speed"]["cpu_share"] <= 1 and summary["machine_speed"]["host_mips"] > 0
+        assert all(w["step"] <= 15 for w in summary["warmup_steps"])

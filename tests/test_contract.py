@@ -61,3 +61,25 @@ def test_compare_reads_old_summaries_from_the_step_trace(tmp_path):
     (old / contract.name(contract.SUMMARY, 0)).write_bytes(orjson.dumps(summary))
     assert compare.load_run(str(old))["samples"]["step_time"].tolist() == compare.load_run(str(new))["samples"]["step_time"].tolist()
     assert compare.compare(str(old), str(new))["rows"][0]["change"] == 0
+
+
+def test_cpu_samples_without_elapsed_time_are_dropped_and_means_are_time_weighted():
+    """A last all-zero sample at the timestamp of the one before counts for nothing; uneven gaps weigh
+    each sample by the time it covers, and the mean is the one every page shows."""
+    from msprof_agent.analysis.cpu_util import measured
+
+    samples = [{"ts": 1000, "idle": 30}, {"ts": 1100, "idle": 20}, {"ts": 1300, "idle": 40}, {"ts": 1301, "idle": 0}]
+    kept = measured(samples)
+    assert [s["ts"] for s in kept] == [1000, 1100, 1300]
+    means = contract.cpu_means({"time_stamp": [s["ts"] for s in kept], "device_info": {"idle_utilization": [s["idle"] for s in kept]}})
+    assert means["machine_busy_mean"] == pytest.approx(100 - (30 * 100 + 20 * 100 + 40 * 200) / 400)
+    assert means["samples"] == 3
+
+
+def test_warmup_is_the_leading_run_of_slow_steps_only():
+    from msprof_agent.analysis import warmup
+
+    assert [w["step"] for w in warmup.detect([1, 2, 3, 4, 5, 6], [700, 90, 12, 13, 12, 80])] == [1, 2]
+    assert warmup.detect([1, 2, 3, 4, 5, 6], [12, 700, 12, 13, 12, 12]) == []  # a slow step later on is no warm-up
+    assert warmup.detect([1, 2, 3], [700, 12, 12]) == []  # too few steps to tell
+    assert warmup.detect([1, 2, 3, 4], [1.2, 0.5, 0.5, 0.5]) == []  # under a millisecond beyond the steady time

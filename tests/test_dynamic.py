@@ -44,7 +44,6 @@ def test_default_config_is_written_once_and_never_overwritten(tmp_path):
     ({"start_step": 0, "stop_step": 2}, 'key "start_step": got 0'),
     ({"start_step": 1, "stop_step": 2, "analyse_mode": 3}, 'key "analyse_mode": got 3; accepted: -1, 0, 1'),
     ({"start_step": 1, "stop_step": 2, "with_stack": "yes"}, 'key "with_stack": got \'yes\''),
-    ({"start_step": 1, "stop_step": 2, "strat_step": 1}, 'unknown key "strat_step"'),
     ([1, 2], "expected a JSON object"),
 ])
 def test_bad_configurations_are_named(values, expected):
@@ -67,13 +66,69 @@ def test_seed_keys_map_onto_the_window_options():
     assert options.profile_framework == "time" and options.with_stack and options.profile_memory and options.parallel_strategy
 
 
+# The example in MindSpore's DynamicProfilerMonitor docstring, as written (its "record_shape" is a typo MindSpore ignores).
+MINDSPORE_EXAMPLE = {
+    "start_step": 2, "stop_step": 5, "aic_metrics": "AiCoreNone", "profiler_level": "Level0", "analyse_mode": 0,
+    "activities": ["CPU", "NPU"], "export_type": ["text"], "profile_memory": False, "mstx": False, "parallel_strategy": False,
+    "with_stack": False, "data_simplification": True, "l2_cache": False, "analyse": True, "record_shape": False,
+    "prof_path": "./data", "mstx_domain_include": [], "mstx_domain_exclude": [], "host_sys": [], "sys_io": False,
+    "sys_interconnection": False,
+}
+
+
+@pytest.mark.unit
+def test_mindspore_format_is_read_and_an_unknown_key_is_ignored_with_one_warning(capsys, tmp_path, monkeypatch):
+    from msprof_agent.dynamic import parse_config
+    from msprof_agent.options import Options
+
+    monkeypatch.chdir(tmp_path)
+    start, stop, options, mode = parse_config(MINDSPORE_EXAMPLE, Options())
+    assert (start, stop, mode) == (2, 5, "sync")
+    assert options.output_path == str(tmp_path / "data") and options.aic_metrics == "None" and options.op_time
+    parse_config(MINDSPORE_EXAMPLE, Options())
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "record_shape" in line]
+    assert len(warnings) == 1 and 'unknown key "record_shape" (did you mean "record_shapes"?)' in warnings[0]
+    assert "ignored" in warnings[0]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("values, expected", [
+    ({"profiler_level": 1, "aic_metrics": 0, "activities": 1, "export_type": 2, "analyse": False},
+     {"profile_communication": True, "aic_metrics": "PipeUtilization", "activities": ["CPU"], "export_type": ["text", "db"]}),
+    ({"profiler_level": "Level2", "host_sys": ["disk", "network"], "mstx": True, "mstx_domain_include": ["train"]},
+     {"profile_memory": True, "host_sys": ["disk", "network"], "mstx": True, "mstx_domain_include": ["train"]}),
+])
+def test_mindspore_integer_codes_and_names(values, expected):
+    from msprof_agent.dynamic import parse_config
+    from msprof_agent.options import Options
+
+    options = parse_config(dict(values, start_step=1, stop_step=1), Options())[2]
+    assert {key: getattr(options, key) for key in expected} == expected
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("values, expected", [
+    ({"aic_metrics": 8}, 'key "aic_metrics": got 8; accepted: 0 ("PipeUtilization")'),
+    ({"profiler_level": "Level3"}, 'key "profiler_level": got \'Level3\''),
+    ({"activities": ["CPU", "TPU"]}, 'key "activities": got [\'CPU\', \'TPU\']'),
+    ({"analyse": "yes"}, 'key "analyse": got \'yes\''),
+])
+def test_mindspore_format_values_are_checked_strictly(values, expected):
+    from msprof_agent.dynamic import ConfigError, parse_config
+    from msprof_agent.options import Options
+
+    with pytest.raises(ConfigError) as info:
+        parse_config(dict(values, start_step=1, stop_step=1), Options())
+    assert expected in str(info.value)
+
+
 # -- live edits in real training runs -------------------------------------------------------------------
 
 @pytest.mark.torch
 def test_torch_loop_two_windows_a_bad_edit_and_a_window_in_the_past(tmp_path):
     cfg, out = str(tmp_path / "cfg"), str(tmp_path / "out")
     edits = ["2:" + window(4, 6), "7:{not json", "8:" + window(3, 4), "9:" + window(12, 13, with_stack=True),
-             "10:" + window(15, 14), "11:" + window(16, 17, bogus=1)]
+             "10:" + window(15, 14), "11:" + window(16, 17, profiler_level="Level9")]
     result = run_script([DYN_TORCH, "--cfg", cfg, "--out", out, "--steps", "20"] + [f"--edit={e}" for e in edits], hook=False)
     assert result.returncode == 0 and "trained 20 steps" in result.stdout, result.stderr
     assert windows_made(out) == ["window_4_6", "window_12_13"]
@@ -82,7 +137,7 @@ def test_torch_loop_two_windows_a_bad_edit_and_a_window_in_the_past(tmp_path):
     lines = warnings(result.stderr)
     assert len(lines) == 4, result.stderr
     assert "not valid JSON" in lines[0] and "window 3..4 is in the past: step 8 has run already" in lines[1]
-    assert '"start_step" 15 is after "stop_step" 14' in lines[2] and 'unknown key "bogus"' in lines[3]
+    assert '"start_step" 15 is after "stop_step" 14' in lines[2] and 'key "profiler_level": got \'Level9\'' in lines[3]
     assert read_json(os.path.join(out, "window_12_13", "profiler", "profiler_info_0.json")) is not None
     run = read_json(os.path.join(out, "profiler", "summary_0.json"))
     assert run["steps_total"] == 20
@@ -94,7 +149,7 @@ def test_seed_method_3_example_on_mindspore_model_train(tmp_path):
     pytest.importorskip("mindspore")
     cfg, out = str(tmp_path / "dyn_cfg"), str(tmp_path / "dynprof_data")
     edits = ["2:" + window(4, 6, 0), "7:" + window(9, 9, 1), "8:" + '{"start_step": 12, "stop_step": 11}',
-             "12:" + window(14, 15, bogus=1), "13:{", "14:" + window(16, 17, 0)]
+             "12:" + window(14, 15, with_stack="yes"), "13:{", "14:" + window(16, 17, 0)]
     result = run_script([DYN_MS, "--cfg", cfg, "--output", out] + [f"--edit={e}" for e in edits], hook=False, timeout=300)
     assert result.returncode == 0 and "done" in result.stdout, result.stderr[-3000:]
     assert windows_made(out) == ["window_4_6", "window_9_9", "window_16_17"]
@@ -103,6 +158,22 @@ def test_seed_method_3_example_on_mindspore_model_train(tmp_path):
     assert steps_in(os.path.join(out, "window_16_17")) == [16, 17]
     assert read_json(os.path.join(out, "window_4_6", "profiler", "summary_0.json"))["framework"] == "mindspore"
     assert len(warnings(result.stderr)) == 3
+
+
+@pytest.mark.mindspore
+def test_mindspore_docstring_example_config_collects_its_window(tmp_path):
+    """MindSpore's own DynamicProfilerMonitor example file, as written: its window, in its prof_path."""
+    pytest.importorskip("mindspore")
+    cfg = tmp_path / "cfg_path"
+    cfg.mkdir()
+    (cfg / "profiler_config.json").write_text(json.dumps(MINDSPORE_EXAMPLE, indent=4))
+    result = run_script([DYN_MS, "--cfg", str(cfg), "--output", str(tmp_path / "unused"), "--epochs", "4"], hook=False,
+                        cwd=str(tmp_path), timeout=300)
+    assert result.returncode == 0 and "done" in result.stdout, result.stderr[-3000:]
+    assert windows_made(tmp_path / "data") == ["window_2_5"]
+    assert steps_in(tmp_path / "data" / "window_2_5") == [2, 3, 4, 5]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("msprof-agent:") and "record_shape" in line]
+    assert len(lines) == 1 and "ignored" in lines[0]
 
 
 @pytest.mark.torch

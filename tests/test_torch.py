@@ -2,12 +2,13 @@
 import glob
 import json
 import os
+import re
 import statistics
 import subprocess
 
 import pytest
 
-from conftest import EXAMPLES, PY, hook_env, profile_into, read_records, run_script
+from conftest import EXAMPLES, PY, SCRIPTS, hook_env, profile_into, read_records, run_script
 
 pytestmark = pytest.mark.torch
 CNN = os.path.join(EXAMPLES, "torch_cnn.py")
@@ -234,3 +235,41 @@ def test_changing_shapes_give_the_dynamic_shape_page(out_dir, tmp_path):
     assert info["shapes_by_step"]["1"]["aten::linear"].startswith("[[6,8]")
     assert info["shapes_by_step"]["2"]["aten::linear"].startswith("[[4,8]")
     assert all(ms > 0 for ms in info["op_type_time_ms_by_step"]["3"].values())
+
+
+def test_record_function_ranges_are_the_mstx_table(out_dir):
+    """The script's own record_function ranges, and only those (not torch's Optimizer.step#... ones)."""
+    proc = run_script([os.path.join(os.path.dirname(__file__), "scripts", "torch_marks.py")],
+                      profile_into(out_dir, mstx=True, activities=["CPU"]))
+    check_ok(proc)
+    expected = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("ranges ")).split(" ", 1)[1])
+    with open(os.path.join(out_dir, "profiler", "mstx_ranges_0.json")) as handle:
+        table = json.load(handle)
+    assert [[r["name"], r["count"]] for r in table["ranges"]] == expected
+
+
+@pytest.mark.parametrize("options", [{}, {"capture": {"every": 4, "steps": 2, "first": 2}, "with_stack": True}], ids=["one window", "windows with_stack"])
+def test_the_job_output_is_its_own(tmp_path, options):
+    """Over several torch.profiler sessions (a hand-over after the first step; one window per capture),
+    stdout is byte-identical to the job's without the agent, and stderr differs only by our lines."""
+    script = os.path.join(SCRIPTS, "printing_torch.py")
+    alone = run_script([script], hook=False)
+    profiled = run_script([script], profile_into(str(tmp_path / "p"), **options))
+    check_ok(alone)
+    check_ok(profiled)
+    assert profiled.stdout == alone.stdout
+    ours = [line for line in profiled.stderr.splitlines() if line.startswith("msprof-agent:")]
+    assert ours, profiled.stderr
+    assert [line for line in profiled.stderr.splitlines() if not line.startswith("msprof-agent:")] == alone.stderr.splitlines()
+
+
+def test_with_stack_names_carry_no_memory_address(out_dir):
+    """Python stacks come from the agent's sampler, op names lose addresses: both match between runs."""
+    proc = run_script([os.path.join(SCRIPTS, "stack_torch.py")], profile_into(out_dir, with_stack=True))
+    check_ok(proc)
+    data = load(out_dir)
+    names = list(data.op_names) + [frame for sample in data.stacks for frame in sample["frames"]]
+    assert "metric <object object>" in names and any(name.startswith("<module> (stack_torch.py:") for name in names)
+    with open(os.path.join(out_dir, "profiler", "cpu_timeline_display_0.json"), "rb") as handle:
+        names += [event.get("name", "") for event in json.load(handle)]
+    assert not [name for name in names if re.search("0x[0-9a-f]+", name)]

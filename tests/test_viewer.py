@@ -7,6 +7,7 @@ and run once ``msprof_agent.analysis`` can analyse them.
 import csv
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, read_csv, read_json, run_script
+from conftest import EXAMPLES, ROOT, overlapping_slices, read_csv, read_json, run_script
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_SCRIPT = "</script><script>alert(2)</script>"
@@ -32,14 +33,18 @@ def _write_csv(path, header, rows):
         writer.writerows(rows)
 
 
-def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framework="mindspore"):
-    """Write every contract file for one rank, with hostile names in op names, types and suggestion text."""
+def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framework="mindspore", warmup=None):
+    """Write every contract file for one rank, with hostile names in op names, types and suggestion text.
+    A torch fixture's profiler_info is as the analysis writes it for torch (empty ms_version, pynative);
+    ``warmup``: the summary's ``warmup_steps``, left out when None."""
     os.makedirs(profiler_dir, exist_ok=True)
     r = rank
     p = lambda name: os.path.join(profiler_dir, name)  # noqa: E731
     with open(p(f"profiler_info_{r}.json"), "w") as f:
-        json.dump({"context_mode": "graph", "rank_id": r, "ms_version": "2.10.0", "parallel_mode": "data_parallel",
-                   "stage_num": 1, "rank_size": rank_size}, f)
+        torch = framework == "torch"
+        json.dump({"context_mode": "pynative" if torch else "graph", "rank_id": r, "ms_version": "" if torch else "2.10.0",
+                   "parallel_mode": "data_parallel", "stage_num": 1, "rank_size": rank_size, "framework": framework,
+                   "framework_version": "2.13.0+cpu" if torch else "2.10.0"}, f)
     rows, t = [], 1_000_000_000
     totals = {"interval": 0, "fpbp": 0, "tail": 0}
     for n in range(1, steps + 1):
@@ -73,6 +78,8 @@ def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framewor
                                                 "total_compute_time(ms)", "avg_time(ms)", "percent"], type_rows)
     _write_csv(p(f"cpu_op_detail_info_{r}.csv"), ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)",
                                                   "op_avg_time(ms)", "total_proportion", "subgraph", "pid"], detail_rows)
+    _write_csv(p(f"cpu_op_shape_info_{r}.csv"), ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"],
+               [[row[1], row[3], f"[[{8 * (i + 1)},3,32,32]]", row[4], row[5], row[5] * 1.5] for i, row in enumerate(detail_rows)])
     _write_csv(p(f"flops_{r}.txt"), ["op_full_name", "MFLOPs(10^6 cube)", "GFLOPS(10^9 cube)", "MFLOPs(10^6 vector)", "GFLOPS(10^9 vector)"],
                flops_rows)
     with open(p(f"flops_summary_{r}.json"), "w") as f:
@@ -127,6 +134,8 @@ def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framewor
                                 "evidence": {"empty_ratio": 0.25, EVIL: 1, "threshold": 0.3}}],
                "timeline": {"file": f"cpu_timeline_display_{r}.json", "events": len(events), "truncated": False, "dropped": None},
                "notes": ["note with " + EVIL], "not_applicable": ["AI Core metrics: CPU run"]}
+    if warmup is not None:
+        summary["warmup_steps"] = warmup
     with open(p(f"summary_{r}.json"), "w") as f:
         json.dump(summary, f)
     return profiler_dir
@@ -376,9 +385,183 @@ def test_report_is_one_offline_file(tmp_path):
     assert "<script src" not in text and "<link" not in text and "@import" not in text
     assert "Plotly" in text and "msprof-charts" in text
     assert "<img" not in text.split("<script>", 1)[0]
-    for title in ("Overview", "Step trace", "Operators", "Resources"):
+    for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources"):
         assert f">{title}</h1>" in text
+    assert ">Cluster</h1>" not in text  # one rank: nothing to compare
     assert 'href="cpu_timeline_display_0.json"' in text
+    assert "st-timeline" in charts_of(text) and "st-steps" in charts_of(text)
+
+
+def charts_of(html):
+    """The plotly specs a page hands to viewer.js, keyed by chart id."""
+    blob = html.split('<script type="application/json" id="msprof-charts">', 1)[1].split("</script>", 1)[0]
+    return json.loads(blob)
+
+
+MINDSPORE_ONLY = ("ms_version", "context_mode", "MindSpore version", "hccl", "subgraph", "MindInsight", "pynative", "not found")
+
+
+@pytest.mark.unit
+def test_torch_pages_speak_torch_and_name_the_options(tmp_path):
+    """A torch run (no pipeline, one rank, no memory files) shows its torch version and eager mode, no MindSpore
+    word, and each empty section says in one sentence what fills it (or why torch has none)."""
+    root = tmp_path / "s"
+    d = root / "torch_job" / "profiler"
+    make_fixture(str(d), framework="torch")
+    for name in ("minddata_pipeline_raw_0.csv", "hccl_raw_0.csv", "memory_usage_summary_0.json", "memory_usage_details_0.json"):
+        os.remove(d / name)
+    server = Live(root)
+    try:
+        for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
+            body = server.get(f"/run/{page}?run=torch_job&rank=0")[2]
+            assert [w for w in MINDSPORE_ONLY if w in body] == [], page
+        overview = server.get("/run/overview?run=torch_job&rank=0")[2]
+        assert 'data-key="torch version">2.13.0+cpu<' in overview and 'data-key="mode">eager<' in overview
+        assert "PyTorch DataLoader has none" in server.get("/run/data?run=torch_job&rank=0")[2]
+        assert "profile_memory: true" in server.get("/run/resources?run=torch_job&rank=0")[2]
+        assert "profile_communication: true" in server.get("/run/cluster?run=torch_job&rank=0")[2]
+        with open(d / "step_trace_raw_0_detail_time.csv", "w") as f:  # no step profiled: a header only
+            f.write("step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,fp_and_bp,tail\n")
+        for page in ("overview", "steps"):
+            body = server.get(f"/run/{page}?run=torch_job&rank=0")[2]
+            assert "No step was profiled: check start_step / stop_step" in body and "st-steps" not in charts_of(body), page
+    finally:
+        server.close()
+
+
+@pytest.mark.unit
+def test_mindspore_empty_sections_name_their_option_and_draw_no_empty_chart(tmp_path):
+    root = tmp_path / "s"
+    d = root / "ms_job" / "profiler"
+    make_fixture(str(d))
+    os.remove(d / "minddata_pipeline_raw_0.csv")
+    with open(d / "dataset_iterator_profiling_0.txt", "w") as f:  # waits, no queue records
+        f.write("0 0 1 0.5 1700000000001\n")
+    server = Live(root)
+    try:
+        body = server.get("/run/data?run=ms_job&rank=0")[2]
+        assert "data_process: true" in body and "not found" not in body
+        assert list(charts_of(body)) == ["dp-fetch"]
+        overview = server.get("/run/overview?run=ms_job&rank=0")[2]
+        assert 'data-key="MindSpore version">2.10.0<' in overview and 'data-key="mode">graph<' in overview
+        assert "merge multiple subgraphs" in overview
+    finally:
+        server.close()
+
+
+@pytest.mark.unit
+def test_one_sample_draws_no_empty_axes(tmp_path):
+    root = tmp_path / "s"
+    d = root / "short" / "profiler"
+    make_fixture(str(d))
+    cpu = read_json(str(d / "minddata_cpu_utilization_0.json"))
+    cpu["time_stamp"] = cpu["time_stamp"][:1]
+    with open(d / "minddata_cpu_utilization_0.json", "w") as f:
+        json.dump(cpu, f)
+    with open(d / "memory_usage_details_0.json", "w") as f:
+        json.dump({"0": {"graph_id": 0, "lines": [512.0]}}, f)
+    server = Live(root)
+    try:
+        body = server.get("/run/resources?run=short&rank=0")[2]
+        assert charts_of(body) == {} and "One sample only: the run was shorter than cpu_sampling_interval (1000 ms)" in body
+        assert 'id="mem-peak">512.000<' in body
+    finally:
+        server.close()
+
+
+@pytest.mark.unit
+def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
+    from msprof_agent.viewer import render
+
+    root = tmp_path / "s"
+    make_fixture(str(root / "warm" / "profiler"), steps=12, warmup=3)
+    make_fixture(str(root / "cold" / "profiler"), steps=12)
+    server = Live(root)
+    try:
+        warm = server.get("/run/steps?run=warm&rank=0")[2]
+        spec = charts_of(warm)["st-steps"]
+        traces = {t["name"]: t for t in spec["data"]}
+        assert list(traces) == ["Data wait", "Step interval (other)", "Forward + backward", "Step tail", "Communication (within the step)"]
+        steps = server.api("steps", "warm", 0)["step_trace"]["data"]["steps"]
+        assert traces["Data wait"]["x"] == [s["step"] for s in steps]
+        for i, step in enumerate(steps):  # the fixture waits 0.5 + (n % 4) * 0.25 ms, inside its interval
+            assert traces["Data wait"]["y"][i] == pytest.approx(min(0.5 + (step["step"] % 4) * 0.25, step["iteration_interval"]))
+            assert traces["Data wait"]["y"][i] + traces["Step interval (other)"]["y"][i] == pytest.approx(step["iteration_interval"])
+        assert traces["Communication (within the step)"]["y"] == [pytest.approx(0.2)] * 12
+        assert [(band["x0"], band["x1"]) for band in spec["layout"]["shapes"]] == [(0.5, 1.5), (1.5, 2.5), (2.5, 3.5)]
+        assert "Warm-up (shaded): step 1, 2, 3;" in warm
+        assert render.warmup_steps({"warmup_steps": [{"step": 2, "ms": 9.0}, {"step": 1, "ms": 30.0}]}, [1, 2, 3]) == [1, 2]
+        assert render.warmup_steps({"warmup_steps": [1]}, [1, 2]) == [1] and render.warmup_steps({}, [1, 2]) == []
+        cold = server.get("/run/steps?run=cold&rank=0")[2]
+        assert "shapes" not in charts_of(cold)["st-steps"]["layout"] and "warm-up" not in cold
+        timeline = charts_of(warm)["st-timeline"]
+        bars = [(y, base, x) for t in timeline["data"] for y, base, x in zip(t["y"], t["base"], t["x"])]
+        assert len(bars) == 12 and {t["name"] for t in timeline["data"]} == {"Step"}
+        assert min(b[1] for b in bars) == 0.0
+    finally:
+        server.close()
+
+
+@pytest.mark.unit
+def test_drawn_timeline_is_capped(tmp_path, monkeypatch):
+    from msprof_agent.viewer import report, sections
+
+    d = make_fixture(str(tmp_path / "capped" / "profiler"), steps=30)
+    monkeypatch.setattr(sections, "TIMELINE_DRAW_MAX_EVENTS", 7)
+    run = sections.Run("capped", {0: d})
+    timeline = sections.step_timeline(run, [0])
+    assert len(timeline["events"]) == 7 and timeline["left_out"] == 23
+    with open(report.write_report(d, 0), encoding="utf-8") as f:
+        text = f.read()
+    assert sum(len(t["x"]) for t in charts_of(text)["st-timeline"]["data"]) == 7 and "23 more left out" in text
+    monkeypatch.setattr(sections, "TIMELINE_DRAW_MAX_BYTES", 100)
+    timeline = sections.step_timeline(run, [0])
+    assert timeline["events"] == [] and "download it" in timeline["problems"][0]
+
+
+@pytest.mark.unit
+def test_cluster_timeline_has_every_rank(live):
+    spec = charts_of(live.get("/run/cluster?run=cluster&rank=0")[2])["cl-timeline"]
+    rows = {y for t in spec["data"] for y in t["y"]}
+    assert {y.split(" · ")[0] for y in rows} == {"rank 0", "rank 1"}
+    order = [y.split(" · ")[0] for y in spec["layout"]["yaxis"]["categoryarray"]]
+    assert order == sorted(order) and set(spec["layout"]["yaxis"]["categoryarray"]) == rows  # rank 0's tracks, then rank 1's
+
+
+@pytest.mark.unit
+def test_operators_by_shape_with_self_and_total(live, base):
+    body = live.get("/run/operators?run=job_a&rank=0")[2]
+    shapes = read_csv(str(base / "job_a" / "profiler" / "cpu_op_shape_info_0.csv"))[1:]
+    assert body.count('<td data-col="input_shape"') == len(shapes) == 10
+    conv_total = sum(float(r[5]) for r in shapes if r[0] == "Conv2D")
+    assert f'<td data-col="incl_ms" data-v="{conv_total!r}">' in body
+    ops = live.api("operators", "job_a", 0)["op_shapes"]["data"]
+    assert all(r["total_ms"] >= r["self_ms"] for r in ops)
+
+
+@pytest.mark.unit
+def test_index_shows_each_runs_numbers(live, base):
+    body = live.get("/")[2]
+    summary = read_json(str(base / "job_a" / "profiler" / "summary_0.json"))
+    row = body.split('<tr data-run="job_a">', 1)[1].split("</tr>", 1)[0]
+    for col, text in (("framework", "mindspore"), ("ranks", "1"), ("steps", "20"), ("p50", f"{summary['step_time_ms']['p50']:.3f}"),
+                      ("verdict", "data-bound")):
+        assert f'data-col="{col}"' in row and f">{text}</td>" in row, col
+    assert 'class="data sortable" id="runs"' in body
+
+
+@pytest.mark.unit
+def test_report_carries_the_cluster_page_of_ranks_analysed_together(tmp_path):
+    from msprof_agent.viewer import write_report
+
+    d = str(tmp_path / "multi" / "profiler")
+    make_fixture(d, rank=0, rank_size=2)
+    make_fixture(d, rank=1, rank_size=2, slow=1.5)
+    with open(write_report(d, 1), encoding="utf-8") as f:
+        text = f.read()
+    for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources", "Cluster"):
+        assert f">{title}</h1>" in text
+    assert "rank 1 (slowest)" in text
 
 
 @pytest.mark.unit
@@ -477,9 +660,18 @@ def _check_real_run(base, run, rank):
             assert len(st["data"]["steps"]) == len(rows) - 2
         else:
             assert st["status"] == "missing"
+        bodies = {}
         for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
             status, _, body = server.get(f"/run/{page}?" + urllib.parse.urlencode({"run": run.id, "rank": rank}))
             assert status == 200 and 'class="error"' not in body, (page, body[:2000])
+            bodies[page] = body
+        shapes = read_csv(os.path.join(directory, f"cpu_op_shape_info_{rank}.csv"))
+        assert shapes[0] == ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"]
+        assert all(float(r[5]) >= float(r[4]) - 1e-6 for r in shapes[1:])
+        detail = read_csv(os.path.join(directory, f"cpu_op_detail_info_{rank}.csv"))[1:]
+        assert sum(float(r[4]) for r in shapes[1:]) == pytest.approx(sum(float(r[5]) for r in detail), rel=1e-4)  # self times agree
+        if summary["framework"] == "torch":  # nested ops: some op's total holds more than its own time
+            assert any(float(r[5]) > float(r[4]) * 1.5 for r in shapes[1:])
         status, _, body = server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "detail"}))
         assert status == 200 and isinstance(json.loads(body), list)
         report = os.path.join(directory, f"report_{rank}.html")
@@ -488,8 +680,28 @@ def _check_real_run(base, run, rank):
 
             report = write_report(directory, rank)
         assert os.path.getsize(report) > 0
+        with open(report, encoding="utf-8") as handle:
+            _figures_agree(summary, [bodies["resources"], bodies["operators"], handle.read()])
     finally:
         server.close()
+
+
+def _figures_agree(summary, pages):
+    """The CPU means and MFU each page shows are the summary's (to the digits shown)."""
+    cpu, mfu = summary.get("cpu"), (summary.get("flops") or {}).get("mfu")
+    assert cpu and mfu, "a real run has CPU samples and an MFU"
+    # the default interval adapts to the window, waiting 10 ms at first: torch_cnn's ~50 ms window (10 steps of
+    # ~1 ms after a 25 ms first step) gets 4-5 samples, LeNet's 1.7 s ~40 (1 s sampling gave each one or two);
+    # fewer when busy shared cores wake the sampler late (measured: 10 ms waits ending after 11-70 ms)
+    assert cpu["samples"] >= 3
+    shown = lambda html, key: float(re.search(f'id="{key}">([^<]*)<', html).group(1))  # noqa: E731
+    for html in pages:
+        if 'id="cpu-busy"' in html:
+            for key, field in (("cpu-busy", "machine_busy_mean"), ("cpu-user", "machine_user_mean"), ("cpu-puser", "process_user_mean")):
+                assert shown(html, key) == pytest.approx(cpu[field], abs=0.051), key
+        if 'id="flops-mfu"' in html:
+            assert shown(html, "flops-mfu") == pytest.approx(100 * mfu["ratio"], abs=0.00051)
+    assert any('id="cpu-busy"' in html for html in pages) and any('id="flops-mfu"' in html for html in pages)
 
 
 @pytest.mark.parametrize("script", [pytest.param("mindspore_lenet.py", marks=pytest.mark.mindspore),
@@ -542,5 +754,15 @@ def test_real_torch_two_ranks(tmp_path):
         events = json.loads(server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "summary"}))[2])
         names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
         assert {"Rank 0: Step Trace", "Rank 1: Step Trace"} <= names
+        detail = json.loads(server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "detail"}))[2])
+        assert [e["name"] for e in detail if e["ph"] == "M" and e["name"] == "time_base"] == ["time_base"]  # one base for both ranks
+        assert overlapping_slices(detail) == []
     finally:
         server.close()
+    assert len(set(run.ranks.values())) == 1, run.ranks  # both ranks in one directory: a multi-card analyse writes the cluster page
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank, directory in run.ranks.items():  # every rank's report, not only the last one analysed, has the cluster page
+        with open(os.path.join(directory, f"report_{rank}.html"), encoding="utf-8") as f:
+            text = f.read()
+        assert ">Cluster</h1>" in text and "rank 1 (slowest)" in text, rank

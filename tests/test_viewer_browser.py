@@ -11,6 +11,7 @@ import urllib.parse
 import pytest
 
 from conftest import EXAMPLES, read_csv, read_json, run_script
+from msprof_agent import contract
 from test_viewer import EVIL, Live, make_fixture
 
 CHROMIUM = "/usr/bin/chromium"
@@ -135,8 +136,7 @@ def test_real_run_pages_show_the_numbers_in_the_files(browser, real_live, artifa
         assert tab.page.locator("#op-types tbody tr").count() == len(types)
         cpu = read_json(os.path.join(directory, "minddata_cpu_utilization_0.json"))
         tab.open(f"/run/resources?{_q(run.id, 0)}")
-        user = cpu["device_info"]["user_utilization"]
-        assert tab.text("#cpu-user") == f"{sum(user) / len(user):.1f}"
+        assert tab.text("#cpu-user") == f"{contract.cpu_means(cpu)['machine_user_mean']:.1f}"  # time-weighted, as the summary's
         assert tab.errors == [] and tab.dialogs == []
     finally:
         tab.close()
@@ -280,6 +280,9 @@ def test_report_opens_offline(browser, tmp_path, artifacts):
         page.goto("file://" + report)
         page.wait_for_selector("body[data-ready='1']", timeout=30_000)
         assert page.locator(".js-plotly-plot").count() >= 6
+        assert page.locator("h1").all_inner_texts() == ["Overview", "Step trace", "Operators", "Data preparation", "Resources"]
+        assert page.locator("#chart-st-steps .trace.bars").first.locator(".point").count() == 20  # one bar per step
+        assert page.locator("#chart-st-timeline .trace.bars .point").count() == 2 * 20  # 20 step events, in the plot and its range slider
         assert page.locator("img[src=x]").count() == 0
         step = read_csv(os.path.join(os.path.dirname(report), "step_trace_raw_0_detail_time.csv"))[3]
         page.select_option("#step-pick", step[0])
@@ -290,3 +293,89 @@ def test_report_opens_offline(browser, tmp_path, artifacts):
     finally:
         context.close()
 
+
+
+@pytest.fixture(scope="module")
+def torch_run(real_run):
+    """A profiled PyTorch CNN run beside the MindSpore one, so the runs index lists both frameworks."""
+    base = real_run[0]
+    proc = run_script([os.path.join(EXAMPLES, "torch_cnn.py")], options={"start": True, "output_path": str(base / "torchcnn")}, cwd=str(base))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from msprof_agent.viewer.sections import scan
+
+    return scan(str(base))["torchcnn"]
+
+
+def _column(page, table, col):
+    return page.locator(f"#{table} tbody td[data-col={col}]").evaluate_all("cells => cells.map(c => c.getAttribute('data-v'))")
+
+
+@pytest.mark.mindspore
+@pytest.mark.torch
+def test_runs_index_lists_both_frameworks_and_sorts(browser, real_live, torch_run, artifacts):
+    server, _ = real_live
+    tab = Tab(browser, server.url)
+    try:
+        page = tab.open("/")
+        assert sorted(_column(page, "runs", "framework")) == ["mindspore", "torch"]
+        for run_id in ("lenet", "torchcnn"):
+            directory = (torch_run if run_id == "torchcnn" else real_live[1]).ranks[0]
+            summary = read_json(os.path.join(directory, "summary_0.json"))
+            row = page.locator(f"#runs tbody tr[data-run={run_id}]")
+            assert row.locator("td[data-col=p50]").inner_text() == f"{summary['step_time_ms']['p50']:.3f}"
+            assert row.locator("td[data-col=steps]").inner_text() == str(summary["steps_profiled"])
+            assert row.locator("td[data-col=verdict]").inner_text() == summary["verdict"]
+        page.click("#runs thead th[data-col=p50]")
+        values = [float(v) for v in _column(page, "runs", "p50")]
+        assert values == sorted(values, reverse=True)
+        page.click("#runs thead th[data-col=p50]")
+        assert [float(v) for v in _column(page, "runs", "p50")] == sorted(values)
+        page.screenshot(path=os.path.join(artifacts, "index_two_runs.png"), full_page=True)
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def _x_range(page, chart):
+    return page.evaluate(f"() => document.getElementById('chart-{chart}')._fullLayout.xaxis.range.slice()")
+
+
+@pytest.mark.mindspore
+@pytest.mark.torch
+@pytest.mark.parametrize("run_id", ["lenet", "torchcnn"])
+def test_stacked_steps_and_zoomable_timeline(browser, real_live, torch_run, artifacts, run_id):
+    server, _ = real_live
+    run = torch_run if run_id == "torchcnn" else real_live[1]
+    steps = read_csv(os.path.join(run.ranks[0], "step_trace_raw_0_detail_time.csv"))[1:-1]
+    tab = Tab(browser, server.url)
+    try:
+        page = tab.open(f"/run/steps?{_q(run_id, 0)}")
+        bars = page.locator("#chart-st-steps .trace.bars")
+        assert bars.count() >= 3  # data wait, interval, forward+backward, tail
+        assert bars.first.locator(".point").count() == len(steps)
+        heights = page.evaluate("() => document.getElementById('chart-st-steps').data.map(t => t.y)")
+        for i, step in enumerate(steps):  # the stack of each step adds up to its total
+            assert sum(h[i] or 0 for h in heights[:4]) == pytest.approx(float(step[3]) / 1e5, abs=1e-3)
+        events = page.evaluate("() => document.getElementById('chart-st-timeline').data.reduce((n, t) => n + t.x.length, 0)")
+        assert events >= 2 * len(steps)  # each step and its stages at least
+        assert page.locator("#chart-st-timeline .trace.bars .point").count() == 2 * events  # drawn in the plot and its range slider
+        before = _x_range(page, "st-timeline")
+        page.locator("#chart-st-timeline").scroll_into_view_if_needed()
+        box = page.locator("#chart-st-timeline .nsewdrag").first.bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.2, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.3, y, steps=5)
+        page.mouse.up()
+        page.wait_for_timeout(300)
+        after = _x_range(page, "st-timeline")
+        assert after[1] - after[0] < (before[1] - before[0]) / 5, (before, after)
+        page.screenshot(path=os.path.join(artifacts, f"steps_{run_id}.png"), full_page=True)
+        if run_id == "torchcnn":  # no MindSpore-only label on any page of a PyTorch run
+            for name in PAGES:
+                text = tab.open(f"/run/{name}?{_q(run_id, 0)}").inner_text("main")
+                assert [w for w in ("ms_version", "context_mode", "MindSpore", "hccl", "subgraph", "MindInsight", "pynative") if w in text] == [], name
+                tab.page.screenshot(path=os.path.join(artifacts, f"torch_{name}.png"), full_page=True)
+        assert tab.errors == []
+    finally:
+        tab.close()

@@ -9,7 +9,7 @@ is ``VERDICT_OF`` the first finding's category (warm-up never: it is a one-off c
 Each step is split into data wait, compute (some op running: the union of the ops' intervals outside
 the wait; annotation ranges and Python calls are not ops, see ``operators.op_kinds``) and host time
 (the rest: Python between and around the ops, in the loop or inside the model's forward). Every
-diagnosis but warm-up reads only the steady steps, those after ``warmup_steps``.
+diagnosis but warm-up reads only the steady steps: the window's warm-up steps are ``warmup.detect``'s.
 """
 from __future__ import annotations
 
@@ -83,25 +83,6 @@ def _mad(values: list[float]) -> float:
         return 0.0
     array = np.asarray(values, dtype=np.float64)
     return float(1.4826 * np.median(np.abs(array - np.median(array))))
-
-
-def warmup_steps(rows: list[Row]) -> list[int]:
-    """The leading steps much slower than the steady ones (compilation, first allocations).
-
-    A step is warm-up while it exceeds the median of the later half by 3 MADs, 20 % and 5 ms;
-    at most half the steps. The step-trace analysis may own this later: one function to switch.
-    """
-    if len(rows) < 4:
-        return []
-    totals = [r["total"] / 1e6 for r in rows]
-    later = totals[len(totals) // 2:]
-    limit = _median(later) + max(3 * _mad(later), 0.2 * _median(later), MIN_STAKE_MS)
-    warm = []
-    for row, total in zip(rows[: len(rows) // 2], totals):
-        if total <= limit:
-            break
-        warm.append(row["n"])
-    return warm
 
 
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
@@ -285,7 +266,8 @@ def warmup_finding(rows: list[Row], warm: list[int], steady_ms: float) -> Findin
 
 def cpu_contention_finding(cpu: dict[str, Any] | None, cpus: int, host_or_data: bool) -> Finding | None:
     """Others' CPU use matters only when the training waits on the host or data, and is not its own."""
-    if not cpu or not host_or_data:
+    keys = ("process_user_mean", "process_sys_mean", "machine_busy_mean")
+    if not cpu or not host_or_data or any(cpu.get(key) is None for key in keys):  # None: no sample long enough
         return None
     own = (cpu["process_user_mean"] + cpu["process_sys_mean"]) / max(cpus, 1)
     others = cpu["machine_busy_mean"] - own
@@ -299,10 +281,10 @@ def cpu_contention_finding(cpu: dict[str, Any] | None, cpus: int, host_or_data: 
 
 def mfu_finding(flops: dict[str, Any] | None, compute_bound: bool) -> Finding | None:
     mfu = (flops or {}).get("mfu")
-    if not mfu or not compute_bound or mfu["mean"] >= LOW_MFU:
+    if not mfu or not compute_bound or mfu["ratio"] >= LOW_MFU:
         return None
-    evidence = {"mfu": mfu["mean"], "peak_gflops": mfu["peak_gflops"], "peak_source": mfu["peak_source"]}
-    text = f"Low utilisation: the ops reach {mfu['mean']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS"
+    evidence = {"mfu": mfu["ratio"], "peak_gflops": mfu["peak_gflops"], "peak_source": mfu["peak_source"]}
+    text = f"Low utilisation: the ops reach {mfu['ratio']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS"
     return _finding("low_mfu", "utilisation", "low", 0.0, evidence, text, action("low_mfu", None))
 
 
@@ -374,15 +356,16 @@ def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:
              "self_ms_per_step": round(ms / count, 3), "steps": [steady[0]["n"], steady[-1]["n"]]} for name, ms in ranked]
 
 
-def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
-    """Findings (ordered), the verdict, the per-step breakdown medians and the Python hot spots."""
+def advise(data: Any, results: dict[str, Any], warmup: list[Row]) -> dict[str, Any]:
+    """Findings (ordered), the verdict, the per-step breakdown medians and the Python hot spots;
+    ``warmup`` is the window's warm-up steps (``warmup.detect``)."""
     rows = results["step_trace"]["rows"]
     framework = data.meta.get("framework")
-    warm = warmup_steps(rows)
+    warm = [w["step"] for w in warmup]
     breakdown = step_breakdown(data, rows)
     steady = [r for r in breakdown if r["n"] not in warm] or breakdown
     if not steady:
-        return {"findings": [], "verdict": None, "warmup_steps": [], "breakdown_ms": None, "hot_spots": []}
+        return {"findings": [], "verdict": None, "breakdown_ms": None, "hot_spots": []}
     step_ms = _median([r["total"] for r in steady])
     spots = hot_spots(data, steady)
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
@@ -396,7 +379,7 @@ def advise(data: Any, results: dict[str, Any]) -> dict[str, Any]:
     found += [cpu_contention_finding(results.get("cpu"), int(data.meta.get("cpus") or 1), waiting),
               mfu_finding(results.get("flops"), compute_bound)]
     findings = sorted((f for f in found if f), key=lambda f: (SEVERITY_ORDER[f["severity"]], -f["ms_per_step"]))
-    return {"findings": findings, "verdict": verdict(findings), "warmup_steps": warm, "hot_spots": spots + warm_spots,
+    return {"findings": findings, "verdict": verdict(findings), "hot_spots": spots + warm_spots,
             "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) if data.op_count or key in ("total", "wait", "communication") else None
                              for key in ("total", "wait", "compute", "host", "communication")}}
 

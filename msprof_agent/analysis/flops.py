@@ -11,6 +11,7 @@ import orjson
 
 from .. import contract
 from ..writers import write_json, write_text
+from . import warmup
 from .device_peak import peak_gflops
 from .operators import group_sum, profiled_op_mask, shapes_known
 
@@ -91,24 +92,25 @@ def write(data, ctx):
         cube_f, vec_f = cube_sum[code], vector_sum[code]
         lines.append(f"{names[code]}, {cube_f / count / 1e6:.6f}, {cube_f / seconds / 1e9:.6f}, {vec_f / count / 1e6:.6f}, {vec_f / seconds / 1e9:.6f}")
     write_text(ctx.path(contract.FLOPS), lines)
-    steps = max(len(data.window_steps), 1)
-    mflops_per_step = float(values.sum()) / steps / 1e6
-    step_seconds = np.mean([s["end"] - s["start"] for s in data.window_steps]) / 1e9 if data.window_steps else float(durs.sum()) / 1e9
-    gflops_per_s = mflops_per_step / 1e3 / max(step_seconds, 1e-9)
-    mfu = _mfu(data, data.ops["step"][mask][known], values)
-    summary = {"FLOPs": round(mflops_per_step, 6), "FLOPS": round(gflops_per_s, 6),
-               "FLOPS_Utilization": round(100.0 * mfu["mean"], 4) if mfu else 0.0,
+    steps = warmup.steady(data.window_steps, ctx.warmup)
+    figures = model_flops(data, steps, data.ops["step"][mask][known], values, durs)
+    summary = {"FLOPs": figures["mflops_per_step"], "FLOPS": figures["gflops_per_s"],
+               "FLOPS_Utilization": round(100.0 * figures["mfu"]["ratio"], 4) if figures["mfu"] else 0.0,
                "estimated": bool(np.isnan(data.ops["flops"][mask]).any())}
     write_json(ctx.path(contract.FLOPS_SUMMARY), summary, ctx.pretty)
-    return {"mflops_per_step": summary["FLOPs"], "gflops_per_s": summary["FLOPS"], "estimated": summary["estimated"], "mfu": mfu}
+    return dict(figures, estimated=summary["estimated"])
 
 
-def _mfu(data, op_steps, values):
-    """Model FLOPs of each step over its time, against the device's peak."""
+def model_flops(data, steps, op_steps, values, durs):
+    """The FLOPs figures, one definition wherever they are shown: over the steady ``steps`` (warm-up left
+    out), model FLOPs per step, and total FLOPs over their total time (GFLOPS) against the device's peak
+    (MFU), a ratio of totals, not a mean of per-step ratios. Without steps: over the ops' own time (``durs``, ns)."""
+    numbers = [s["n"] for s in steps]
+    in_steps = np.isin(op_steps, numbers) if steps else np.ones(len(values), dtype=bool)
+    total_flops = float(values[in_steps].sum())
+    seconds = sum(s["end"] - s["start"] for s in steps) / 1e9 if steps else float(durs.sum()) / 1e9
+    gflops_per_s = total_flops / 1e9 / max(seconds, 1e-9)
     peak, how = peak_gflops(data.meta.get("device_target", "CPU"), data.meta.get("device_name"))
-    if not peak or not data.window_steps:
-        return None
-    per_step = np.bincount(op_steps, weights=values, minlength=max(s["n"] for s in data.window_steps) + 1)
-    ratios = {s["n"]: float(per_step[s["n"]]) / max(s["end"] - s["start"], 1) / peak for s in data.window_steps}  # FLOP/ns = GFLOPS
-    return {"mean": round(float(np.mean(list(ratios.values()))), 6), "per_step": {n: round(r, 6) for n, r in ratios.items()},
-            "peak_gflops": round(peak, 2), "peak_source": how}
+    mfu = {"ratio": round(gflops_per_s / peak, 6), "peak_gflops": round(peak, 2), "peak_source": how,
+           "steps": len(steps), "definition": "model FLOPs of the steady steps / their total time / peak"} if peak and steps else None
+    return {"mflops_per_step": round(total_flops / max(len(steps), 1) / 1e6, 6), "gflops_per_s": round(gflops_per_s, 6), "mfu": mfu}

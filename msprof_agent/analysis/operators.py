@@ -2,6 +2,7 @@
 
 Times are self times (an op's own time without the ops nested in it, torch's "Self CPU"), so they
 add up to the time spent and percentages sum to 1; counts include nested calls, as torch's table.
+``cpu_op_shape_info`` adds each op's input shapes and its total time (nested ops included) beside its self time.
 
 Only ops inside the profiled steps are counted, so per-step frequencies divide by a real step count.
 Aggregation is a sort plus ``np.add.reduceat``: linear in the number of ops with no Python loop per op.
@@ -96,6 +97,27 @@ def _device_tables(data, mask, device):
     return columns[0], columns[1], columns[2].astype(np.float64)  # bincount weighs in float64: converted once, not per table
 
 
+def _write_shapes(data, mask, ctx):
+    """Host ops by (op, input shape) with self and total time (total keeps the ops nested inside, torch's
+    "CPU total"): one ``np.unique`` over combined name and shape codes, no Python loop per op."""
+    ops = data.ops
+    select = mask & ~ops.device_is("cuda")
+    shape_values = ops.values["shape"]
+    width = max(len(shape_values), 1)
+    pairs, inverse = np.unique(ops["name_id"][select].astype(np.int64) * width + ops["shape_id"][select], return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse, minlength=len(pairs))
+    self_ns = np.bincount(inverse, weights=ops["self"][select].astype(np.float64), minlength=len(pairs))
+    total_ns = np.bincount(inverse, weights=ops["dur"][select].astype(np.float64), minlength=len(pairs))
+    op_type = type_of_names(data)
+    rows = []
+    for i in np.argsort(-self_ns, kind="stable").tolist():
+        name, shape = divmod(int(pairs[i]), width)
+        rows.append([data.op_types[op_type[name]], data.op_names[name], shape_values[shape] or "", int(counts[i]),
+                     round(self_ns[i] / 1e6, 6), round(total_ns[i] / 1e6, 6)])
+    write_csv(ctx.path(contract.CPU_OP_SHAPES), contract.CPU_OP_SHAPE_HEADER, rows)
+
+
 def _tables(data, mask, device):
     """(type rows, op rows) as (name, count, total ns) plus the grand total, for one device."""
     type_ids, name_ids, durs = _device_tables(data, mask, device)
@@ -138,6 +160,7 @@ def write(data, ctx):
         detail_rows = [["Host", t, short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),
                         n.split("/", 1)[0] if "/" in n else "Default", pid] for n, t, c, s in ops]
         write_csv(ctx.path(contract.CPU_OP_DETAIL), contract.CPU_OP_DETAIL_HEADER, detail_rows)
+        _write_shapes(data, mask, ctx)
         result.update({"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
                        "total_ms": total / 1e6, "ops": len(detail_rows)})
     tables = _tables(data, mask, "cuda")

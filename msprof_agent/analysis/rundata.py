@@ -24,7 +24,8 @@ class RunData:
         self.ops = {}
         self.op_names = self.op_types = None  # the string of each name_id / type_id code
         self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
-        self.windows, self.notes, self.pauses = [], [], []
+        self.host_io, self.mstx = [], []  # host_sys disk/network samples; the user's mstx marks and ranges
+        self.windows, self.notes, self.pauses, self.probes = [], [], [], []
         self.end = None
 
     @property
@@ -53,12 +54,14 @@ class RunData:
         if self.steps:
             lo, hi = self.steps[0]["start"] // 1_000_000, self.steps[-1]["end"] // 1_000_000
             self.cpu = [c for c in self.cpu if lo <= c["ts"] <= hi]
+            self.host_io = [c for c in self.host_io if lo <= c["ts"] <= hi]
+            self.mstx = [m for m in self.mstx if m.get("step") in wanted]
             self.stacks = [c for c in self.stacks if lo * 1_000_000 <= c["ts"] <= hi * 1_000_000]
             self.pauses = [p for p in self.pauses if lo * 1_000_000 <= p["start"] <= hi * 1_000_000]
 
 
 _LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "stack": "stacks",
-          "window": "windows", "note": "notes", "pause": "pauses"}
+          "hostio": "host_io", "mstx": "mstx", "window": "windows", "note": "notes", "pause": "pauses", "probe": "probes"}
 _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
 
 

@@ -1,10 +1,15 @@
 """Step trace: each step split into step interval, forward+backward and tail.
 
-A step runs from the previous step's end to its own boundary. FP start and BP end come from
-``PROFILING_FP_START`` / ``PROFILING_BP_END`` when set (an op name that never occurs is reported),
-else as the MindSpore Profiler guide describes: forward starts at the first op after the data fetch (or the host's
-forward marker), backward ends at the op before the last all-reduce, or before the first optimizer
-op, or at the host's backward marker. Stage times always add up to the step time.
+A step runs from the previous step's end to its own boundary. FP start and BP end are chosen by
+scope, not by position: forward start is the first forward op of the step from the host's forward
+marker (or the data fetch) on, never a data fetch, a gradient op or optimizer housekeeping such as
+the global step's ``AssignAdd``; backward end is the end of the last op of the gradient scope
+(``Gradients/...`` in MindSpore's GRAPH op names, ``autograd::engine`` in torch). Where names carry
+no scope (MindSpore PYNATIVE), backward ends at the last op before the host's backward marker (end
+of ``torch.autograd.backward``, start of the optimizer cell), else by the guide's rule (the op before
+the last all-reduce or the first optimizer op). ``PROFILING_FP_START`` / ``PROFILING_BP_END``
+override (an op name that never occurs is reported). The rule that chose the points of most steps
+is named in the summary (``step_points``). Stage times always add up to the step time.
 Files: ``contract.STEP_TRACE`` (10 ns units, average row last) and ``contract.STEP_POINTS``.
 """
 import collections
@@ -16,6 +21,12 @@ from ..writers import write_csv, write_json
 
 ALL_REDUCE_TYPES = ("AllReduce", "allreduce", "all_reduce", "HcomAllReduce", "c10d::allreduce_")
 OPTIMIZER_MARKERS = ("optimizer", "ApplyMomentum", "Adam", "ApplyGradientDescent", "SGD", "Optimizer.step", "Lamb", "AdamW")
+HOUSEKEEPING_TYPES = ("AssignAdd", "Assign")  # the optimizer's global step and state updates: never the forward start
+GRADIENT_SCOPES = ("Gradients/", "autograd::engine::evaluate_function")
+# Codes of the rules, in the order they are tried; ``FP_RULES[code]`` names the rule in the output.
+FP_RULES = ("PROFILING_FP_START", "first forward op", "host forward start (no ops)")
+BP_RULES = ("PROFILING_BP_END", "last op of the gradient scope", "last op before the host backward end",
+            "op before the last all-reduce or first optimizer op", "host backward end (no ops)")
 
 
 def _name_matches(names, wanted):
@@ -45,7 +56,7 @@ def _last_in(mask, lo, hi):
 
 class OpMarks:
     """Per-op booleans the FP/BP rules need, computed once per unique op name or type, not per step;
-    None where no op matches (a run without GetNext or all-reduce ops pays nothing for those rules)."""
+    None where no op matches (a run without all-reduce ops pays nothing for that rule)."""
 
     def __init__(self, data, fp_name, bp_name):
         names, types = data.op_names.astype(str), data.op_types.astype(str)
@@ -53,9 +64,14 @@ class OpMarks:
         optimizer = np.zeros(len(names), dtype=bool)
         for marker in OPTIMIZER_MARKERS:
             optimizer |= np.char.find(names, marker) >= 0
-        self.get_next = _per_op(np.char.find(types, "GetNext") >= 0, type_id)
         self.all_reduce = _per_op(np.isin(types, ALL_REDUCE_TYPES), type_id)
         self.optimizer = _per_op(optimizer, name_id)
+        gradient = np.zeros(len(names), dtype=bool)
+        for scope in GRADIENT_SCOPES:
+            gradient |= np.char.startswith(names, scope) | (np.char.find(names, "/" + scope) >= 0)
+        self.gradient = _per_op(gradient, name_id)
+        not_forward = np.isin(types, HOUSEKEEPING_TYPES) | (np.char.find(types, "GetNext") >= 0)
+        self.not_forward = (gradient | optimizer)[name_id] | not_forward[type_id]
         self.fp = _per_op(_name_matches(names, fp_name), name_id) if fp_name else None
         self.bp = _per_op(_name_matches(names, bp_name), name_id) if bp_name else None
 
@@ -65,13 +81,9 @@ def _per_op(by_code, codes):
 
 
 def find_points(steps, ops, marks):
-    """FP and BP points (ns) of every step, and for each the index in ``ops`` of the op that marked it
-    (-1: none). All steps at once: each step's host ops are one segment of ``host``.
-
-    Forward starts at the first op after the host's forward marker (the training callback or module
-    pre-hook), else after the data fetch (and any GetNext op). Backward ends at the end of the last
-    op before the host's backward marker, else by the guide's all-reduce / optimizer rule. Steps
-    without ops keep the host's markers.
+    """FP and BP points (ns) of every step, for each the index in ``ops`` of the op that marked it
+    (-1: none), and the codes of the rules that chose them (``FP_RULES`` / ``BP_RULES``). All steps
+    at once: each step's host ops are one segment of ``host``. Steps without ops keep the host's markers.
     """
     numbers = np.array([s["n"] for s in steps], dtype=np.int64)
     begin = np.array([s["start"] for s in steps], dtype=np.int64)
@@ -80,6 +92,7 @@ def find_points(steps, ops, marks):
     host_bp = np.array([s.get("bp") or -1 for s in steps], dtype=np.int64)  # -1: no backward marker
     bp = np.where(host_bp >= 0, host_bp, finish)
     fp_op = bp_op = np.full(len(steps), -1)
+    fp_rule, bp_rule = np.full(len(steps), len(FP_RULES) - 1), np.full(len(steps), len(BP_RULES) - 1)
     on_host = np.zeros(0, dtype=bool) if ops is None else ~ops.device_is("cuda")
     if len(steps) and on_host.any():
         host = None if on_host.all() else np.flatnonzero(on_host)  # None: every op (no gathers)
@@ -97,33 +110,40 @@ def find_points(steps, ops, marks):
         ends = starts + pick(ops["dur"])
         first_hit = lambda mask: np.full(len(steps), -1) if mask is None else _first_in(pick(mask), lo, hi)  # noqa: E731
         last_hit = lambda mask: np.full(len(steps), -1) if mask is None else _last_in(pick(mask), lo, hi)  # noqa: E731
-        fp_at = first_hit(marks.fp)
+
+        def chosen(at, found, code, rule):
+            """Where no earlier rule found a point, this one's ``found``; its code in ``rule``."""
+            take = (at < 0) & (found >= 0)
+            return np.where(take, found, at), np.where(take, code, rule)
+
+        fp_at, fp_rule = chosen(np.full(len(steps), -1), first_hit(marks.fp), 0, fp_rule)
         if (fp_at < 0).any():
-            get_next = last_hit(marks.get_next)
-            if in_time_order:  # the ops from the fetch's end on are a suffix of each segment: binary searches
-                first = np.maximum(np.maximum(np.searchsorted(starts, fp), get_next + 1), lo)
-                first_after = np.where(first < hi, first, -1)
+            forward = ~pick(marks.not_forward)
+            if in_time_order:  # the ops from the marker on are a suffix of each segment: binary searches
+                from_marker = np.maximum(np.searchsorted(starts, fp), lo)
+                first_after = _first_in(forward, from_marker, hi)
             else:
                 segment = _window_positions(step_of, numbers)
-                after = (segment >= 0) & (starts >= fp[segment]) & (np.arange(len(step_of)) > get_next[segment])
+                after = forward & (segment >= 0) & (starts >= fp[np.maximum(segment, 0)])
                 first_after = _first_in(after, lo, hi)
-            fp_at = np.where(fp_at < 0, first_after, fp_at)
-        bp_at = last_hit(marks.bp)
+            fp_at, fp_rule = chosen(fp_at, first_after, 1, fp_rule)
+        bp_at, bp_rule = chosen(np.full(len(steps), -1), last_hit(marks.bp), 0, bp_rule)
+        bp_at, bp_rule = chosen(bp_at, last_hit(marks.gradient), 1, bp_rule)
         if ((bp_at < 0) & (host_bp >= 0)).any():
             segment = _window_positions(step_of, numbers) if segment is None else segment
             before = (segment >= 0) & (ends <= np.where(host_bp >= 0, host_bp, np.iinfo(np.int64).min)[segment])
-            bp_at = np.where(bp_at < 0, _last_in(before, lo, hi), bp_at)
+            bp_at, bp_rule = chosen(bp_at, _last_in(before, lo, hi), 2, bp_rule)
         last_reduce, first_optimizer = last_hit(marks.all_reduce), first_hit(marks.optimizer)
         by_rule = np.where(last_reduce > lo, last_reduce - 1, np.where(first_optimizer > lo, first_optimizer - 1, hi - 1))
-        bp_at = np.where((bp_at < 0) & (hi > lo), by_rule, bp_at)
-        fp = np.where(fp_at >= 0, starts[fp_at], fp)
-        bp = np.where(bp_at >= 0, ends[bp_at], bp)
+        bp_at, bp_rule = chosen(bp_at, np.where(hi > lo, by_rule, -1), 3, bp_rule)
+        fp = np.where(fp_at >= 0, starts[np.maximum(fp_at, 0)], fp)
+        bp = np.where(bp_at >= 0, ends[np.maximum(bp_at, 0)], bp)
         if host is not None:
             fp_at, bp_at = np.where(fp_at >= 0, host[fp_at], -1), np.where(bp_at >= 0, host[bp_at], -1)
         fp_op, bp_op = fp_at, bp_at
     fp = np.minimum(np.maximum(fp, begin), finish)
     bp = np.minimum(np.maximum(bp, fp), finish)
-    return fp, bp, fp_op, bp_op
+    return fp, bp, fp_op, bp_op, fp_rule, bp_rule
 
 
 def _window_positions(step_of, numbers):
@@ -146,7 +166,7 @@ def compute(data, fp_name=None, bp_name=None):
     steps = data.window_steps or []
     notes = []
     marks = OpMarks(data, fp_name, bp_name) if data.op_count else None
-    fp, bp, fp_op, bp_op = find_points(steps, data.ops if data.op_count else None, marks)
+    fp, bp, fp_op, bp_op, fp_rule, bp_rule = find_points(steps, data.ops if data.op_count else None, marks)
     fp_ops, bp_ops = collections.Counter(_names_at(data, fp_op)), collections.Counter(_names_at(data, bp_op))
     rows = [{"n": step["n"], "start": step["start"], "end": step["end"], "fp": f, "bp": b,
              "total": step["end"] - step["start"], "interval": f - step["start"],
@@ -159,7 +179,9 @@ def compute(data, fp_name=None, bp_name=None):
     if bp_name and steps and not bp_seen:
         notes.append(f"PROFILING_BP_END={bp_name!r} matched no op; backward end was found automatically")
     typical = lambda counts: next((name for name, _ in counts.most_common() if name), None)  # noqa: E731 (step 1 compiles: use the usual op)
-    return {"rows": rows, "fp_start": fp_name if fp_seen else typical(fp_ops), "bp_end": bp_name if bp_seen else typical(bp_ops), "notes": notes}
+    usual_rule = lambda codes, names: names[np.bincount(codes).argmax()] if len(codes) else None  # noqa: E731
+    return {"rows": rows, "fp_start": fp_name if fp_seen else typical(fp_ops), "bp_end": bp_name if bp_seen else typical(bp_ops),
+            "fp_rule": usual_rule(fp_rule, FP_RULES), "bp_rule": usual_rule(bp_rule, BP_RULES), "notes": notes}
 
 
 def write(data, ctx):

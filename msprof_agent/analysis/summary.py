@@ -7,7 +7,7 @@ import numpy as np
 from .. import contract, log
 from ..options import not_applicable
 from ..writers import write_csv, write_json
-from . import advisor
+from . import advisor, warmup
 
 
 def _percentiles(values):
@@ -18,8 +18,27 @@ def _percentiles(values):
             "p90": round(float(np.percentile(array, 90)), 4), "max": round(float(array.max()), 4)}
 
 
+def machine_speed(probes):
+    """The machine's speed over the run from its two probes (``collectors.cpu.speed_probe``): the host's
+    loop speed (the better of the two), times the share of the job's runnable time it spent on a CPU
+    rather than waiting for one between them (1 without schedstat). Runs on one idle host score alike."""
+    by_time = {p.get("at"): p for p in probes if p.get("mips")}
+    if not by_time:
+        return None
+    mips = max(p["mips"] for p in by_time.values())
+    start, end = by_time.get("start", {}), by_time.get("end", {})
+    share = 1.0
+    if "run_ns" in start and "run_ns" in end:
+        ran, waited = end["run_ns"] - start["run_ns"], end["wait_ns"] - start["wait_ns"]
+        share = ran / (ran + waited) if ran + waited > 0 else 1.0
+    return {"host_mips": mips, "cpu_share": round(share, 4), "speed": round(mips * share, 3),
+            "how": "pure-Python loop speed (million iterations/s, best of start and end) x the share of the job's runnable time "
+                   "spent on a CPU, not waiting for one (schedstat)"}
+
+
 def build(data, ctx, results):
-    rows = results["step_trace"]["rows"]
+    window = results["step_trace"]["rows"]
+    rows = warmup.steady(window, ctx.warmup)  # every figure here is of the steady steps
     totals = [r["total"] / 1e6 for r in rows]
     step_ms = _percentiles(totals)
     stages_ms, share = {}, {}
@@ -30,19 +49,20 @@ def build(data, ctx, results):
         share = {k: round(v / total, 4) for k, v in stages_ms.items()}
     waits = [r["wait"] / 1e6 for r in rows]
     comm = results.get("communication")
-    advice = advisor.advise(data, results)
+    advice = advisor.advise(data, results, ctx.warmup)
     ops = results["operators"]["types"]
     all_steps = [(s["end"] - s["start"]) / 1e6 for s in data.steps]
     meta = data.meta
     summary = {
         "rank_id": ctx.rank, "framework": meta.get("framework"), "device_target": meta.get("device_target", "CPU"),
-        "profiler_dir": ctx.profiler_dir, "steps_profiled": len(rows), "steps_total": len(data.steps),
-        "step_range": [rows[0]["n"], rows[-1]["n"]] if rows else None, "step_time_ms": step_ms,
+        "profiler_dir": ctx.profiler_dir, "steps_profiled": len(window), "steps_total": len(data.steps),
+        "step_range": [window[0]["n"], window[-1]["n"]] if window else None, "steady_steps": len(rows), "step_time_ms": step_ms,
         "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
+        "step_points": {key: results["step_trace"][key] for key in ("fp_start", "bp_end", "fp_rule", "bp_rule")},
         "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
         "ops_recorded": data.op_count, "flops": results.get("flops"), "memory": results.get("memory"), "cpu": results.get("cpu"),
         "communication": comm, "verdict": advice["verdict"], "findings": advice["findings"],
-        "suggestions": advisor.suggestions(advice["findings"]), "warmup_steps": advice["warmup_steps"],
+        "suggestions": advisor.suggestions(advice["findings"]),
         "step_breakdown_ms": advice["breakdown_ms"], "python_hot_spots": advice["hot_spots"],
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
@@ -50,6 +70,7 @@ def build(data, ctx, results):
         "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],
+        "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
     }
     if advice["hot_spots"]:
         write_csv(ctx.path(contract.PYTHON_HOT_SPOTS), contract.PYTHON_HOT_SPOTS_HEADER,
@@ -72,6 +93,9 @@ def print_table(summary):
     say(f"profiled {summary['steps_profiled']} of {summary['steps_total']} steps (rank {summary['rank_id']}, "
         f"{summary['framework'] or 'no framework'} on {summary['device_target']}) -> {summary['profiler_dir']}")
     step = summary["step_time_ms"]
+    if summary["warmup_steps"]:
+        say("  warm-up     " + ", ".join(f"step {w['step']} {w['ms']:.1f} ms" for w in summary["warmup_steps"])
+            + " (left out of the figures below)")
     if step:
         say(f"  step time   p50 {step['p50']:.2f} ms   p90 {step['p90']:.2f} ms   max {step['max']:.2f} ms")
         share, stages = summary["stage_share"], summary["stages_ms"]
@@ -81,7 +105,7 @@ def print_table(summary):
         say("  top ops     " + ", ".join(f"{o['op_type']} {o['percent']:.0%}" for o in summary["top_op_types"][:4]))
     mfu = (summary["flops"] or {}).get("mfu")
     if mfu:
-        say(f"  MFU         {mfu['mean']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']})")
+        say(f"  MFU         {mfu['ratio']:.2%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']})")
     if summary["verdict"]:
         say(f"  verdict     {summary['verdict']}")
     for finding in summary["findings"][:3]:

@@ -1,66 +1,89 @@
 """Timeline: Trace Event JSON (``{cpu,gpu,ascend}_timeline_display_{r}.json``) that Perfetto opens.
 
-Tracks: step trace (steps and their three stages), ops per thread, data waits, CPU counters and
-communication calls. ``timeline_limit`` (MB) is honoured by dropping the shortest ops first, the
+Tracks: step trace (steps and their three stages), ops per thread, data waits, CPU counters,
+communication calls, host disk / network counters and the user's mstx marks and ranges.
+``timeline_limit`` (MB) is honoured by dropping the shortest ops first, the
 least useful detail, and the summary says how many went. The op events, millions of them, are
 formatted in blocks (``opevents``) and streamed into a temporary file that replaces the timeline
 once complete: neither their texts nor the whole file are ever held in memory.
+
+Times are microseconds from the start of the UTC hour the run began (``contract.hour_base``, recorded
+in a ``time_base`` metadata event), written from integer nanoseconds with three decimals: a parser's
+double holds them exactly, so slices that touch on a track stay touching, not overlapping.
 """
 import numpy as np
 import orjson
 
 from .. import contract
 from ..writers import replacing, write_json
+from . import host_io, mstx
 from .opevents import OpEvents
 
-STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID = 1, 2, 3, 4, 5, 6, 7
+STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID, HOST_IO_PID, MSTX_PID = 1, 2, 3, 4, 5, 6, 7, 8, 9
 TRACK_NAMES = {STEP_PID: "Step Trace", OPS_PID: "Host Ops", DATA_PID: "Data Wait", CPU_PID: "CPU Utilization",
-               COMM_PID: "Communication", DEVICE_PID: "Device Kernels", PYTHON_PID: "Python Stack (sampled)"}
+               COMM_PID: "Communication", DEVICE_PID: "Device Kernels", PYTHON_PID: "Python Stack (sampled)",
+               HOST_IO_PID: "Host Disk / Network", MSTX_PID: "User Marks (mstx)"}
 
 
-def _us(ns):
-    return ns / 1000.0
+def _us(ns, base):
+    """Epoch ns as us from ``base``, rounded to the ns (the division alone could leave a last-digit error)."""
+    return round((ns - base) / 1000.0, 3)
 
 
-def _fixed_events(data):
-    """Every event but the ops and the per-step tracks, as dicts."""
-    events = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}} for pid, name in TRACK_NAMES.items()]
+def time_base(data, stages):
+    """The epoch ns a run's traces count ``ts`` from (the timeline's and the exports'): the start of the
+    hour holding the earliest time any of their events has."""
+    candidates = [stages[0]["start"]] if stages else []
+    if data.op_count:
+        candidates.append(int(data.ops["start"].min()))
+    candidates += [p["start"] for p in data.pauses] + [c["start"] for c in data.comm] + [m["start"] for m in data.mstx]
+    candidates += [s["ts"] * 1_000_000 for s in list(data.cpu) + list(data.host_io)] + [s["ts"] for s in data.stacks]
+    return contract.hour_base(min(candidates, default=0))
+
+
+def _fixed_events(data, base, ops=None):
+    """Every event but the ops and the per-step tracks, as dicts; with ``ops`` (``OpEvents``), the names
+    of their Python-function tracks."""
+    events = [contract.time_base_event(base, STEP_PID)]
+    events += [{"ph": "M", "name": "thread_name", "pid": OPS_PID, "tid": track, "args": {"name": f"thread {thread}: Python functions"}}
+               for track, thread in (ops.python_tracks if ops else ())]
+    events += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}} for pid, name in TRACK_NAMES.items()]
     events += [{"ph": "M", "name": "thread_name", "pid": STEP_PID, "tid": 1, "args": {"name": "Steps"}},
                {"ph": "M", "name": "thread_name", "pid": STEP_PID, "tid": 2, "args": {"name": "Stages"}}]
     for pause in data.pauses:  # the agent's own work between two steps, in no step's time
         events.append({"ph": "X", "name": pause.get("what", "agent pause"), "cat": "agent", "pid": STEP_PID, "tid": 1,
-                       "ts": _us(pause["start"]), "dur": _us(pause["end"] - pause["start"])})
+                       "ts": _us(pause["start"], base), "dur": _us(pause["end"] - pause["start"], 0)})
     for sample in data.cpu:
-        events.append({"ph": "C", "name": "CPU %", "pid": CPU_PID, "tid": 0, "ts": sample["ts"] * 1000.0,
+        events.append({"ph": "C", "name": "CPU %", "pid": CPU_PID, "tid": 0, "ts": _us(sample["ts"] * 1_000_000, base),
                        "args": {"machine busy": round(100 - sample.get("idle", 0), 1), "process": round(sample.get("puser", 0) + sample.get("psys", 0), 1)}})
-    events += _stack_events(data.stacks)
+    events += _stack_events(data.stacks, base)
     for call in data.comm:
         events.append({"ph": "X", "name": call.get("name", "comm"), "cat": "communication", "pid": COMM_PID, "tid": 1,
-                       "ts": _us(call["start"]), "dur": _us(call["dur"]), "args": {"step": call.get("step"), "bytes": call.get("bytes")}})
+                       "ts": _us(call["start"], base), "dur": _us(call["dur"], 0), "args": {"step": call.get("step"), "bytes": call.get("bytes")}})
     return events
 
 
 _STEP_EVENT = b',{"ph":"X","name":"%s","cat":"%s","pid":%d,"tid":%d,"ts":%d.%03d,"dur":%d.%03d,"args":{"step":%d}}'
 
 
-def _step_events(data, stages):
+def _step_events(data, stages, base):
     """The step, stage and data-wait tracks, a few events per step, as bytes: formatted from a
     template (fixed names, numbers only) rather than as dicts, which cost kilobytes per step."""
     events = []
     for row in stages:
         n = row["n"]
-        events.append(_STEP_EVENT % (b"Step %d" % n, b"step", STEP_PID, 1, *divmod(row["start"], 1000), *divmod(row["total"], 1000), n))
+        events.append(_STEP_EVENT % (b"Step %d" % n, b"step", STEP_PID, 1, *divmod(row["start"] - base, 1000), *divmod(row["total"], 1000), n))
         for name, begin, length in ((b"Step Interval", row["start"], row["interval"]), (b"Forward+Backward", row["fp"], row["fp_and_bp"]),
                                     (b"Tail", row["bp"], row["tail"])):
             if length > 0:
-                events.append(_STEP_EVENT % (name, b"stage", STEP_PID, 2, *divmod(begin, 1000), *divmod(length, 1000), n))
+                events.append(_STEP_EVENT % (name, b"stage", STEP_PID, 2, *divmod(begin - base, 1000), *divmod(length, 1000), n))
     for step in data.window_steps:
         for begin, end in step.get("waits") or ():
-            events.append(_STEP_EVENT % (b"data wait", b"data", DATA_PID, 1, *divmod(begin, 1000), *divmod(end - begin, 1000), step["n"]))
+            events.append(_STEP_EVENT % (b"data wait", b"data", DATA_PID, 1, *divmod(begin - base, 1000), *divmod(end - begin, 1000), step["n"]))
     return b"".join(events), len(events)
 
 
-def _stack_events(samples):
+def _stack_events(samples, base):
     """Sampled Python stacks as a flame chart: a frame lasts from the sample where it appeared to the
     first sample without it (samples are only taken when the stack changed)."""
     events, open_frames = [], []  # open_frames: [(frame text, start ns)] outermost first
@@ -70,7 +93,7 @@ def _stack_events(samples):
         while same < min(len(open_frames), len(frames)) and open_frames[same][0] == frames[same]:
             same += 1
         for name, begin in reversed(open_frames[same:]):
-            events.append({"ph": "X", "name": name, "cat": "python", "pid": PYTHON_PID, "tid": 1, "ts": _us(begin), "dur": _us(now - begin)})
+            events.append({"ph": "X", "name": name, "cat": "python", "pid": PYTHON_PID, "tid": 1, "ts": _us(begin, base), "dur": _us(now - begin, 0)})
         open_frames = open_frames[:same] + [(frame, now) for frame in frames[same:]]
     return events
 
@@ -84,23 +107,34 @@ def _select_within(lengths, durations, budget):
     return np.sort(order[np.cumsum(lengths[order]) <= budget])
 
 
+def write_trace(path, head, tail, events, durations, limit_mb):
+    """Write ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail`` as one
+    file, atomically; returns (the kept ops, how many, the file's size). ``head`` ends inside an array
+    holding at least one event: each op event starts with its comma."""
+    keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail)) if events else slice(0)
+    kept = len(events.lengths) if events and isinstance(keep, slice) else (0 if not events else len(keep))
+    size = len(head) + len(tail) + (events.size(keep) if kept else 0)
+    with replacing(path, size) as handle:
+        if kept:
+            events.write_file(handle.fileno(), head, keep, tail, size)
+        else:
+            handle.write(head + tail)
+    return keep, kept, size
+
+
 def write(data, ctx, stages):
     device = contract.timeline_device(data.meta.get("device_target", "CPU"))
     limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
-    fixed = _fixed_events(data)
-    steps, step_events = _step_events(data, stages)
+    base = time_base(data, stages)
+    events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
+    fixed = (_fixed_events(data, base, events) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)
+             + mstx.events(data, MSTX_PID, base))
+    steps, step_events = _step_events(data, stages, base)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops
-    events = OpEvents(data, OPS_PID, DEVICE_PID) if data.op_count else None
-    keep = _select_within(events.lengths, ops["dur"], limit_mb * 1_000_000 - len(payload)) if events else slice(0)
-    kept = data.op_count if isinstance(keep, slice) else len(keep)
     name = contract.name(contract.TIMELINE_DISPLAY, ctx.rank, device=device)
-    size = len(payload) + (events.size(keep) if kept else 0)
-    with replacing(ctx.path(contract.TIMELINE_DISPLAY, device=device), size) as handle:
-        if kept:  # the op events follow the fixed ones inside the same array
-            events.write_file(handle.fileno(), payload[:-1], keep, payload[-1:], size)
-        else:
-            handle.write(payload)
+    keep, kept, size = write_trace(ctx.path(contract.TIMELINE_DISPLAY, device=device), payload[:-1], payload[-1:], events,
+                                   ops["dur"] if events else None, limit_mb)
     threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if kept else 0
     names = data.op_names[np.unique(ops["name_id"][keep][:10000])].tolist() if kept else []
     dropped_text = None

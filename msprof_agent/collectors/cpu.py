@@ -1,17 +1,27 @@
 """CPU and host-memory sampling on a daemon thread, started with the first recorded step.
 
 psutil gives machine user/sys/iowait/idle and context switches, /proc/stat the runnable count,
-and the process's own CPU times and RSS. Samples go to the writer's thread-safe queue; the main
-thread writes them at the next flush, so this thread never touches a file or a lock of ours.
+and the process's own CPU times and RSS; with ``host_sys`` "disk" / "network", the machine's disk and
+network I/O counters (and the process's own disk bytes) as deltas per sample. Samples go to the
+writer's thread-safe queue; the main thread writes them at the next flush, so this thread never touches a file or a lock of ours.
+
+It also probes the machine's speed as it starts and as it stops (``probe`` records): ``compare``
+tells a slower machine (other work on the cores, another host) from a slower job by their ratio.
 """
 from __future__ import annotations
 
+import collections
 import os
 import time
+from collections.abc import Iterable
 
 import psutil
 
 from . import SamplerThread
+
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from ..store import Record
 
 
 def _runnable_processes() -> int:
@@ -25,36 +35,112 @@ def _runnable_processes() -> int:
     return 0
 
 
+PROBE_LOOPS, PROBE_REPEATS = 20_000, 5  # about 1 ms a repeat on an idle core
+
+
+def speed_probe() -> dict[str, float | int]:
+    """The machine's speed, in two parts, for ``summary.machine_speed``:
+
+    ``mips``: million iterations per second of a fixed pure-Python loop, the best of a few repeats
+    (a few ms in all): the host's own speed. Pure Python, not the BLAS matmul of the MFU calibration,
+    which spins its threads at barriers and takes seconds, not milliseconds, on busy cores.
+    ``run_ns`` / ``wait_ns``: this process's time on a CPU and waiting in a run queue for one so far
+    (Linux schedstat, all threads): between two probes, how much other work took the cores from the job.
+    A short probe cannot see that itself: the scheduler favours a thread that just woke up.
+    """
+    best = float("inf")
+    for _ in range(PROBE_REPEATS):
+        began, total = time.perf_counter(), 0
+        for i in range(PROBE_LOOPS):
+            total += i
+        best = min(best, time.perf_counter() - began)
+    probe = {"mips": round(PROBE_LOOPS / best / 1e6, 3)}
+    try:
+        run_ns = wait_ns = 0
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/schedstat", "rb") as handle:
+                fields = handle.read().split()
+            run_ns, wait_ns = run_ns + int(fields[0]), wait_ns + int(fields[1])
+        probe.update(run_ns=run_ns, wait_ns=wait_ns)
+    except (OSError, ValueError, IndexError):  # not Linux, or a kernel without schedstat: the loop speed alone
+        pass
+    return probe
+
+
+def _io_counters(process: psutil.Process, kinds: tuple[str, ...]) -> dict[str, int]:
+    """The cumulative counters of KINDS ("disk", "network"), flat, so that a sample is their difference."""
+    counters: dict[str, int] = {}
+    if "disk" in kinds:
+        disk = psutil.disk_io_counters()
+        if disk is not None:
+            counters.update(disk_read=disk.read_bytes, disk_write=disk.write_bytes, disk_reads=disk.read_count,
+                            disk_writes=disk.write_count)
+        try:
+            own = process.io_counters()
+            counters.update(proc_read=own.read_bytes, proc_write=own.write_bytes)
+        except (psutil.Error, AttributeError, OSError):
+            pass
+    if "network" in kinds:
+        net = psutil.net_io_counters()
+        if net is not None:
+            counters.update(net_sent=net.bytes_sent, net_recv=net.bytes_recv, net_psent=net.packets_sent, net_precv=net.packets_recv)
+    return counters
+
+
 class CpuSampler(SamplerThread):
-    """Machine, process and memory readings; the last one is taken as it stops, so short windows have one."""
+    """Machine, process and memory readings; the last one is taken as it stops, so short windows have one.
+
+    Unless the user gave ``cpu_sampling_interval`` (``adaptive``: the session checks ``Options.keys_given``), the wait adapts to the window: a
+    ``1/POINTS`` of the time sampled so far, from ``FIRST_WAIT_S`` up to the interval, so a window of
+    any length has at least about ``POINTS`` samples; any other interval the user gives is kept as is.
+    Each sample says how long it covers (``span_ms``); one covering under ``MIN_SPAN_S`` (a stop right
+    after a sample) holds no measurement and is not taken.
+    """
 
     thread_name = "msprof-agent-cpu"
+    POINTS, FIRST_WAIT_S, MIN_SPAN_S = 20, 0.01, 0.005
+
+    def __init__(self, queue: collections.deque[Record], interval_ms: float, host_io: Iterable[str] = (), adaptive: bool = False) -> None:
+        super().__init__(queue, interval_ms)
+        self._io_kinds = tuple(host_io)  # "disk", "network": host_sys kinds beyond cpu and mem
+        self._adaptive = adaptive  # the interval is the default, not one the user gave: adapt to the window
 
     def _run(self) -> None:
+        self._queue.append(dict(speed_probe(), k="probe", at="start", ts=time.time_ns()))
         process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process
         cpus = psutil.cpu_count() or 1
         psutil.cpu_times_percent(interval=None)
         last_ctx = psutil.cpu_stats().ctx_switches
         last_proc = process.cpu_times()
-        last_wall = time.monotonic()
+        began = last_wall = time.monotonic()
+        adaptive = self._adaptive
+        last_io = _io_counters(process, self._io_kinds) if self._io_kinds else None
         while True:
-            stopping = self._stop.wait(self._interval)
+            wait = min(self._interval, max(self.FIRST_WAIT_S, (time.monotonic() - began) / self.POINTS)) if adaptive else self._interval
+            stopping = self._stop.wait(wait)
             try:
-                machine = psutil.cpu_times_percent(interval=None)
-                ctx = psutil.cpu_stats().ctx_switches
-                proc = process.cpu_times()
                 wall = time.monotonic()
-                span = max(wall - last_wall, 1e-6) * cpus
-                self._queue.append({
-                    "k": "cpu", "ts": time.time_ns() // 1_000_000,
-                    "user": machine.user, "sys": machine.system, "io": getattr(machine, "iowait", 0.0),
-                    "idle": machine.idle, "ctx": ctx - last_ctx, "run": _runnable_processes(),
-                    "puser": 100.0 * (proc.user - last_proc.user) / span,
-                    "psys": 100.0 * (proc.system - last_proc.system) / span,
-                    "rss": process.memory_info().rss,
-                })
-                last_ctx, last_proc, last_wall = ctx, proc, wall
+                if wall - last_wall >= self.MIN_SPAN_S:
+                    machine = psutil.cpu_times_percent(interval=None)
+                    ctx = psutil.cpu_stats().ctx_switches
+                    proc = process.cpu_times()
+                    span = (wall - last_wall) * cpus
+                    now_ms = time.time_ns() // 1_000_000
+                    self._queue.append({
+                        "k": "cpu", "ts": now_ms, "span_ms": round((wall - last_wall) * 1000, 3),
+                        "user": machine.user, "sys": machine.system, "io": getattr(machine, "iowait", 0.0),
+                        "idle": machine.idle, "ctx": ctx - last_ctx, "run": _runnable_processes(),
+                        "puser": 100.0 * (proc.user - last_proc.user) / span,
+                        "psys": 100.0 * (proc.system - last_proc.system) / span,
+                        "rss": process.memory_info().rss,
+                    })
+                    last_ctx, last_proc, last_wall = ctx, proc, wall
+                    if last_io is not None:
+                        io = _io_counters(process, self._io_kinds)
+                        self._queue.append(dict({key: io[key] - last_io.get(key, io[key]) for key in io}, k="hostio", ts=now_ms))
+                        last_io = io
             except Exception:  # a vanished /proc entry must not kill sampling or the job
                 pass
             if stopping:
+                self._queue.append(dict(speed_probe(), k="probe", at="end", ts=time.time_ns()))
                 return

@@ -17,7 +17,7 @@ from . import SamplerThread
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
     import collections
-    from types import FrameType
+    from types import CodeType, FrameType
 
     from ..store import Record
 
@@ -25,17 +25,29 @@ AGENT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_DEPTH = 64
 
 
-def _describe(frame: FrameType) -> str:
-    code = frame.f_code
-    return f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+# "function (file:line)" of each (code, line) seen, or None for the agent's own code: the sampler holds
+# the GIL while it reads a stack, so formatting each frame anew (~1 us each) would stall the training thread.
+_names: dict[tuple[CodeType, int], str | None] = {}
+
+
+def _describe(code: CodeType, line: int) -> str | None:
+    if code.co_filename.startswith(AGENT_DIR):
+        name = None
+    else:
+        name = f"{code.co_name} ({os.path.basename(code.co_filename)}:{line})"
+    _names[(code, line)] = name
+    return name
 
 
 def stack_of(frame: FrameType | None) -> list[str]:
     """The frame's stack, outermost first, without the agent's own frames."""
     frames: list[str] = []
+    names = _names
     while frame is not None and len(frames) < MAX_DEPTH:
-        if not frame.f_code.co_filename.startswith(AGENT_DIR):
-            frames.append(_describe(frame))
+        key = (frame.f_code, frame.f_lineno)
+        name = names[key] if key in names else _describe(*key)
+        if name is not None:
+            frames.append(name)
         frame = frame.f_back
     frames.reverse()
     return frames

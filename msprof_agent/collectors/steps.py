@@ -1,10 +1,11 @@
 """Step boundaries as the framework integrations report them, on one wall clock (``time.time_ns``).
 
-A step runs from the end of the previous step (or the first sign of training) to its boundary:
-the end of ``optimizer.step`` in PyTorch, the step-end callback or the next iterator fetch in
-MindSpore. Everything between two boundaries belongs to the later step, so the stages always add
-up to the step time. Integrations call ``open`` / ``data_wait`` / ``mark_fp`` / ``mark_bp`` /
-``close``; the recorder knows nothing about frameworks.
+A step runs from the end of the previous step (or the first sign of training) to its boundary,
+the end of its work: the end of ``optimizer.step`` in PyTorch, the step-end callback, the optimizer
+cell's or the compiled step function's return in MindSpore (see the integrations). Everything
+between two boundaries belongs to the later step, so the stages always add up to the step time.
+Integrations call ``open`` / ``data_wait`` / ``mark_fp`` / ``mark_bp`` / ``close``; the recorder
+knows nothing about frameworks.
 """
 from __future__ import annotations
 

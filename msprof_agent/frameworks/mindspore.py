@@ -11,13 +11,27 @@ guarded so an agent error never reaches the training script):
   a sunk epoch, recorded with ``sink_steps``. On CPU MindSpore never sinks (it trains per batch even
   with ``dataset_sink_mode=True``), which is left as a ``note``.
 - ``Model.eval``: while it runs, fetches count for nothing.
+- ``mindspore.profiler.mstx`` (``Mstx.mark / range_start / range_end``): the user's marks and ranges
+  are recorded on every device (MindSpore's own record them on Ascend only). The ``dataloader`` range
+  MindSpore's iterator opens around each fetch is left out: that fetch is the data wait already.
+- ``Cell.__call__`` and ``_JitExecutor.__call__`` (the call of an ``@ms.jit`` function), outermost
+  calls only, outside Model: a custom loop's steps, fed by a dataset iterator or by tensors built in
+  Python. A step ends where its compute ends: at the return of the optimizer cell's call
+  (PYNATIVE), else of the outermost compiled call of the step function (GRAPH: the first jit
+  function or top-level cell called); with no optimizer ever called, each outermost forward of the
+  root cell is one step (an inference loop), which a note says. While ops are recorded the end
+  waits for the step's compute (the executor's ``sync``: the calls return before their ops have
+  run, whose last ones would land in the next step). Host work after the step belongs to the next
+  step's interval. Forward start = the start of that compiled call, or of the first
+  outermost forward under ``value_and_grad`` (PYNATIVE); the optimizer call's start marks the
+  backward end for steps without ops.
 - ``Iterator.__next__`` (``mindspore/dataset/engine/iterators.py``, the base of the Tuple/Dict
   iterators that ``create_*_iterator`` and Model's dataset helper return): outside Model, a custom
-  loop. Each fetch from the training dataset closes the previous step at the fetch start and is that
-  step's data wait. The training dataset is the first one fetched from outside Model (unless
-  Model.train already ran: then hand-iterated datasets are evaluation); iterators of any other
-  dataset (an eval set iterated in the loop) create no steps. A loop that stops without exhausting
-  its iterator leaves its last step open, and an open step is discarded at exit.
+  loop. Each fetch from the training dataset is the data wait of the step it opens; only where no
+  call above ends steps does it close the previous step at the fetch start. The training dataset is
+  the first one fetched from outside Model (unless Model.train already ran: then hand-iterated
+  datasets are evaluation); iterators of any other dataset (an eval set iterated in the loop) create
+  no steps. A step left open at exit is discarded.
 
 The device session drives ``mindspore._c_expression.Profiler.get_instance("CPU")`` (what the public
 CPU profiler uses, without its ~1 s analysis), falling back to ``mindspore.profiler.Profiler``, into a
@@ -28,6 +42,7 @@ install time and is saved and parsed at the window's end.
 import collections.abc
 import os
 import shutil
+import sys
 import time
 import weakref
 
@@ -50,6 +65,12 @@ class _State:
         self.loop_dataset = None  # weakref to the dataset a custom loop trains on
         self.loop_epoch = 1
         self.context_noted = False
+        self.depth = 0  # outermost cell / jit calls in progress (only the outermost one is looked at)
+        self.step_function = None  # the compiled callable whose calls are the loop's steps
+        self.root = None  # weakref to the first cell run outside grad: the model of an inference loop
+        self.optimizer_seen = False
+        self.calls_end_steps = False  # once a call ended a step, fetches no longer do
+        self.steps_explained = False
 
     def note_context(self):
         """Mode and target are set by the script after import, so they are read at the first step."""
@@ -81,8 +102,20 @@ def install(session):
     _patches.wrap(model_module.Model, "eval", _model_eval)
     _patches.wrap(model_module.Model, "_train_dataset_sink_process", _model_sink_process)
     _patches.wrap(iterators.Iterator, "__next__", _iterator_next)
+    _patch_mstx(session)
+    _patches.wrap(mindspore.nn.Cell, "__call__", _cell_call)
+    _patches.wrap(_graph_api()._JitExecutor, "__call__", _jit_call)
     if session.options.data_process:
         device.start_dataset_profiler()
+
+
+def _graph_api():
+    """``mindspore.graph.api`` (2.9+; importing the old ``mindspore.common.api`` prints a deprecation warning)."""
+    try:
+        from mindspore.graph import api
+    except ImportError:
+        from mindspore.common import api
+    return api
 
 
 def uninstall():
@@ -239,7 +272,7 @@ def _iterator_next(wrapped, instance, args, kwargs):
     if role is None:
         return wrapped(*args, **kwargs)
     start = time.time_ns()
-    if role == LOOP:
+    if role == LOOP and not state.calls_end_steps:
         try:
             state.session.steps.close(start, epoch=state.loop_epoch)
         except Exception as exc:
@@ -255,6 +288,144 @@ def _iterator_next(wrapped, instance, args, kwargs):
     except Exception as exc:
         log.report_error("recording a data wait", exc)
     return out
+
+
+# -- mstx -------------------------------------------------------------------------------------------------
+def _patch_mstx(session):
+    try:
+        from mindspore.profiler.mstx import Mstx
+    except ImportError:  # MindSpore before 2.5 has no mstx: nothing to record
+        return
+
+    from ..collectors.mstx import MstxRecorder
+
+    recorder = MstxRecorder(session)
+
+    def guarded(record):
+        def wrapper(wrapped, instance, args, kwargs):
+            result = wrapped(*args, **kwargs)
+            try:
+                return record(result, *args, **kwargs)
+            except Exception as exc:
+                log.report_error("recording an mstx mark", exc)
+                return result
+        return wrapper
+
+    def mark(result, message, stream=None, domain="default"):
+        recorder.mark(message, domain)
+        return result
+
+    def range_start(native_id, message, stream=None, domain="default"):
+        if message == "dataloader" and sys._getframe(2).f_globals.get("__name__") == ITERATORS_MODULE:
+            return native_id  # MindSpore's own range around a fetch: our data wait already
+        return recorder.range_start(message, domain, native_id)
+
+    def range_end(result, range_id, domain="default"):
+        recorder.range_end(range_id, domain)
+        return result
+
+    for name, record in (("mark", mark), ("range_start", range_start), ("range_end", range_end)):
+        _patches.wrap(Mstx, name, guarded(record))
+
+
+ITERATORS_MODULE = "mindspore.dataset.engine.iterators"
+
+
+# -- custom loops: the outermost cell / compiled calls ---------------------------------------------
+STEP, FORWARD, UPDATE, INFER = "step", "forward", "update", "infer"
+
+
+def _cell_call(wrapped, instance, args, kwargs):
+    return _outermost_call(wrapped, instance, args, kwargs, instance)
+
+
+def _jit_call(wrapped, instance, args, kwargs):
+    return _outermost_call(wrapped, instance, args, kwargs, None)
+
+
+def _outermost_call(wrapped, instance, args, kwargs, cell):
+    """A call of a cell (``cell``) or of a jit function (``instance`` is its executor) at the top of a
+    custom loop: what it means for the step (see the module docstring)."""
+    state = _state
+    if state is None or state.depth or state.train_depth or state.eval_depth:
+        return wrapped(*args, **kwargs)
+    role = None
+    try:
+        role = _call_role(state, instance, cell)
+        if role is not None:
+            _call_begins(state, role, time.time_ns())
+    except Exception as exc:
+        log.report_error("a step start in a custom loop", exc)
+    state.depth += 1
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        state.depth -= 1
+        if role is not None:
+            try:
+                _call_ends(state, role, time.time_ns(), instance if cell is None else cell)
+            except Exception as exc:
+                log.report_error("a step end in a custom loop", exc)
+
+
+def _call_role(state, instance, cell):
+    import mindspore as ms
+
+    if state.model_trained:
+        return None  # after Model.train, calls of the network are evaluation or prediction
+    if cell is not None and isinstance(cell, ms.nn.Optimizer):
+        return UPDATE
+    compiled = cell is None or ms.get_context("mode") == ms.GRAPH_MODE
+    if compiled:
+        key = getattr(instance, "fn", None) if cell is None else cell
+        if state.step_function is None:
+            state.note_context()
+            state.step_function = weakref.ref(key)
+        return STEP if state.step_function() is key else None
+    if _graph_api()._pynative_executor.requires_grad():
+        return FORWARD
+    if state.optimizer_seen:
+        return None  # evaluation inside a training loop
+    if state.root is None:
+        state.note_context()
+        state.root = weakref.ref(cell)
+    return INFER if state.root() is cell else None
+
+
+def _call_begins(state, role, now):
+    steps = state.session.steps
+    if role == UPDATE:
+        steps.mark_bp(now)
+    else:
+        steps.mark_fp(now)
+
+
+def _call_ends(state, role, now, what):
+    if role == UPDATE:
+        state.optimizer_seen = True
+    elif state.optimizer_seen or role == FORWARD:
+        return  # the optimizer ends the steps
+    state.calls_end_steps = True
+    if state.session.owner is not None:  # ops recorded: the step ends where its last op ends, not at the
+        _graph_api()._pynative_executor.sync()  # asynchronous call's return (its last ops would land in the next step)
+        now = time.time_ns()
+    state.session.steps.close(now, epoch=state.loop_epoch)
+    if not state.steps_explained:
+        state.steps_explained = True
+        state.session.record({"k": "note", "ts": now, "text": _steps_explained(role, what)})
+
+
+def _steps_explained(role, what):
+    """The note that says what a custom loop's steps are."""
+    import mindspore as ms
+
+    if role == UPDATE:
+        return f"custom loop: a step ends at the end of each {type(what).__name__} optimizer call"
+    if role == STEP and not isinstance(what, ms.nn.Cell):
+        return f"custom loop: one step per call of the outermost compiled function {getattr(what.fn, '__qualname__', what.fn)}"
+    if role == STEP and any(isinstance(cell, ms.nn.Optimizer) for _, cell in what.cells_and_names()):
+        return f"custom loop: one step per call of the outermost compiled cell {type(what).__name__}"
+    return f"inference loop (no optimizer): one step per forward of the outermost model {type(what).__name__}"
 
 
 # -- the device session -----------------------------------------------------------------------------

@@ -9,12 +9,27 @@ import wrapt
 from .. import log
 
 
+def after_call(action, what):
+    """A wrapper that makes the call, then runs ``action(instance)``; an error in ACTION is reported
+    once as WHAT failing, and the caller gets the call's result all the same."""
+    def wrapper(wrapped, instance, args, kwargs):
+        result = wrapped(*args, **kwargs)
+        try:
+            action(instance)
+        except Exception as exc:
+            log.report_error(what, exc)
+        return result
+    return wrapper
+
+
 class Patches:
     def __init__(self):
         self._applied = []  # (owner, attribute, our FunctionWrapper)
 
     def wrap(self, owner, attribute, wrapper):
         current = getattr(owner, attribute, None)
+        if isinstance(vars(owner).get(attribute), staticmethod):  # wrapt binds the descriptor as a static method
+            current = vars(owner)[attribute]
         if current is None:  # another framework version: say what is not measured, patch the rest
             log.warn_once(f"{getattr(owner, '__name__', owner)} has no {attribute}; that part of the run loop is not instrumented")
             return

@@ -11,11 +11,20 @@ Step stream (always on, cheap):
 - backward end = the end of the last ``torch.autograd.backward`` (``Tensor.backward`` calls it).
 Fetches and forwards with grad disabled or a module in eval mode are evaluation, not training:
 they neither open steps nor mark forward starts, so an eval loop between epochs adds no step.
+Until an optimizer first steps, though, such forwards are an inference loop: each forward of the
+root module (the first one run) is one step, from its start to its return, which a note says.
+Profiler hand-overs happen as a step closes, before the user's code after it runs: on the return
+of the optimizer class's ``step`` (wrapped as ``Optimizer._patch_step_function`` hooks each class;
+the post-step hook itself runs inside torch's ``record_function`` span, and stopping the profiler
+there corrupts memory), or in the root module's forward hook. They are recorded as pauses: the
+user's host work after a step stays in the next step's interval.
 
 Every hook catches its own errors (``log.report_error``): the agent never breaks training.
 """
 import bisect
 import os
+import re
+import sys
 import threading
 import time
 import weakref
@@ -24,13 +33,14 @@ import orjson
 
 from .. import log
 from ..store import coded
-from .patching import Patches
+from .patching import Patches, after_call
 
 OPS_CHUNK = 65536
 # torch.profiler keeps every event of a session until its stop(), at ~5 KB each with shapes (6 GB
 # for the 1.1 M events of 300 ResNet steps), so a window is collected as a series of profiler
 # sessions of about this many events, handed over between two steps.
 SESSION_EVENTS = 50_000
+SESSION_EVENTS_VARIABLE = "MSPROF_TORCH_SESSION_EVENTS"  # a smaller session size, for tests of the hand-over
 FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
 MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
@@ -50,6 +60,16 @@ DTYPE_BYTES = {
 # torch.profiler's own step and DataLoader annotations: the agent records steps and data waits
 # itself, and the DataLoader one's "self time" is waiting, which would top the op tables.
 ANNOTATIONS_NOT_OPS = ("ProfilerStep#", "enumerate(DataLoader)#")
+
+# kineto (linked into libtorch) writes "USDT: ... profiler_start" and "profiler_stop" to stderr for every
+# profiler session at its default level, ERROR (4); USDT is 5. It reads KINETO_LOG_LEVEL once, when
+# the process's first profiler session starts. Above USDT, kineto prints nothing (its ERROR lines go too).
+KINETO_LEVEL_VARIABLE = "KINETO_LOG_LEVEL"
+KINETO_QUIET_LEVEL = "6"
+
+# A memory address in an op name ("... object at 0x7ff7...", a record_function label made from an object):
+# removed, so that the same op has the same name in every run and `compare` can match it.
+ADDRESS = re.compile(r"\s*(?:at )?0x[0-9a-fA-F]+")
 
 _state = None  # the installed _Integration, or None
 
@@ -97,6 +117,9 @@ class _Integration:
         self._primary = None  # weakref to the primary optimizer
         self._handles = []
         self._fp_hook = None
+        self._root = None  # weakref to the root module of an inference loop
+        self._inferring = False  # a root forward of an inference loop is running
+        self._handover_from = None  # end of the step whose close asks for a hand-over, until it happens
         self._patches = Patches()
         self._in_comm = threading.local()
 
@@ -109,13 +132,48 @@ class _Integration:
 
         self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
         self._fp_hook = _ReArmableHook(module_mod.register_module_forward_pre_hook, self._forward_pre_hook)
+        # torch wraps each optimizer class's ``step`` once (``_patch_step_function``); we wrap that, to act on its return
+        step_returned = after_call(lambda _optimizer: self._hand_over_if_due(), "handing the profiler's events over")
+        self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", after_call(
+            lambda optimizer: self._patches.wrap(type(optimizer), "step", step_returned), "instrumenting the optimizer's step"))
         self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
-        self._patches.wrap(torch.autograd, "backward", self._backward)
+        self._patches.wrap(torch.autograd, "backward", after_call(self._backward_ended, "marking the backward end"))
+        self._patch_record_function()
         if torch.distributed.is_available():
             for name in COMM_FUNCTIONS:
                 if callable(getattr(torch.distributed, name, None)):
                     self._patches.wrap(torch.distributed, name, self._comm_wrapper(name))
+
+    def _patch_record_function(self):
+        """The user's ``torch.profiler.record_function`` ranges as mstx ranges (domain "default"); torch's
+        own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out."""
+        from torch.autograd.profiler import record_function
+
+        from ..collectors.mstx import MstxRecorder
+
+        recorder = MstxRecorder(self.session)
+
+        def enter(wrapped, instance, args, kwargs):
+            out = wrapped(*args, **kwargs)
+            try:
+                if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch"):
+                    instance._msprof_range = recorder.range_start(instance.name, "default")
+            except Exception as exc:
+                log.report_error("recording a record_function range", exc)
+            return out
+
+        def leave(wrapped, instance, args, kwargs):
+            try:
+                range_id = vars(instance).pop("_msprof_range", None)
+                if range_id is not None:
+                    recorder.range_end(range_id, "default")
+            except Exception as exc:
+                log.report_error("recording a record_function range", exc)
+            return wrapped(*args, **kwargs)
+
+        self._patches.wrap(record_function, "__enter__", enter)
+        self._patches.wrap(record_function, "__exit__", leave)
 
     def uninstall(self):
         for handle in self._handles:
@@ -129,34 +187,78 @@ class _Integration:
     def _forward_pre_hook(self, module, _args):
         """The first training forward of a step: the outermost module's pre-hook runs before its children's."""
         try:
-            if self.session.disabled or not module.training or not self._grad_enabled():
+            if self.session.disabled:
                 return None
-            self._between_steps()
+            if not module.training or not self._grad_enabled():
+                if self._primary is None and self._root is None:
+                    self._adopt_root(module)
+                return None
             self.steps.mark_fp(time.time_ns())
             self._fp_hook.disarm()
         except Exception as exc:
             log.report_error("marking the forward start", exc)
         return None
 
-    # -- data wait, backward end, step boundary ----------------------------------------------------
-    def _between_steps(self):
-        """At a step's first hook, before anything of it is timed (and outside torch's own
-        ``record_function`` spans, which the optimizer-step hook is not): hand a full profiler
-        session over. The time that takes belongs to no step: the next one starts after it."""
-        if self.device.handover_due and self.steps.current is None:
-            began = time.time_ns()
-            try:
-                self.device.hand_over(self.session)
-            except Exception as exc:
-                log.report_error("handing the profiler's events over", exc)
+    def _adopt_root(self, module):
+        """The first evaluation forward before any optimizer step: this module's forwards may be an
+        inference loop's steps. Its own hooks time them, so the global hook can stay disarmed."""
+        self._root = weakref.ref(module)
+        self._handles.append(module.register_forward_pre_hook(self._root_forward_begins))
+        self._handles.append(module.register_forward_hook(self._root_forward_ends))
+        self._root_forward_begins(module, None)
+
+    def _root_forward_begins(self, module, _args):
+        try:
+            self._inferring = (self._primary is None and not self.session.disabled
+                               and (not module.training or not self._grad_enabled()))
+            if self._inferring:
+                self._fp_hook.disarm()
+                self.steps.mark_fp(time.time_ns())
+        except Exception as exc:
+            log.report_error("marking an inference step's start", exc)
+
+    def _root_forward_ends(self, module, _args, _output):
+        if not self._inferring:
+            return None
+        self._inferring = False
+        try:
             now = time.time_ns()
-            self.session.record({"k": "pause", "start": began, "end": now, "what": "torch.profiler hand-over"})
-            self.steps.start_next_at(now)
+            if self.steps.completed == 0:
+                self.session.record({"k": "note", "ts": now, "text": "inference loop (no optimizer step): one step per "
+                                     f"forward of the root module {type(module).__name__}"})
+            self._step_ends(now)
+            self._hand_over_if_due()
+        except Exception as exc:
+            log.report_error("closing an inference step", exc)
+        return None
+
+    # -- data wait, backward end, step boundary ----------------------------------------------------
+    def _step_ends(self, now):
+        """Close the step at ``now``; a full profiler session is handed over before user code runs."""
+        if self.device.active:  # before close(): closing the last window step stops the device session
+            self.device.step_ended(now)
+        self.steps.open(now)
+        self.steps.close(now)
+        self._fp_hook.arm()
+        if self.device.handover_due:
+            self._handover_from = now
+
+    def _hand_over_if_due(self):
+        """The hand-over a step's close asked for: a recorded pause from that close on, in no step."""
+        began, self._handover_from = self._handover_from, None
+        if began is None or not self.device.handover_due or self.steps.current is not None:
+            return
+        try:
+            self.device.hand_over(self.session)
+        except Exception as exc:
+            log.report_error("handing the profiler's events over", exc)
+        resumed = time.time_ns()
+        self.session.record({"k": "pause", "start": began, "end": resumed, "what": "torch.profiler hand-over"})
+        self.steps.start_next_at(resumed)
 
     def _timed_fetch(self, wrapped, _instance, args, kwargs):
         if self.session.disabled or not self._grad_enabled():
             return wrapped(*args, **kwargs)
-        self._between_steps()
         start = time.time_ns()
         result = wrapped(*args, **kwargs)
         end = time.time_ns()
@@ -166,14 +268,9 @@ class _Integration:
             log.report_error("timing the data loader", exc)
         return result
 
-    def _backward(self, wrapped, _instance, args, kwargs):
-        result = wrapped(*args, **kwargs)
-        try:
-            if not self.session.disabled:
-                self.steps.mark_bp(time.time_ns())
-        except Exception as exc:
-            log.report_error("marking the backward end", exc)
-        return result
+    def _backward_ended(self, _instance):
+        if not self.session.disabled:
+            self.steps.mark_bp(time.time_ns())
 
     def _after_optimizer_step(self, optimizer, _args, _kwargs):
         try:
@@ -189,11 +286,7 @@ class _Integration:
                 return
             if self.session.disabled:
                 return
-            if self.device.active:  # before close(): closing the last window step stops the device session
-                self.device.step_ended(now)
-            self.steps.open(now)
-            self.steps.close(now)
-            self._fp_hook.arm()
+            self._step_ends(now)
         except Exception as exc:
             log.report_error("closing a training step", exc)
 
@@ -258,6 +351,25 @@ def _payload_bytes(args, kwargs):
     return 0
 
 
+_kineto_level_chosen = False
+
+
+def _start_quietly(prof):
+    """Start ``prof`` with kineto's lines off, so the job's output stays its own: the level is set
+    for kineto's first start only (it reads it then), and never where the user chose one; the
+    variable is removed again, so the job's children do not inherit it."""
+    global _kineto_level_chosen
+    if _kineto_level_chosen or KINETO_LEVEL_VARIABLE in os.environ:
+        prof.start()
+        return
+    _kineto_level_chosen = True
+    os.environ[KINETO_LEVEL_VARIABLE] = KINETO_QUIET_LEVEL
+    try:
+        prof.start()
+    finally:
+        os.environ.pop(KINETO_LEVEL_VARIABLE, None)
+
+
 _fork_guard_installed = False
 
 
@@ -320,6 +432,7 @@ class TorchDeviceSession:
 
     def __init__(self, steps):
         self.options = None  # the recording window's, from start()
+        self._session_events = _session_events()
         self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
         self._steps = steps
         self.step_ends = []  # boundaries of the window's steps, to number the collectives found in it
@@ -345,16 +458,17 @@ class TorchDeviceSession:
 
         self.cuda = _cuda_in_use()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        # with_stack is the agent's own stack sampler (collectors/stacks.py): torch's Python stack events
+        # made a 1.7 s training loop take 22 s and named ops after Python objects and their addresses.
         self._prof = profile(activities=activities, record_shapes=self.options.record_shapes,
-                             profile_memory=self.options.profile_memory, with_stack=self.options.with_stack,
-                             with_flops=self.options.record_shapes)
+                             profile_memory=self.options.profile_memory, with_flops=self.options.record_shapes)
         if not continuing:
             self._mem_base = {"cpu": 0, "cuda": torch.cuda.memory_allocated() if self.cuda and self.options.profile_memory else 0}
         self.step_ends, self.wrapped_comm = [], []
         self._steps_in_session = 0
         self._first_step = self._steps.completed + 1
         before = time.time_ns()
-        self._prof.start()
+        _start_quietly(self._prof)
         self._sync = (before, time.time_ns())
         _guard_fork_children_against_kineto_exit()
 
@@ -374,7 +488,7 @@ class TorchDeviceSession:
         """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS."""
         steps = self._steps_in_session
         events = self.stop(session)
-        self._session_steps = max(1, steps * SESSION_EVENTS // max(events, 1))
+        self._session_steps = max(1, steps * self._session_events // max(events, 1))
         self._start_profiler(continuing=True)
 
     def stop(self, session):
@@ -495,6 +609,16 @@ class TorchDeviceSession:
                 session.record({"k": "mem", "ts": when, "allocated": value, "device": device})
 
 
+def _session_events():
+    value = os.environ.get(SESSION_EVENTS_VARIABLE)
+    if value is None:
+        return SESSION_EVENTS
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    log.warn_once(f"{SESSION_EVENTS_VARIABLE}={value!r} is not a positive whole number of events; using {SESSION_EVENTS}")
+    return SESSION_EVENTS
+
+
 def _tensor_bytes(shapes, dtypes):
     """Bytes of a profiled op's tensor inputs from their shapes and dtype names (0 if a dtype is unknown)."""
     total = 0
@@ -525,6 +649,10 @@ def _flush_batch(session, batch, offset):
         return
     record = {"k": "ops", "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
     codes, table = coded(batch.pop("name"))
+    stable = [ADDRESS.sub("", name) for name in table]
+    if stable != table:  # names that differ only by an address are one op
+        merged, table = coded(stable)
+        codes = [merged[code] for code in codes]
     record.update(name_codes=codes, name_table=table, type_codes=codes, type_table=table)  # torch's op name is its type
     record.update(batch)
     if offset:

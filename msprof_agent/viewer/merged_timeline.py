@@ -7,13 +7,15 @@ The MindSpore Profiler guide's timeline filters, as applied to our ``*_timeline_
   metadata mentions step, overlap, communication, hccl, data or queue), so a long run stays small;
 - merge subgraphs: in the step-level processes, the threads named after a graph ("graph 0", "graph 1", ...)
   collapse into one track; other threads (steps, stages) stay as they are.
+Each file's times count from its own base (``contract.time_base_event``); the merged file's count from
+the earliest of them, recorded once, so ranks line up and stay exact.
 """
 import os
 import re
 
 import orjson
 
-from ..contract import timeline_file
+from ..contract import rebase, time_base_event, timeline_base, timeline_file
 
 _SUMMARY_PROCESS = re.compile(r"step|overlap|communicat|hccl|data|queue", re.I)
 _GRAPH_THREAD = re.compile(r"graph", re.I)
@@ -50,7 +52,7 @@ def _graph_tracks(events, pids):
 
 def build(run, ranks, kind="summary", merge=False):
     """Return (events, problems): the merged array and a list of per-rank reasons something was left out."""
-    out, problems = [], []
+    loaded, problems = [], []
     next_pid = 1  # Perfetto treats pid 0 as the kernel's idle task
     for rank in ranks:
         directory = run.ranks[rank]
@@ -67,6 +69,11 @@ def build(run, ranks, kind="summary", merge=False):
         except Exception as exc:
             problems.append(f"rank {rank}: {name}: {type(exc).__name__}: {exc}")
             continue
+        loaded.append((rank, events, timeline_base(events)))
+    base = min((b for *_, b in loaded), default=0)
+    out = [time_base_event(base, 1)] if base else []
+    for rank, events, own_base in loaded:
+        events = rebase(events, own_base, base)
         names = _metadata_names(events, "process_name")
         summary_pids = {pid for pid, pname in names.items() if _SUMMARY_PROCESS.search(pname)}
         merged = _graph_tracks(events, summary_pids) if merge else {}

@@ -13,18 +13,69 @@ import contextlib
 import functools
 import html
 import json
+import os
+import time
 from urllib.parse import urlencode
 
 import orjson
 
+from .. import contract
 from .assets import TEMPLATE_DIR, static_text
 from .sections import MAX_TABLE_ROWS, PAGES
 
 PAGE_TITLES = {"overview": "Overview", "steps": "Step trace", "operators": "Operators", "data": "Data preparation",
                "resources": "Resources", "cluster": "Cluster"}
-REPORT_PAGES = ("overview", "steps", "operators", "resources")
 STAGES = (("iteration_interval", "Step interval"), ("fp_and_bp", "Forward + backward"), ("tail", "Step tail"))
-STAGE_COLORS = {"iteration_interval": "#8fb3e0", "fp_and_bp": "#3b6fb6", "tail": "#f2a541"}
+STAGE_COLORS = {"iteration_interval": "#8fb3e0", "fp_and_bp": "#3b6fb6", "tail": "#f2a541", "data_wait": "#c0392b",
+                "communication": "#2e8b57"}
+
+# One sentence per section that can be absent: which option fills it, or why this framework has none.
+# A value is the sentence, or {framework: sentence} where frameworks differ ("torch" / "mindspore").
+FILLED_BY = {
+    "step_trace": "No step was profiled: check start_step / stop_step, and that the training loop ran while profiling was on.",
+    "queue": "The wait for data is recorded for every profiled step; this run profiled none (check start_step / stop_step).",
+    "queue_sizes": {"mindspore": "set data_process: true to sample the dataset queue's size at each fetch.",
+                    "torch": "a PyTorch DataLoader has no queue to sample; the wait per step above is how long each batch took."},
+    "pipeline": {"mindspore": "Set data_process: true in MS_PROFILER_OPTIONS to record the dataset pipeline's ops and queues.",
+                 "torch": "The pipeline view is for mindspore.dataset pipelines; a PyTorch DataLoader has none (the wait for data per step is shown above)."},
+    "op_types": "Set op_time: true (the default) to record operators.",
+    "op_detail": "Set op_time: true (the default) to record operators.",
+    "op_shapes": "Set op_time: true (the default) to record operators; analyse again (msprof-agent analyse) if the run predates this table.",
+    "flops": "With record_shapes: true (the default) FLOPs are estimated from input shapes.",
+    "memory_summary": "Set profile_memory: true to record memory.",
+    "memory_details": "Set profile_memory: true to record memory over time.",
+    "cpu": "CPU utilization is sampled every cpu_sampling_interval ms; the run ended before a sample was taken.",
+    "hccl": "Set profile_communication: true on a multi-card run to record communication.",
+    "timeline": "Set op_time: true (the default) to write the timeline.",
+}
+
+
+def framework_of(sections):
+    """The run's framework ("torch" or "mindspore") from its profiler_info or summary; "mindspore" when neither says."""
+    for name in ("info", "summary"):
+        section = sections.get(name)
+        if ok(section) and isinstance(section["data"], dict) and section["data"].get("framework"):
+            return section["data"]["framework"]
+    return "mindspore"
+
+
+def hints(framework):
+    """FILLED_BY for one framework: {section: sentence}."""
+    return {key: value.get(framework, value.get("mindspore")) if isinstance(value, dict) else value for key, value in FILLED_BY.items()}
+
+
+def info_rows(info, framework):
+    """The run card's rows from profiler_info, in the framework's words: torch runs show their torch version
+    and eager mode, MindSpore runs their MindSpore version and context mode."""
+    data = info["data"] if ok(info) and isinstance(info["data"], dict) else {}
+    if not data:
+        return []
+    if framework == "torch":
+        rows = [("torch version", data.get("framework_version")), ("mode", "eager")]
+    else:
+        rows = [("MindSpore version", data.get("ms_version") or data.get("framework_version")), ("mode", data.get("context_mode"))]
+    rows += [("parallel mode", data.get("parallel_mode")), ("ranks", data.get("rank_size"))]
+    return [(key, value) for key, value in rows if value not in (None, "")]
 
 
 def plot_text(value):
@@ -198,10 +249,9 @@ def data_stats(sections):
 
 
 def overview(page, run, rank, sections, report=False):
-    info, summary = sections.get("info"), sections.get("summary")
+    summary = sections.get("summary")
     context = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [],
-               "info_rows": [(key, info["data"][key]) for key in ("ms_version", "context_mode", "parallel_mode", "rank_size")
-                             if ok(info) and isinstance(info["data"], dict) and key in info["data"]]}
+               "info_rows": info_rows(sections.get("info"), framework_of(sections))}
     if ok(summary):
         context["suggestions"] = [{"id": sug.get("id"), "text": sug.get("text"),
                                    "evidence": [(k, _evidence_text(v)) for k, v in (sug.get("evidence") or {}).items()]}
@@ -231,7 +281,8 @@ def overview(page, run, rank, sections, report=False):
 
 def steps_page(page, run, rank, sections):
     st, points = sections["step_trace"], sections.get("point_info")
-    context = {"step_trace": st, "points": points["data"] if ok(points) and isinstance(points["data"], dict) else None}
+    context = {"step_trace": st, "points": points["data"] if ok(points) and isinstance(points["data"], dict) else None,
+               "timeline": timeline_chart(page, "st-timeline", sections["step_timeline"])}
     if not ok(st):
         return context
     steps, average = st["data"]["steps"], st["data"]["average"] or {}
@@ -239,34 +290,151 @@ def steps_page(page, run, rank, sections):
     if fp_at is not None and average.get("fp_and_bp") is not None:
         bp_at = fp_at + average["fp_and_bp"]
     page.blobs["msprof-steps"] = {"steps": steps, "average": average}
-    xs = [s["step"] for s in steps]
-    charts = [page.chart(f"st-{key}", [{"type": "scatter", "mode": "lines+markers" if len(xs) <= 200 else "lines", "x": xs,
-                                        "y": [s.get(key) for s in steps], "name": label, "line": {"color": STAGE_COLORS.get(key, "#555")}}],
-                         {"height": 240, "title": {"text": f"{label} per step (ms)"}, "xaxis": {"title": {"text": "step"}}})
-              for key, label in STAGES + (("total", "Step total"),)]
+    summary = sections.get("summary")
+    warmup = warmup_steps(summary["data"] if ok(summary) else {}, [s["step"] for s in steps])
     return dict(context, steps=steps, average=average, fp_at=fp_at, bp_at=bp_at, bar=stage_bar(page, "st-bar", average, "Average step"),
-                charts=charts)
+                warmup=warmup, per_step=per_step_chart(page, "st-steps", steps, _step_waits(sections["queue"]),
+                                                       _step_communication(sections["hccl"]), warmup))
+
+
+def warmup_steps(summary, step_numbers):
+    """The warm-up steps among STEP_NUMBERS. The summary's ``warmup_steps`` (absent in older summaries) is a count
+    of first steps, a list of step numbers, or a list of ``{"step": n, ...}``."""
+    marked = summary.get("warmup_steps") if isinstance(summary, dict) else None
+    if isinstance(marked, bool) or not isinstance(marked, (int, list)):
+        return []
+    if isinstance(marked, int):
+        return step_numbers[:marked]
+    numbers = {m.get("step") if isinstance(m, dict) else m for m in marked}
+    return [n for n in step_numbers if n in numbers]
+
+
+def _step_waits(queue):
+    """Wait for data per step (ms) from the queue file's fetch lines, or {}."""
+    waits = {}
+    if ok(queue):
+        for fetch in queue["data"]["fetch"]:
+            if fetch["kind"] == contract.FETCH_GET:
+                waits[fetch["step"]] = waits.get(fetch["step"], 0.0) + fetch["cost_ms"]
+    return waits
+
+
+def _step_communication(hccl):
+    if not ok(hccl):
+        return {}
+    return {s["step"]: s["communication_ms"] for s in hccl["data"]["steps"] if s["communication_ms"] is not None}
+
+
+def per_step_chart(page, chart_id, steps, waits, communication, warmup):
+    """One stacked bar per step: the interval split into the wait for data and the rest, forward+backward, tail;
+    communication (inside the step, so beside the stack) where recorded; warm-up steps shaded."""
+    xs = [s["step"] for s in steps]
+    wait = [min(waits.get(s["step"], 0.0), s.get("iteration_interval") or 0.0) for s in steps]
+    parts = [("data_wait", "Data wait", wait) if waits else None,
+             ("iteration_interval", "Step interval (other)" if waits else "Step interval",
+              [(s.get("iteration_interval") or 0.0) - w for s, w in zip(steps, wait)]),
+             ("fp_and_bp", "Forward + backward", [s.get("fp_and_bp") for s in steps]),
+             ("tail", "Step tail", [s.get("tail") for s in steps])]
+    data = [{"type": "bar", "x": xs, "y": values, "name": label, "marker": {"color": STAGE_COLORS[key]},
+             "hovertemplate": f"step %{{x}}: {label} %{{y:.3f}} ms<extra></extra>"} for key, label, values in filter(None, parts)]
+    if communication:
+        data.append({"type": "scatter", "mode": "markers", "x": xs, "y": [communication.get(n) for n in xs], "name": "Communication (within the step)",
+                     "marker": {"color": STAGE_COLORS["communication"], "symbol": "diamond", "size": 9},
+                     "hovertemplate": "step %{x}: communication %{y:.3f} ms<extra></extra>"})
+    layout = {"barmode": "stack", "height": 340, "title": {"text": "Where each step's time went (ms)"}, "xaxis": {"title": {"text": "step"}},
+              "yaxis": {"title": {"text": "ms"}}, "legend": {"orientation": "h", "y": -0.25, "traceorder": "normal"}}
+    if warmup:  # one shaded band per warm-up step: they need not be consecutive
+        layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": n - 0.5, "x1": n + 0.5, "y0": 0, "y1": 1,
+                             "fillcolor": "#999", "opacity": 0.2, "line": {"width": 0}, "layer": "below"} for n in warmup]
+        layout["annotations"] = [{"xref": "x", "yref": "paper", "x": warmup[0], "y": 1, "yanchor": "bottom", "text": "warm-up", "showarrow": False}]
+    return page.chart(chart_id, data, layout)
+
+
+# The step-level timeline's kinds of bar (the stage events are named as the timeline writer names them) and their colours.
+TIMELINE_COLORS = {"Step": "#7f8c9a", "Step Interval": STAGE_COLORS["iteration_interval"], "Forward+Backward": STAGE_COLORS["fp_and_bp"],
+                   "Tail": STAGE_COLORS["tail"], "Data wait": STAGE_COLORS["data_wait"], "Communication": STAGE_COLORS["communication"],
+                   "Other": "#bbb"}
+
+
+def _timeline_kind(event):
+    track = event["track"].lower()
+    if "data" in track:
+        return "Data wait"
+    if "communicat" in track:
+        return "Communication"
+    if event["name"] in TIMELINE_COLORS:
+        return event["name"]
+    return "Step" if event["name"].lower().startswith("step ") else "Other"
+
+
+def timeline_chart(page, chart_id, timeline):
+    """A zoomable (drag to zoom, double-click to reset) chart of step-level events, one row per rank and track;
+    returns {"chart", "events", "left_out", "problems"}, chart None without events."""
+    events = timeline["events"]
+    out = {"chart": None, "events": len(events), "left_out": timeline["left_out"], "problems": timeline["problems"]}
+    if not events:
+        return out
+    origin = min(e["ts"] for e in events)
+    groups, tracks = {}, {}
+    for e in events:
+        number = e["rank"].replace("Rank ", "")
+        track = plot_text(f'rank {number} · {e["track"]}')
+        tracks.setdefault(track, (int(number) if number.isdigit() else 0, len(tracks)))
+        group = groups.setdefault(_timeline_kind(e), {"y": [], "base": [], "x": [], "text": []})
+        group["y"].append(track)
+        group["base"].append(round((e["ts"] - origin) / 1000.0, 4))
+        group["x"].append(round(e["dur"] / 1000.0, 4))
+        group["text"].append(plot_text(e["name"]))
+    data = [{"type": "bar", "orientation": "h", "name": kind, "y": g["y"], "base": g["base"], "x": g["x"], "customdata": g["text"],
+             "marker": {"color": TIMELINE_COLORS[kind]}, "hovertemplate": "%{customdata}: %{base:.3f} ms + %{x:.3f} ms<extra></extra>"}
+            for kind, g in groups.items()]
+    rows = len(tracks)
+    out["chart"] = page.chart(chart_id, data, {"barmode": "overlay", "height": 160 + 40 * rows, "dragmode": "zoom",
+                                               "xaxis": {"title": {"text": "ms from the first event (drag to zoom, double-click to reset)"},
+                                                         "rangeslider": {"visible": True}},
+                                               "yaxis": {"autorange": "reversed", "fixedrange": True, "categoryorder": "array",
+                                                         "categoryarray": sorted(tracks, key=tracks.get)}, "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
+                                               "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"}})
+    return out
 
 
 # ---- operators --------------------------------------------------------------------------------------
 
+# The op tables' time is self time (nested ops left out, so shares add up to 1); "incl_ms" is the total
+# with nested ops, summed from the by-shape table where the run has one.
 TYPE_COLUMNS = (("op_type", "Type", "text"), ("occurrences", "Occurrences", "count"), ("per_step", "Per step", "count"),
-                ("total_ms", "Total (ms)", "num"), ("avg_ms", "Avg (ms)", "num"), ("percent", "Share", "pct"))
+                ("total_ms", "Self (ms)", "num"), ("incl_ms", "Total (ms)", "num"), ("avg_ms", "Avg self (ms)", "num"),
+                ("percent", "Share", "pct"))
 OP_COLUMNS = (("op_name", "Operator", "text"), ("op_type", "Type", "text"), ("occurrences", "Occurrences", "count"),
-              ("total_ms", "Total (ms)", "num"), ("avg_ms", "Avg (ms)", "num"), ("proportion", "Share", "pct"),
-              ("full_op_name", "Full name", "text"))
+              ("total_ms", "Self (ms)", "num"), ("incl_ms", "Total (ms)", "num"), ("avg_ms", "Avg self (ms)", "num"),
+              ("proportion", "Share", "pct"), ("full_op_name", "Full name", "text"))
+SHAPE_COLUMNS = (("op_name", "Operator", "text"), ("op_type", "Type", "text"), ("input_shape", "Input shapes", "text"),
+                 ("occurrences", "Occurrences", "count"), ("self_ms", "Self (ms)", "num"), ("total_ms", "Total (ms)", "num"))
 FLOPS_COLUMNS = (("mflops_cube", "MFLOPs (cube)", "num"), ("gflops_cube", "GFLOPS (cube)", "num"),
                  ("mflops_vec", "MFLOPs (vec)", "num"), ("gflops_vec", "GFLOPS (vec)", "num"))
 
 
+def _including_nested(shapes, key):
+    """Total time with nested ops (ms) per op name or type, summed over the by-shape rows."""
+    totals = {}
+    for row in shapes:
+        totals[row[key]] = totals.get(row[key], 0.0) + (row["total_ms"] or 0.0)
+    return totals
+
+
 def operators_page(page, run, rank, sections):
     flops_summary, types, detail, flops = sections["flops_summary"], sections["op_types"], sections["op_detail"], sections["flops"]
-    context = {"flops_summary": flops_summary, "types": types, "detail": detail, "flops": flops}
+    shapes = sections["op_shapes"]
+    context = {"flops_summary": flops_summary, "types": types, "detail": detail, "flops": flops, "shapes": shapes}
+    shape_rows = shapes["data"] if ok(shapes) else []
+    by_type, by_name = _including_nested(shape_rows, "op_type"), _including_nested(shape_rows, "op_name")
+    if ok(shapes):
+        context["shape_table"] = table("op-shapes", SHAPE_COLUMNS, shape_rows, ("op_name", "op_type", "input_shape"))
     if ok(types):
         context["type_charts"] = op_type_charts(page, "op-", types["data"])
-        context["type_table"] = table("op-types", TYPE_COLUMNS, types["data"], ("op_type",))
+        context["type_table"] = table("op-types", TYPE_COLUMNS, [dict(r, incl_ms=by_type.get(r["op_type"])) for r in types["data"]], ("op_type",))
     if ok(detail):
-        columns, rows = OP_COLUMNS, detail["data"]
+        columns, rows = OP_COLUMNS, [dict(r, incl_ms=by_name.get(r["full_op_name"])) for r in detail["data"]]
         if ok(flops):
             by_name = flops["data"]
             rows = [dict(r, **dict(zip(("mflops_cube", "gflops_cube", "mflops_vec", "gflops_vec"),
@@ -286,14 +454,18 @@ PIPELINE_COLUMNS = (("op_id", "Id", "count"), ("op_type", "Op", "text"), ("num_w
 def data_page(page, run, rank, sections):
     queue, pipeline = sections["queue"], sections["pipeline"]
     context = {"data_prep": data_stats(sections), "queue": queue, "pipeline": pipeline}
-    if ok(queue):
-        q, f = queue["data"]["queue"], [r for r in queue["data"]["fetch"] if r["kind"] == 0]
-        context["gap_charts"] = (
-            page.chart("dp-queue", [{"type": "bar", "x": [r["step"] for r in q], "y": [r["size"] for r in q], "name": "queue size"}],
-                       {"title": {"text": "Data queue size when each step fetched"}, "xaxis": {"title": {"text": "step"}}}),
-            page.chart("dp-fetch", [{"type": "scatter", "mode": "lines", "x": [r["step"] for r in f], "y": [r["cost_ms"] for r in f],
-                                     "name": "fetch (ms)"}],
-                       {"title": {"text": "Time to fetch each batch (ms)"}, "xaxis": {"title": {"text": "step"}}}))
+    if ok(queue):  # a chart only over records there are: no empty axes
+        q, f = queue["data"]["queue"], [r for r in queue["data"]["fetch"] if r["kind"] == contract.FETCH_GET]
+        charts = []
+        if q:
+            charts.append(page.chart("dp-queue", [{"type": "bar", "x": [r["step"] for r in q], "y": [r["size"] for r in q], "name": "queue size"}],
+                                     {"title": {"text": "Data queue size when each step fetched"}, "xaxis": {"title": {"text": "step"}}}))
+        if f:
+            charts.append(page.chart("dp-fetch", [{"type": "scatter", "mode": "lines+markers", "x": [r["step"] for r in f],
+                                                   "y": [r["cost_ms"] for r in f], "name": "wait (ms)"}],
+                                     {"title": {"text": "Wait for data in each step (ms)"}, "xaxis": {"title": {"text": "step"}}}))
+        if charts:
+            context["gap_charts"] = charts
     if not ok(pipeline):
         return context
     ops, marked = pipeline["data"]["ops"], {m["op_id"]: m["why"] for m in pipeline["data"]["bottlenecks"]}
@@ -332,11 +504,6 @@ def pipeline_columns(ops, marked):
 
 # ---- resources --------------------------------------------------------------------------------------
 
-def _mean(values):
-    values = [v for v in values or [] if isinstance(v, (int, float))]
-    return sum(values) / len(values) if values else None
-
-
 def resources_page(page, run, rank, sections):
     cpu = sections["cpu"]
     context = {"cpu": cpu, "memory": memory(page, sections)}
@@ -347,8 +514,10 @@ def resources_page(page, run, rank, sections):
     x = [(t - ts[0]) / 1000.0 for t in ts] if ts else []
     dev, proc = c.get("device_info") or {}, c.get("process_info") or {}
     context["cpu_data"] = c
-    context["means"] = {f"{side}_{k}": _mean(values.get(f"{k}_utilization")) for side, values in (("machine", dev), ("process", proc))
-                        for k in ("user", "sys")}
+    context["means"] = contract.cpu_means(c)  # time-weighted: the summary's and the report's figures
+    context["cpu_charts"] = []
+    if len(x) < 2:
+        return context  # one sample draws no line, only empty axes
     machine = [{"type": "scatter", "mode": "lines", "x": x, "y": dev.get(k) or [], "name": k.replace("_utilization", "")}
                for k in ("user_utilization", "sys_utilization", "io_utilization", "idle_utilization") if dev.get(k)]
     process = [{"type": "scatter", "mode": "lines", "x": x, "y": proc.get(k) or [], "name": k.replace("_utilization", "")}
@@ -373,7 +542,7 @@ def resources_page(page, run, rank, sections):
 def memory(page, sections):
     """The memory card's values: the summary's peaks, the memory summary file's scalars, the curve and its chart."""
     summary, ms, md = sections.get("summary"), sections["memory_summary"], sections["memory_details"]
-    context = {"summary_file": ms, "details": md, "peaks": None, "scalars": []}
+    context = {"summary_file": ms, "details": md, "peaks": None, "scalars": [], "chart": None}
     if ok(summary) and isinstance(summary["data"].get("memory"), dict):
         context["peaks"] = summary["data"]["memory"]
     if ok(ms) and isinstance(ms["data"], dict):
@@ -392,6 +561,8 @@ def memory(page, sections):
                            "textposition": "top center", "marker": {"color": "#c0392b", "size": 9}, "showlegend": False})
     peaks = [g["peak"] for g in md["data"] if g["peak"] is not None]
     context["curve_peak"] = max(peaks) if peaks else None
+    if max((len(g["lines"]) for g in md["data"]), default=0) < 2:
+        return context  # one sample draws no curve, only empty axes; the peak is shown above
     context["chart"] = page.chart("mem-lines", traces, {"title": {"text": "Memory over " + ("time" if over_time else "execution") + " (MB)"},
                                                         "xaxis": {"title": {"text": "s" if over_time else "execution order"}}})
     return context
@@ -406,6 +577,7 @@ CLUSTER_COLUMNS = (("rank", "Rank", "count"), ("total", "Step (ms)", "num"), ("i
 
 def cluster_page(page, run, rank, loaded):
     ranks, slowest = loaded["ranks"], loaded["slowest"]
+    timeline = timeline_chart(page, "cl-timeline", loaded["step_timeline"])
     rows, problems = [], []
     for r, sections in ranks.items():
         st, hccl = sections["step_trace"], sections["hccl"]
@@ -423,7 +595,7 @@ def cluster_page(page, run, rank, loaded):
     labels = [f"rank {row['rank']}" + (" (slowest)" if row["slowest"] else "") for row in rows]
     stage_traces = [{"type": "bar", "x": labels, "y": [row.get(k) for row in rows], "name": label, "marker": {"color": STAGE_COLORS[k]}}
                     for k, label in STAGES]
-    context = {"several": len(ranks) > 1, "problems": problems, "table": table("cluster-ranks", CLUSTER_COLUMNS, rows),
+    context = {"several": len(ranks) > 1, "problems": problems, "table": table("cluster-ranks", CLUSTER_COLUMNS, rows), "timeline": timeline,
                "stage_chart": page.chart("cl-stages", stage_traces, {"barmode": "stack", "title": {"text": "Mean stage times per rank (ms)"}}),
                "comm_chart": None}
     if any(row.get("communication") is not None for row in rows):
@@ -440,11 +612,12 @@ VIEWS = {"overview": overview, "steps": steps_page, "operators": operators_page,
 # ---- documents --------------------------------------------------------------------------------------
 
 def page_body(page, name, run, rank, sections, report=False):
-    """One page's cards, rendered from templates/<name>.html with what its view computed."""
+    """One page's cards, rendered from templates/<name>.html with what its view computed, in the run's framework's words."""
     context = overview(page, run, rank, sections, report) if name == "overview" else VIEWS[name](page, run, rank, sections)
+    framework = framework_of(sections)
     from markupsafe import Markup
 
-    return Markup(render(f"{name}.html", run=run, rank=rank, **context))
+    return Markup(render(f"{name}.html", run=run, rank=rank, framework=framework, hints=hints(framework), **context))
 
 
 def run_page(run, rank, page_name, loaded):
@@ -453,17 +626,37 @@ def run_page(run, rank, page_name, loaded):
     return render("run.html", run=run, rank=rank, page_name=page_name, pages=PAGES, body=body, page=page)
 
 
+def run_row(run):
+    """The runs index's row of one run: its first rank's summary (date from the file), or blanks where it has none."""
+    rank = min(run.ranks)
+    directory = run.ranks[rank]
+    try:
+        summary = contract.read_summary(directory, rank)
+        date = os.path.getmtime(os.path.join(directory, contract.name(contract.SUMMARY, rank)))
+    except (OSError, ValueError):
+        summary, date = {}, None
+    summary = summary if isinstance(summary, dict) else {}
+    return {"date": date, "date_text": time.strftime("%Y-%m-%d %H:%M", time.localtime(date)) if date else "—",
+            "framework": summary.get("framework"), "steps": summary.get("steps_profiled"),
+            "p50": (summary.get("step_time_ms") or {}).get("p50"), "verdict": summary.get("verdict")}
+
+
 def index_page(base, runs):
-    return render("index.html", base=base, runs=[(run_id, runs[run_id]) for run_id in sorted(runs)])
+    return render("index.html", base=base, runs=[(run_id, runs[run_id], run_row(runs[run_id])) for run_id in sorted(runs)])
 
 
 def error_page(status, message):
     return render("error.html", status=status, message=message)
 
 
+def report_pages(run):
+    """The viewer's pages the report of a run carries: all, the cluster page only where the run has several ranks."""
+    return tuple(name for name in PAGES if name != "cluster" or len(run.ranks) > 1)
+
+
 def report(run, rank, loaded_pages, plotly_js):
-    """report.html: the overview, step trace, operator and resource views of one rank in one offline file."""
+    """report.html: every page the viewer has for one rank, in one offline file."""
     page = Page()
-    bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in REPORT_PAGES]
+    bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in report_pages(run)]
     inline = {"css": static_text("viewer.css"), "plotly_js": plotly_js, "viewer_js": static_text("viewer.js")}
     return render("report.html", rank=rank, bodies=bodies, page=page, inline=inline)

@@ -3,13 +3,15 @@
 Always named ``report_{rank}.html``: ranks can share one profiler directory (every contract file there
 carries ``_{rank}``), and a name that depended on how many ranks are present at the moment one rank
 finishes its analysis would race; a fixed per-rank name never collides and matches the contract.
-It holds the overview, step trace, operator and resource views, with plotly.min.js, the CSS and the
+It holds every page the viewer has for the rank (the cluster page too where several ranks were analysed
+into the directory, as a multi-card ``msprof-agent analyse`` does), with plotly.min.js, the CSS and the
 viewer script inlined, so it opens from a CI artifact or a mail with no network and nothing installed.
 It is written inside the training process, where only the agent's core dependencies may be installed:
 without the viewer extra (jinja2 renders it, plotly draws it) ``write_report`` raises ``ViewerExtraMissing``.
 """
 import os
 
+from .. import contract
 from ..contract import REPORT as REPORT_NAME
 from ..writers import write_bytes
 from .assets import INSTALL_VIEWER, plotly_js_path, template_engine_missing
@@ -30,9 +32,11 @@ def write_report(profiler_dir, rank):
 
     rank = int(rank)
     directory = os.path.abspath(profiler_dir)
-    run = sections.Run(os.path.basename(os.path.dirname(directory)) or directory, {rank: directory})
+    ranks = {r: directory for r in contract.summary_ranks(directory)}  # a multi-card analysis: the ranks analysed here so far
+    ranks[rank] = directory
+    run = sections.Run(os.path.basename(os.path.dirname(directory)) or directory, ranks)
     with sections.shared_reads():
-        loaded = {name: sections.load_page(run, rank, name) for name in render.REPORT_PAGES}
+        loaded = {name: sections.load_page(run, rank, name) for name in render.report_pages(run)}
     with open(js_path, encoding="utf-8") as handle:
         plotly_js = handle.read()
     text = render.report(run, rank, loaded, plotly_js)

@@ -139,11 +139,11 @@ def _first(profiler_dir, names, parse):
 # which sections each page needs: a page reads only these files
 PAGE_SECTIONS = {
     "overview": ("info", "summary", "step_trace", "op_types", "queue", "timeline"),
-    "steps": ("info", "summary", "step_trace", "point_info"),
-    "operators": ("info", "op_types", "op_detail", "flops", "flops_summary"),
+    "steps": ("info", "summary", "step_trace", "point_info", "queue", "hccl"),
+    "operators": ("info", "op_types", "op_detail", "op_shapes", "flops", "flops_summary"),
     "data": ("info", "summary", "queue", "pipeline"),
     "resources": ("info", "summary", "cpu", "memory_summary", "memory_details"),
-    "cluster": (),
+    "cluster": ("info",),
 }
 PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
 
@@ -156,6 +156,7 @@ SECTIONS = {
     "point_info": ((contract.STEP_POINTS,), contract.read_json),
     "op_types": ((contract.CPU_OP_TYPES,), contract.read_op_types),
     "op_detail": ((contract.CPU_OP_DETAIL,), contract.read_op_detail),
+    "op_shapes": ((contract.CPU_OP_SHAPES,), contract.read_op_shapes),
     "flops": ((contract.FLOPS,), contract.read_flops),
     "flops_summary": ((contract.FLOPS_SUMMARY,), contract.read_json),
     "queue": ((contract.ITERATOR_QUEUE, contract.DEVICE_QUEUE), contract.read_queue),
@@ -170,21 +171,62 @@ SECTIONS = {
 
 def load_section(profiler_dir, rank, name):
     templates, parse = SECTIONS[name]
-    return _first(profiler_dir, [contract.name(template, rank) for template in templates], parse)
+    section = _first(profiler_dir, [contract.name(template, rank) for template in templates], parse)
+    if name == "step_trace" and section["status"] == "ok" and not section["data"]["steps"]:
+        return _section("missing", section["file"])  # a header and no step: nothing profiled, no chart to draw
+    return section
 
 
 def load_page(run, rank, page):
-    """The sections one page of one rank shows; the cluster page reads every rank's step trace and hccl."""
-    if page == "cluster":
-        ranks = {}
-        for r, directory in sorted(run.ranks.items()):
-            ranks[r] = {"step_trace": load_section(directory, r, "step_trace"), "hccl": load_section(directory, r, "hccl")}
-        return {"ranks": ranks, "slowest": slowest_rank(ranks)}
+    """The sections one page of one rank shows; the cluster page reads every rank's step trace and hccl,
+    and the step trace and cluster pages the step-level timeline of their ranks."""
     directory = run.ranks[rank]
     out = {name: load_section(directory, rank, name) for name in PAGE_SECTIONS[page]}
+    if page == "cluster":
+        ranks = {}
+        for r, rank_dir in sorted(run.ranks.items()):
+            ranks[r] = {"step_trace": load_section(rank_dir, r, "step_trace"), "hccl": load_section(rank_dir, r, "hccl")}
+        out.update(ranks=ranks, slowest=slowest_rank(ranks), step_timeline=step_timeline(run, sorted(run.ranks)))
+    if page == "steps":
+        out["step_timeline"] = step_timeline(run, [rank])
     if page == "overview":
         out["timeline_file"] = contract.timeline_file(directory, rank)
     return out
+
+
+TIMELINE_DRAW_MAX_BYTES = 64 << 20  # a larger timeline file is only offered as a download
+TIMELINE_DRAW_MAX_EVENTS = 4000  # complete events drawn per page (steps first, then stages, waits, communication)
+
+
+def step_timeline(run, ranks):
+    """The step-level complete events (steps, stages, data waits, communication) of RANKS' timeline files,
+    as ``{"events": [{rank, track, name, ts, dur}], "left_out": n, "problems": [...]}``; ts and dur in us."""
+    from . import merged_timeline
+
+    problems, readable = [], []
+    for rank in ranks:
+        name = contract.timeline_file(run.ranks[rank], rank)
+        if name and os.path.getsize(os.path.join(run.ranks[rank], name)) > TIMELINE_DRAW_MAX_BYTES:
+            problems.append(f"rank {rank}: {name} is over {TIMELINE_DRAW_MAX_BYTES >> 20} MB; download it to look at it")
+        else:
+            readable.append(rank)
+    events, more = merged_timeline.build(run, readable, kind="summary") if readable else ([], [])
+    tracks = {}
+    for event in events:
+        if event.get("ph") == "M" and event.get("name") in ("process_name", "thread_name"):
+            key = event.get("pid") if event["name"] == "process_name" else (event.get("pid"), event.get("tid"))
+            tracks[key] = str((event.get("args") or {}).get("name", ""))
+    drawn = []
+    for event in events:
+        if event.get("ph") != "X" or not isinstance(event.get("ts"), (int, float)) or not isinstance(event.get("dur"), (int, float)):
+            continue
+        process = tracks.get(event.get("pid"), "")
+        rank_text, _, process = process.partition(": ")
+        thread = tracks.get((event.get("pid"), event.get("tid")))
+        drawn.append({"rank": rank_text, "track": f"{process} / {thread}" if thread else process, "name": str(event.get("name", "")),
+                      "ts": event["ts"], "dur": event["dur"]})
+    drawn.sort(key=lambda e: (not e["track"].startswith("Step Trace"), e["ts"]))  # past the cap, steps and stages stay
+    return {"events": drawn[:TIMELINE_DRAW_MAX_EVENTS], "left_out": max(0, len(drawn) - TIMELINE_DRAW_MAX_EVENTS), "problems": problems + more}
 
 
 def slowest_rank(ranks):

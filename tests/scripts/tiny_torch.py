@@ -19,6 +19,7 @@ parser.add_argument("--sigterm-at", type=int, default=0, help="send SIGTERM to i
 parser.add_argument("--sigkill-at", type=int, default=0, help="send SIGKILL to itself at this step")
 parser.add_argument("--fork-at", type=int, default=0, help="fork a child at this step; the child exits normally")
 parser.add_argument("--exit-code", type=int, default=0)
+parser.add_argument("--os-exit", action="store_true", help="leave through os._exit(--exit-code), as some launchers do")
 args = parser.parse_args()
 
 model, optimizer, loader = tiny_model.make(args.steps)
@@ -45,4 +46,6 @@ for step, (x, y) in enumerate(loader, 1):
         time.sleep(pause / 1000)
     optimizer.step()
 print(f"trained {step} steps", flush=True)
+if args.os_exit:
+    os._exit(args.exit_code)
 sys.exit(args.exit_code)

@@ -1,0 +1,40 @@
+"""Warm-up steps: the leading steps of a window that are slow for reasons only they have (graph
+compile, first-iteration allocation, torch's kernel and allocator warm-up), told apart from the run
+itself so they do not drive the figures of the steady steps.
+
+The rule (``RULE``): the steady time is the median of the window's later half, which warm-up never
+reaches; leading steps are warm-up while each takes more than ``FACTOR`` x that median and more than
+``MIN_EXCESS_MS`` beyond it, at most half the window, and only with ``MIN_STEPS`` steps or more.
+The first step that is not stops the run of warm-up steps, so a slow step later on stays in.
+Warm-up steps stay in the step trace CSV and the timeline; the summary's means, percentiles,
+verdict and suggestions, MFU, and compare's noise read the steady steps only.
+"""
+import numpy as np
+
+FACTOR = 1.5
+MIN_EXCESS_MS = 1.0
+MIN_STEPS = 4
+RULE = (f"leading steps each over {FACTOR:g}x the median of the window's later half and over {MIN_EXCESS_MS:g} ms "
+        f"beyond it (at most half the window, {MIN_STEPS}+ steps)")
+
+
+def detect(numbers, totals_ms):
+    """The warm-up steps among a window's steps (their numbers and total times, in order) as
+    ``[{"step", "ms", "why"}]``."""
+    if len(totals_ms) < MIN_STEPS:
+        return []
+    steady = float(np.median(totals_ms[len(totals_ms) // 2:]))
+    found = []
+    for n, ms in zip(numbers[:len(totals_ms) // 2], totals_ms):
+        if ms <= FACTOR * steady or ms - steady <= MIN_EXCESS_MS:
+            break
+        found.append({"step": n, "ms": round(float(ms), 3),
+                      "why": f"{ms / steady:.1f}x the steady median {steady:.2f} ms ("
+                             + ("graph compile / first-iteration allocation" if not found else "still warming up") + ")"})
+    return found
+
+
+def steady(rows, warmup):
+    """The rows (dicts with ``n``) that are not warm-up steps."""
+    left_out = {w["step"] for w in warmup}
+    return [r for r in rows if r["n"] not in left_out] if left_out else list(rows)

@@ -1,0 +1,105 @@
+"""``msprof-agent doctor``: would a Python started here be profiled, through which door, with what?
+
+The role ``ddtrace-run --info`` plays, for CI logs. It never imports a framework: versions come from
+package metadata, because importing MindSpore with the variable set starts MindSpore's own profiler.
+Exit status 0 when a Python started here would be profiled, 1 (with the reason) when not.
+"""
+import json
+import os
+import platform
+import sys
+
+from . import doors
+from .options import ENV_VAR, OptionsError, not_applicable, parse_text
+
+FRAMEWORKS = ("mindspore", "torch")
+
+
+def _versions():
+    from importlib import metadata
+
+    found = []
+    for name in FRAMEWORKS:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(found) or "none (neither mindspore nor torch is installed for this interpreter)"
+
+
+def _device_target():
+    """The device the frameworks would find, guessed from the system (no framework import)."""
+    if os.environ.get("ASCEND_HOME_PATH") or os.path.isdir("/usr/local/Ascend"):
+        return "Ascend"
+    if os.path.exists("/dev/nvidiactl"):
+        return "GPU"
+    return "CPU"
+
+
+def _writable(path):
+    """Whether this process could create and write PATH, judged on its nearest existing ancestor (nothing is created)."""
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return False
+        probe = parent
+    return os.path.isdir(probe) and os.access(probe, os.W_OK | os.X_OK)
+
+
+def _doors():
+    """(lines describing each door, the door a plain ``python`` here would come through or None)."""
+    pth = doors.installed_pth()
+    hook = doors.hook_dir()
+    on_path = doors.hook_on_path(os.environ.get("PYTHONPATH"))
+    lines = [f".pth in site-packages: {pth} (every interpreter of this environment, also under -I and -E; not -S)" if pth
+             else ".pth in site-packages: not installed (an editable install or a checkout has none)"]
+    if hook:
+        lines.append(f"hook on PYTHONPATH: {'yes' if on_path else 'no'} ({hook}; skipped under -S, -E and -I)")
+    lines.append("msprof-agent run: sets the variable" + ("" if pth else " and puts the hook on PYTHONPATH") + " for one command")
+    return lines, ".pth" if pth else "hook on PYTHONPATH" if on_path else None
+
+
+def main():
+    def show(label, value):
+        print(f"{label + ':' if label else '':<21}{value}")
+
+    show("python", f"{sys.executable} ({platform.python_version()})")
+    lines, door = _doors()
+    for i, line in enumerate(lines):
+        show("doors" if i == 0 else "", line)
+    show("frameworks", _versions())
+    text = os.environ.get(ENV_VAR)
+    dynamic = os.environ.get("MSPROF_DYNAMIC_CFG")
+    show(ENV_VAR, "not set" if text is None else text)
+    if dynamic:
+        show("MSPROF_DYNAMIC_CFG", f"{dynamic} (windows from {os.path.join(dynamic, 'profiler_config.json')})")
+    try:
+        opts = parse_text(text if text and text.strip() else "{}")
+    except OptionsError as exc:
+        return _verdict(f"{ENV_VAR}: {exc}")
+    show("options as used", json.dumps(opts.to_dict()))
+    show("rank", f"{opts.rank_id} of {opts.world_size}, device {opts.device_id}")
+    target = _device_target()
+    show("not applicable", "; ".join(not_applicable(opts.to_dict(), target)) or f"nothing (device: {target})")
+    profiler_dir = os.path.join(opts.output_path, "profiler")
+    writable = _writable(profiler_dir)
+    show("output", f"{profiler_dir} ({'writable' if writable else 'NOT writable by this user'})")
+    if text is None and not dynamic:
+        return _verdict(f"{ENV_VAR} is not set (export it, or use msprof-agent run)")
+    if not opts.start and not dynamic:
+        return _verdict(f'{ENV_VAR} has "start": false')
+    if not writable:
+        return _verdict(f'{ENV_VAR}: key "output_path": cannot write to {opts.output_path!r}')
+    if door is None:
+        return _verdict("no door into a plain python here: the .pth is not installed and the hook is not on PYTHONPATH "
+                        "(msprof-agent run would profile it)")
+    return _verdict(None, door)
+
+
+def _verdict(reason, door=None):
+    if reason:
+        print(f"verdict: NOT profiled: {reason}")
+        return 1
+    print(f"verdict: a Python started here would be profiled (through the {door})")
+    return 0

@@ -1,0 +1,69 @@
+"""Exports the tools of today read, written beside ``profiler/`` when ``export_type`` asks for them.
+
+- ``text``: the Ascend profiler layout (``{host}_{pid}_{timestamp}_ascend_{ms|pt}/``) that msprof-analyze
+  and MindStudio Insight read, and for PyTorch runs a PyTorch-style trace directory that HTA reads.
+- ``db``: that layout's SQLite database (``ascend_{mindspore|pytorch}_profiler_{rank}.db``), which
+  msprof-analyze's recipes (``cluster -m ...``) read.
+
+The directory name uses the run's own host, pid and start time from the raw store's meta, so every
+later export of the same run (``msprof-agent analyse DIR --export``) replaces it rather than adding a
+second directory for the rank (msprof-analyze keeps only the one with the largest timestamp).
+"""
+import os
+
+KINDS = ("text", "db")
+
+
+def kinds(value):
+    """The export kinds named by ``export_type`` (a list, or one name, or comma-separated text)."""
+    if not value:
+        return []
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(n).strip().lower() for n in names if str(n).strip()]
+    wrong = [n for n in names if n not in KINDS]
+    if wrong:
+        raise ValueError(f"export_type: {wrong[0]!r} is not an export; accepted: {', '.join(KINDS)}")
+    return [k for k in KINDS if k in names]
+
+
+def is_torch(data):
+    return data.meta.get("framework") == "torch"
+
+
+def ascend_dir(data, profiler_dir):
+    """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside ``profiler_dir``, from the run's meta."""
+    meta = data.meta
+    started_ms = int(meta.get("started_ns") or 0) // 1_000_000
+    suffix = "ascend_pt" if is_torch(data) else "ascend_ms"
+    host = str(meta.get("host") or "localhost").replace(os.sep, "-")
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), f"{host}_{meta.get('pid', 0)}_{started_ms}_{suffix}")
+
+
+def hta_dir(profiler_dir):
+    """The run's (or window's) directory of PyTorch-style traces, holding nothing else (HTA reads every JSON there)."""
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), "hta_trace")
+
+
+def write(data, ctx, results, names=None):
+    """Write the exports ``names`` (default: the run's ``export_type``, when the user wrote that key: writing a
+    second timeline on every run costs disk and time); returns what was written where."""
+    if names is None:
+        options = data.meta.get("options") or {}
+        names = options.get("export_type") if "export_type" in (options.get("keys_given") or ()) else None
+    names = kinds(names)
+    if not names:
+        return None
+    from . import ascend_db, ascend_text, hta_trace
+    from .overlap import Overlap
+
+    stages = results["step_trace"]["rows"]
+    overlap = Overlap(data, stages)
+    root = ascend_dir(data, ctx.profiler_dir)
+    written = {"dir": root}
+    if "text" in names:
+        written["text"] = ascend_text.write(data, ctx, root, overlap, results)
+        if is_torch(data):
+            written["hta"] = hta_trace.write(data, hta_dir(ctx.profiler_dir), stages)
+    if "db" in names:
+        written["db"] = ascend_db.write(data, root, overlap)
+    return written

@@ -1,0 +1,191 @@
+"""The Ascend profiler's SQLite database for one rank: ``ASCEND_PROFILER_OUTPUT/ascend_{framework}_profiler_{r}.db``.
+
+The msprof DB schema (times in ns, strings as integer ids through ``STRING_IDS``), holding the same
+data as the text export: host ops as TASK + COMPUTE_TASK_INFO rows whose task type is ``HOST_CPU``
+(and, for PyTorch, PYTORCH_API rows), collectives as COMMUNICATION_OP, steps as STEP_TIME, CPU and host
+memory samples as CPU_USAGE / HOST_MEM_USAGE. Tables for data never collected (NPU, disk, network,
+MSTX) are not written. One transaction into a temporary file renamed into place; indexes are built
+after the inserts, which is cheaper than keeping them up to date row by row.
+"""
+import contextlib
+import os
+import sqlite3
+import tempfile
+
+import numpy as np
+
+from ..analysis.operators import profiled_op_mask
+from .ascend_text import OUTPUT, step_table
+from .overlap import GROUP, collectives
+
+SCHEMA_VERSION = "1.0.0"
+HOST_TASK = "HOST_CPU"
+CHUNK = 100_000  # ops bound per executemany
+API_TYPE_OP = 50001  # ENUM_API_TYPE's code for an op (PyTorch API level "op")
+TABLES = {
+    "META_DATA": "name TEXT, value TEXT",
+    "SESSION_TIME_INFO": "startTimeNs INTEGER, endTimeNs INTEGER",
+    "HOST_INFO": "hostUid TEXT, hostName TEXT",
+    "RANK_DEVICE_MAP": "rankId INTEGER, deviceId INTEGER",
+    "STRING_IDS": "id INTEGER PRIMARY KEY, value TEXT",
+    "ENUM_API_TYPE": "id INTEGER PRIMARY KEY, name TEXT",
+    "TASK": ("startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER PRIMARY KEY, "
+             "globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, modelId INTEGER"),
+    "COMPUTE_TASK_INFO": ("name INTEGER, globalTaskId INTEGER PRIMARY KEY, blockDim INTEGER, mixBlockDim INTEGER, taskType INTEGER, "
+                          "opType INTEGER, inputFormats INTEGER, inputDataTypes INTEGER, inputShapes INTEGER, outputFormats INTEGER, "
+                          "outputDataTypes INTEGER, outputShapes INTEGER, attrInfo INTEGER, opState INTEGER, hf32Eligible INTEGER"),
+    "PYTORCH_API": ("startNs INTEGER, endNs INTEGER, globalTid INTEGER, connectionId INTEGER, name INTEGER, sequenceNumber INTEGER, "
+                    "fwdThreadId INTEGER, inputDtypes INTEGER, inputShapes INTEGER, callchainId INTEGER, type INTEGER"),
+    "COMMUNICATION_OP": ("opName INTEGER, startNs INTEGER, endNs INTEGER, connectionId INTEGER, groupName INTEGER, opId INTEGER PRIMARY KEY, "
+                         "relay INTEGER, retry INTEGER, dataType INTEGER, algType INTEGER, count NUMERIC, opType INTEGER"),
+    "STEP_TIME": "id INTEGER PRIMARY KEY, startNs INTEGER, endNs INTEGER",
+    "CPU_USAGE": "timestampNs INTEGER, cpuNo TEXT, usage NUMERIC",
+    "HOST_MEM_USAGE": "timestampNs INTEGER, usage NUMERIC",
+}
+STEP_TRACE_COLUMNS = ("step", "computing", "communication_not_overlapped", "overlapped", "communication", "free", "stage", "bubble",
+                      "communication_not_overlapped_and_exclude_receive", "preparing")
+INDEXES = (("TASK", "startNs"), ("PYTORCH_API", "startNs"), ("COMMUNICATION_OP", "startNs"), ("CPU_USAGE", "timestampNs"),
+           ("HOST_MEM_USAGE", "timestampNs"))
+
+
+def file_name(data):
+    framework = "pytorch" if data.meta.get("framework") == "torch" else "mindspore"
+    return f"ascend_{framework}_profiler_{data.rank}.db"
+
+
+class _Strings:
+    """STRING_IDS: the op names and types first (their codes offset), then any other text on demand."""
+
+    def __init__(self, data):
+        self.values = [""]
+        self.ids = {"": 0}
+        if data.op_count:
+            self.name_base = self._block(data.op_names.tolist())
+            self.type_base = self._block(data.op_types.tolist())
+            self.shape_base = self._block([s or "" for s in data.ops.values["shape"]])
+
+    def _block(self, values):
+        base = len(self.values)
+        self.values += [str(v) for v in values]
+        return base
+
+    def __call__(self, text):
+        text = str(text)
+        if text not in self.ids:
+            self.ids[text] = len(self.values)
+            self.values.append(text)
+        return self.ids[text]
+
+
+def write(data, root, overlap):
+    out = os.path.join(root, OUTPUT)
+    torch = data.meta.get("framework") == "torch"
+    indexes = [i for i in INDEXES if torch or i[0] != "PYTORCH_API"]
+    counts = _write_db(os.path.join(out, file_name(data)), lambda db: _fill(db, data, overlap), indexes)
+    if torch:  # msprof-analyze's cluster step table reads PyTorch's from analysis.db
+        _write_db(os.path.join(out, "analysis.db"), lambda db: _step_trace(db, overlap), ())
+    return dict(counts, file=file_name(data))
+
+
+def _step_trace(db, overlap):
+    db.execute(f"CREATE TABLE StepTraceTime ({', '.join(c + ' NUMERIC' for c in STEP_TRACE_COLUMNS)})")
+    db.executemany(f"INSERT INTO StepTraceTime VALUES ({', '.join('?' * len(STEP_TRACE_COLUMNS))})", step_table(overlap))
+
+
+def _write_db(path, fill, indexes):
+    """A database built by ``fill`` in one transaction into a temporary file renamed into place."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
+    os.close(fd)
+    try:
+        with contextlib.closing(sqlite3.connect(tmp, isolation_level=None)) as db:
+            db.execute("PRAGMA journal_mode=OFF")
+            db.execute("PRAGMA synchronous=OFF")
+            db.execute("PRAGMA temp_store=MEMORY")
+            db.execute("BEGIN")
+            result = fill(db)
+            for table, column in indexes:
+                db.execute(f"CREATE INDEX {table}_{column} ON {table} ({column})")
+            db.execute("COMMIT")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    return result
+
+
+def _fill(db, data, overlap):
+    meta = data.meta
+    torch = meta.get("framework") == "torch"
+    for table, columns in TABLES.items():
+        if table != "PYTORCH_API" or torch:
+            db.execute(f"CREATE TABLE {table} ({columns})")
+    strings = _Strings(data)
+    pid = int(meta.get("pid") or 0)
+    db.executemany("INSERT INTO META_DATA VALUES (?, ?)", [("SCHEMA_VERSION", SCHEMA_VERSION), ("producer", "msprof-agent"),
+                                                             ("framework", str(meta.get("framework")))])
+    steps = data.window_steps or data.steps
+    start = steps[0]["start"] if steps else int(meta.get("started_ns") or 0)
+    end = steps[-1]["end"] if steps else start
+    db.execute("INSERT INTO SESSION_TIME_INFO VALUES (?, ?)", (start, end))
+    db.execute("INSERT INTO HOST_INFO VALUES (?, ?)", (str(meta.get("host", "")), str(meta.get("host", ""))))
+    db.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?, ?)", (data.rank, int(meta.get("device_id") or 0)))
+    db.execute("INSERT INTO ENUM_API_TYPE VALUES (?, ?)", (API_TYPE_OP, "op"))
+    db.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", [(r["n"], r["start"], r["end"]) for r in overlap.stages])
+    tasks = _ops(db, data, strings, pid, torch)
+    calls = collectives(data)
+    group = strings(GROUP)
+    db.executemany("INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (strings(key.split("@")[0]), c["start"], c["start"] + c["dur"], -1, group, i, 0, 0, strings("UNKNOWN"), strings("gloo"),
+         c.get("bytes") or 0, strings(c.get("name", "comm"))) for i, (_, key, c) in enumerate(calls)])
+    db.executemany("INSERT INTO CPU_USAGE VALUES (?, ?, ?)", [(c["ts"] * 1_000_000, "Avg", round(100 - c.get("idle", 0), 2)) for c in data.cpu])
+    capacity = meta.get("memory_bytes") or 0
+    if capacity:
+        db.executemany("INSERT INTO HOST_MEM_USAGE VALUES (?, ?)",
+                       [(c["ts"] * 1_000_000, round(100 * c["rss"] / capacity, 4)) for c in data.cpu if "rss" in c])
+    db.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", enumerate(strings.values))
+    return {"tasks": tasks, "collectives": len(calls)}
+
+
+def _ops(db, data, strings, pid, torch):
+    """TASK + COMPUTE_TASK_INFO (and PYTORCH_API) rows of the host ops in the profiled steps, as the op tables count them.
+
+    Binding values from Python is the cost: each op binds only its start, end and the code of its
+    (name, type, shape, thread), a few thousand distinct combinations kept in a small table; SQLite
+    then fills the three tables from these two scratch tables itself."""
+    if not data.op_count:
+        return 0
+    ops = data.ops
+    index = np.flatnonzero(profiled_op_mask(data))
+    start = ops["start"][index]
+    columns = [ops[c][index].astype(np.int64) for c in ("name_id", "type_id", "shape_id", "tid_id")]
+    combined = np.zeros(len(index), dtype=np.int64)
+    for column in columns:
+        combined = combined * (int(column.max(initial=0)) + 1) + column
+    kinds, code = np.unique(combined, return_inverse=True)
+    first = np.zeros(len(kinds), dtype=np.int64)
+    first[code.reshape(-1)] = np.arange(len(index))
+    name, op_type, shape, tid_id = (column[first].tolist() for column in columns)
+    tids = [int(t) if str(t).isdigit() else 0 for t in ops.values["tid"]]
+    host = strings(HOST_TASK)
+    db.execute("CREATE TEMP TABLE kinds (id INTEGER PRIMARY KEY, name INTEGER, opType INTEGER, shape INTEGER, tid INTEGER)")
+    db.executemany("INSERT INTO temp.kinds VALUES (?, ?, ?, ?, ?)", zip(range(len(kinds)), [n + strings.name_base for n in name],
+                   [t + strings.type_base for t in op_type], [s + strings.shape_base for s in shape], [tids[t] for t in tid_id]))
+    db.execute("CREATE TEMP TABLE ops (id INTEGER PRIMARY KEY, startNs INTEGER, endNs INTEGER, kind INTEGER)")
+    end, code = start + ops["dur"][index], code.reshape(-1)
+    for lo in range(0, len(index), CHUNK):  # Python lists of a chunk at a time, not of every op at once
+        db.executemany("INSERT INTO temp.ops (startNs, endNs, kind) VALUES (?, ?, ?)",
+                       zip(start[lo:lo + CHUNK].tolist(), end[lo:lo + CHUNK].tolist(), code[lo:lo + CHUNK].tolist()))
+    device = int(data.meta.get("device_id") or 0)
+    rows = "FROM temp.ops o CROSS JOIN temp.kinds k ON k.id = o.kind"  # CROSS: ops outer, in id order
+    db.execute("INSERT INTO TASK (startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, streamId, taskId) "
+               f"SELECT o.startNs, o.endNs, ?, o.id, o.id, ?, ?, k.tid, o.id {rows}", (device, pid, host))
+    db.execute(f"INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType, inputShapes) SELECT k.name, o.id, ?, k.opType, k.shape {rows}", (host,))
+    if torch:
+        db.execute("INSERT INTO PYTORCH_API (startNs, endNs, globalTid, connectionId, name, inputShapes, type) "
+                   f"SELECT o.startNs, o.endNs, (? << 32) | k.tid, o.id, k.name, k.shape, ? {rows}", (pid, API_TYPE_OP))
+    db.execute("DROP TABLE temp.ops")
+    db.execute("DROP TABLE temp.kinds")
+    return len(index)

@@ -1,0 +1,119 @@
+"""Each step split as the Ascend profiler splits it: Computing, Communication (overlapped or not), Free.
+
+Computing is the union of the rank's own op intervals in the step, communication ops left out: with
+gloo a fast rank waits inside its collectives for the slow one, so step totals are equal on every
+rank while Computing still tells them apart. Communication is the union of the recorded collective
+calls; the part no op overlaps is ``Communication(Not Overlapped)``; Free is the rest of the step.
+Intervals are merged with numpy (sorted starts, running maximum of ends), not op by op.
+"""
+import re
+
+import numpy as np
+
+COMM_OP = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_?to_?all|^gloo:|^nccl:|^hccl|^hcom|c10d::|^send$|^recv$|isend|irecv",
+                     re.IGNORECASE)
+
+
+def merge(starts, ends):
+    """The union of intervals (starts sorted) as disjoint sorted (starts, ends) arrays."""
+    if not len(starts):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    reach = np.maximum.accumulate(ends)
+    new = np.append(True, starts[1:] > reach[:-1])
+    firsts = np.flatnonzero(new)
+    return starts[firsts], np.maximum.reduceat(ends, firsts)
+
+
+def _length_within(starts, ends, lo, hi):
+    """Total length of disjoint sorted intervals clipped to each [lo, hi)."""
+    cut_starts, cut_ends = np.searchsorted(ends, lo, side="right"), np.searchsorted(starts, hi, side="left")
+    spans = np.maximum(ends - starts, 0)
+    total = np.concatenate(([0], np.cumsum(spans)))
+    whole = total[cut_ends] - total[cut_starts]
+    lengths = []
+    for a, b, low, high, inner in zip(cut_starts.tolist(), cut_ends.tolist(), lo.tolist(), hi.tolist(), whole.tolist()):
+        if a < b:  # the first and last interval may stick out of the window
+            inner -= max(0, low - int(starts[a])) + max(0, int(ends[b - 1]) - high)
+        lengths.append(inner)
+    return np.array(lengths, dtype=np.int64)
+
+
+def _subtract(a, b):
+    """``a`` minus ``b``, both disjoint sorted interval sets (``a`` small: the collectives)."""
+    out_s, out_e = [], []
+    for s, e in zip(a[0].tolist(), a[1].tolist()):
+        lo, hi = np.searchsorted(b[1], s, side="right"), np.searchsorted(b[0], e, side="left")
+        cursor = s
+        for bs, be in zip(b[0][lo:hi].tolist(), b[1][lo:hi].tolist()):
+            if bs > cursor:
+                out_s.append(cursor)
+                out_e.append(bs)
+            cursor = max(cursor, be)
+        if cursor < e:
+            out_s.append(cursor)
+            out_e.append(e)
+    return np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
+
+
+def comm_op_mask(data):
+    """Ops that are collectives themselves (their time is communication, not computing)."""
+    by_type = np.array([bool(COMM_OP.search(t)) for t in data.op_types.astype(str)], dtype=bool)
+    by_name = np.array([bool(COMM_OP.search(n.rsplit("/", 1)[-1])) for n in data.op_names.astype(str)], dtype=bool)
+    return by_type[data.ops["type_id"]] | by_name[data.ops["name_id"]]
+
+
+class Overlap:
+    """Computing / communication / free intervals of a rank and their per-step totals (ns)."""
+
+    def __init__(self, data, stages):
+        self.stages = stages
+        if data.op_count:
+            keep = ~comm_op_mask(data)
+            starts = data.ops["start"][keep]
+            self.computing = merge(starts, starts + data.ops["dur"][keep])
+        else:
+            self.computing = merge(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        calls = sorted((c["start"], c["start"] + c["dur"]) for c in data.comm)
+        comm = merge(np.array([c[0] for c in calls], dtype=np.int64), np.array([c[1] for c in calls], dtype=np.int64))
+        self.communication = comm
+        self.comm_alone = _subtract(comm, self.computing)
+        lo = np.array([s["start"] for s in stages], dtype=np.int64)
+        hi = np.array([s["end"] for s in stages], dtype=np.int64)
+        self.rows = []
+        if not stages:
+            return
+        computing = _length_within(*self.computing, lo, hi)
+        communication = _length_within(*comm, lo, hi)
+        alone = _length_within(*self.comm_alone, lo, hi)
+        for stage, c, m, a in zip(stages, computing.tolist(), communication.tolist(), alone.tolist()):
+            total = stage["end"] - stage["start"]
+            self.rows.append({"n": stage["n"], "start": stage["start"], "end": stage["end"], "computing": c, "communication": m,
+                              "comm_alone": a, "overlapped": m - a, "free": max(0, total - c - a), "preparing": stage["interval"]})
+
+    def first_free(self):
+        """Where each step's first free gap starts: its start, or the end of the busy stretch covering it."""
+        busy_starts, busy_ends = merge(*_sorted_union(self.computing, self.comm_alone))
+        lo = np.array([r["start"] for r in self.rows], dtype=np.int64)
+        at = np.searchsorted(busy_starts, lo, side="right") - 1
+        covering = busy_ends[np.maximum(at, 0)] if len(busy_ends) else lo
+        return np.where((at >= 0) & (covering > lo), covering, lo).tolist()
+
+
+def _sorted_union(a, b):
+    starts, ends = np.concatenate((a[0], b[0])), np.concatenate((a[1], b[1]))
+    order = np.argsort(starts, kind="stable")
+    return starts[order], ends[order]
+
+
+GROUP = "world"  # gloo and the host wrappers record no process group: every call is on the default one
+
+
+def collectives(data):
+    """(step, key, call) of every recorded collective in time order; ``key`` is ``{name}_{i}@world``
+    with ``i`` the call's index among the step's calls of that name, the same on every rank."""
+    seen, out = {}, []
+    for call in sorted(data.comm, key=lambda c: c["start"]):
+        step, name = call.get("step", 0), call.get("name", "comm")
+        index = seen[(step, name)] = seen.get((step, name), -1) + 1
+        out.append((step, f"{name}_{index}@{GROUP}", call))
+    return out

@@ -1,0 +1,257 @@
+"""The exports, read by the tools they are for: msprof-analyze 26.2 and HolisticTraceAnalysis 0.5.
+
+The clients are installed from the package index once into their own venvs under
+``~/.cache/msprof-agent-test-clients/`` (they pin their own pandas); where that fails the tests
+that need them skip, saying why. msprof-analyze exits 0 even when it fails: every check reads the
+files it writes.
+"""
+import csv
+import glob
+import html
+import json
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, PY, ROOT, hook_env, read_csv, run_script
+
+pytestmark = pytest.mark.client
+CLIENTS = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent-test-clients")
+PACKAGES = {"msprof-analyze": "msprof-analyze==26.2.0", "hta": "HolisticTraceAnalysis==0.5.0"}
+SLOW_RANK = os.path.join(ROOT, "tests", "scripts", "slow_rank_torch.py")
+BUSY_MS, STEPS = 150, 5
+
+
+def _client(name):
+    """The venv's python with the client installed (installed on first use), or a skip saying why not."""
+    venv = os.path.join(CLIENTS, name)
+    python = os.path.join(venv, "bin", "python")
+    installed = os.path.join(venv, ".installed")
+    if not os.path.exists(installed):
+        shutil.rmtree(venv, ignore_errors=True)
+        steps = ([sys.executable, "-m", "venv", venv], [python, "-m", "pip", "install", "-q", PACKAGES[name]])
+        for step in steps:
+            try:
+                proc = subprocess.run(step, capture_output=True, text=True, timeout=900)
+            except subprocess.TimeoutExpired:
+                pytest.skip(f"CLIENT NOT INSTALLED: installing {PACKAGES[name]} took over 15 minutes (no package index?)")
+            if proc.returncode:
+                pytest.skip(f"CLIENT NOT INSTALLED: {PACKAGES[name]} could not be installed ({' '.join(step[-2:])}): "
+                            f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        open(installed, "w").close()
+    return python
+
+
+@pytest.fixture(scope="session")
+def msprof_analyze():
+    python = _client("msprof-analyze")
+
+    def run(*args, cwd=None):
+        proc = subprocess.run([os.path.join(os.path.dirname(python), "msprof-analyze"), *args], capture_output=True, text=True,
+                              timeout=600, cwd=cwd)
+        return proc.stdout + proc.stderr
+    return run
+
+
+@pytest.fixture(scope="session")
+def hta_python():
+    return _client("hta")
+
+
+def _analyse(path, kinds):
+    proc = subprocess.run([PY, "-m", "msprof_agent", "analyse", path, "--export", kinds], env=hook_env(hook=False),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def torch_job(tmp_path_factory):
+    """A real 2-rank torchrun/gloo job under the agent, rank 1 computing BUSY_MS more per step;
+    exported afterwards by ``msprof-agent analyse --export text`` (the raw store re-analysed)."""
+    pytest.importorskip("torch")
+    out = str(tmp_path_factory.mktemp("export") / "prof")
+    proc = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", SLOW_RANK, "--steps", str(STEPS),
+                           "--busy-ms", str(BUSY_MS)], env=hook_env({"start": True, "output_path": out}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _analyse(out, "text")
+    return out
+
+
+def _ascend_dirs(out, suffix="ascend_pt"):
+    return {int(re.search(r"profiler_info_(\d+)", p).group(1)): os.path.dirname(p)
+            for p in glob.glob(os.path.join(out, f"*_{suffix}", "profiler_info_*.json"))}
+
+
+def _our_type_counts(out, rank):
+    return {r[0]: int(r[1]) for r in read_csv(os.path.join(out, "profiler", f"cpu_op_type_info_{rank}.csv"))[1:]}
+
+
+def _text_only_copy(out, target):
+    """The ascend directories alone: msprof-analyze reads a tree holding any .db as database input."""
+    for directory in _ascend_dirs(out).values():
+        shutil.copytree(directory, os.path.join(target, os.path.basename(directory)), ignore=shutil.ignore_patterns("*.db"))
+    return str(target)
+
+
+@pytest.mark.torch
+def test_text_layout_is_rewritten_in_place_and_counts_as_our_tables(torch_job):
+    dirs = _ascend_dirs(torch_job)
+    assert sorted(dirs) == [0, 1]
+    for rank, directory in dirs.items():
+        output = os.path.join(directory, "ASCEND_PROFILER_OUTPUT")
+        assert sorted(os.listdir(output)) == ["communication.json", "communication_matrix.json", "op_statistic.csv",
+                                              "step_trace_time.csv", "trace_view.json"]  # nothing device-only
+        table = list(csv.DictReader(open(os.path.join(output, "step_trace_time.csv"))))
+        assert [r["Step"] for r in table] == [str(n) for n in range(1, STEPS + 1)]
+        for row in table:  # the parts add up to the step
+            parts = float(row["Computing"]) + float(row["Communication(Not Overlapped)"]) + float(row["Free"])
+            assert parts == pytest.approx(float(row["Stage"]), abs=0.01)
+        counts = {r[1]: int(r[3]) for r in read_csv(os.path.join(output, "op_statistic.csv"))[1:]}
+        assert counts == _our_type_counts(torch_job, rank)
+        trace = json.load(open(os.path.join(output, "trace_view.json")))
+        assert isinstance(trace, list)
+        overlap_pid = next(e["pid"] for e in trace if e.get("args", {}).get("name") == "Overlap Analysis")
+        assert {e["name"] for e in trace if e["pid"] == overlap_pid and e["ph"] == "X"} >= {"Computing", "Communication(Not Overlapped)"}
+        assert sum(1 for e in trace if e.get("cat") == "cpu_op") >= sum(counts.values())  # the timeline also holds ops outside the steps
+        comm = json.load(open(os.path.join(output, "communication.json")))
+        assert sorted(comm) == [f"step{n}" for n in range(1, STEPS + 1)]
+        assert "all_reduce_0@world" in comm["step2"]["collective"] and "Total Op Info" in comm["step2"]["collective"]
+    _analyse(torch_job, "text")  # a later export of the same run replaces its directories
+    assert _ascend_dirs(torch_job) == dirs
+    wrong = subprocess.run([PY, "-m", "msprof_agent", "analyse", torch_job, "--export", "csv"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "export_type: 'csv' is not an export; accepted: text, db" in wrong.stderr
+
+
+@pytest.mark.torch
+def test_cluster_step_table_shows_the_slow_rank(torch_job, msprof_analyze, tmp_path):
+    tree = _text_only_copy(torch_job, tmp_path / "text")
+    log = msprof_analyze("cluster", "-d", tree)
+    path = os.path.join(tree, "cluster_analysis_output", "cluster_step_trace_time.csv")
+    assert os.path.exists(path), log[-3000:]
+    rows = list(csv.DictReader(open(path)))
+    computing = {rank: [float(r["Computing"]) for r in rows if r["Type"] == "rank" and r["Index"] == str(rank)] for rank in (0, 1)}
+    assert len(computing[0]) == len(computing[1]) == STEPS
+    assert statistics.median(computing[1]) - statistics.median(computing[0]) >= 0.5 * BUSY_MS * 1000  # µs
+
+
+def _html_text(directory):
+    page = open(glob.glob(os.path.join(directory, "mstt_advisor_*.html"))[0]).read()
+    page = re.sub(r"<(script|style).*?</\1>", "", page, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+@pytest.mark.torch
+def test_advisor_finds_the_slow_rank(torch_job, msprof_analyze, tmp_path):
+    tree = _text_only_copy(torch_job, tmp_path / "text")
+    report = tmp_path / "advisor"
+    log = msprof_analyze("advisor", "all", "-d", tree, "-o", str(report), cwd=str(tmp_path))
+    assert glob.glob(os.path.join(report, "mstt_advisor_*.html")), log[-3000:]
+    text = _html_text(report)
+    assert "slow rank" in text, text[:2000]
+    table = text.split("compute(us) communication(us) free(us)", 1)[1]
+    rows = re.findall(r"(\d+) ([01]) ([\d.]+) ([\d.]+) ([\d.]+)", table)[:2 * STEPS]
+    by_rank = {rank: statistics.median(float(r[2]) for r in rows if r[1] == rank) for rank in ("0", "1")}
+    assert by_rank["1"] > by_rank["0"] + 0.5 * BUSY_MS * 1000, rows
+
+
+@pytest.mark.torch
+def test_single_rank_advisor_e2e_is_the_profiled_steps(torch_job, msprof_analyze, tmp_path):
+    from msprof_agent.analysis.rundata import load_rank
+
+    directory = _ascend_dirs(torch_job)[0]
+    msprof_analyze("advisor", "all", "-d", directory, "-o", str(tmp_path), cwd=str(tmp_path))
+    text = _html_text(tmp_path)
+    e2e_ms = float(re.search(r"E2E[^\d]*?([\d.]+) ?ms", text).group(1))
+    steps = load_rank(os.path.join(torch_job, "profiler"), 0).window_steps
+    total_ms = sum(s["end"] - s["start"] for s in steps) / 1e6
+    assert abs(e2e_ms - total_ms) <= 0.1 * total_ms, (e2e_ms, total_ms)
+
+
+@pytest.mark.torch
+def test_database_recipe_counts_equal_our_tables(torch_job, msprof_analyze, tmp_path):
+    tree = str(tmp_path / "db")
+    shutil.copytree(torch_job, tree, ignore=shutil.ignore_patterns("cluster_analysis_output"))
+    _analyse(tree, "text,db")
+    for rank, directory in _ascend_dirs(tree).items():  # the database holds what the text files hold
+        output = os.path.join(directory, "ASCEND_PROFILER_OUTPUT")
+        db = sqlite3.connect(os.path.join(output, f"ascend_pytorch_profiler_{rank}.db"))
+        counts = dict(db.execute("SELECT s.value, count(*) FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.opType GROUP BY s.value"))
+        assert counts == {r[1]: int(r[3]) for r in read_csv(os.path.join(output, "op_statistic.csv"))[1:]}
+        assert [r[0] for r in db.execute("SELECT id FROM STEP_TIME ORDER BY id")] == list(range(1, STEPS + 1))
+        calls = sum(len([k for k in step["collective"] if k != "Total Op Info"])
+                    for step in json.load(open(os.path.join(output, "communication.json"))).values())
+        assert db.execute("SELECT count(*) FROM COMMUNICATION_OP").fetchone()[0] == calls
+        steps = sqlite3.connect(os.path.join(output, "analysis.db")).execute("SELECT step, computing FROM StepTraceTime").fetchall()
+        assert [(str(s), str(c)) for s, c in steps] == [(r[0], r[1]) for r in read_csv(os.path.join(output, "step_trace_time.csv"))[1:]]
+    log = msprof_analyze("cluster", "-d", tree, "-m", "compute_op_sum")
+    result = os.path.join(tree, "cluster_analysis_output", "cluster_analysis.db")
+    assert os.path.exists(result), log[-3000:]
+    rows = sqlite3.connect(result).execute("SELECT Rank, OpType, Count FROM ComputeOpPerRankStatsByOpType").fetchall()
+    for rank in (0, 1):
+        assert {t: c for r, t, c in rows if r == rank} == _our_type_counts(tree, rank)
+
+
+HTA_CHECK = """
+import json, sys
+from hta.trace_analysis import TraceAnalysis
+from hta.trace_diff import LabeledTrace, TraceDiff
+analysis = TraceAnalysis(trace_dir=sys.argv[1], include_last_profiler_step=True)
+diff = TraceDiff.compare_traces(LabeledTrace("a", trace_dir=sys.argv[1]), LabeledTrace("b", trace_dir=sys.argv[1]))
+print(json.dumps({"steps": [int(s) for s in analysis.get_profiler_steps()], "ranks": sorted(int(r) for r in analysis.t.traces),
+                  "diff_ops": int(len(diff)), "unchanged": bool((diff["diff_counts"] == 0).all())}))
+"""
+
+
+@pytest.mark.torch
+def test_hta_loads_every_rank_and_step(torch_job, hta_python):
+    directory = os.path.join(torch_job, "hta_trace")
+    assert all(name.endswith(".pt.trace.json") for name in os.listdir(directory))
+    proc = subprocess.run([hta_python, "-c", HTA_CHECK, directory], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["ranks"] == [0, 1]
+    assert result["steps"] == list(range(1, STEPS + 1))  # HTA drops the last step unless include_last_profiler_step
+    assert result["diff_ops"] > 0 and result["unchanged"]
+
+
+@pytest.mark.mindspore
+def test_mindspore_run_is_found_as_ascend_ms(msprof_analyze, tmp_path):
+    pytest.importorskip("mindspore")
+    out = str(tmp_path / "prof")
+    proc = run_script([os.path.join(EXAMPLES, "mindspore_lenet.py"), "--steps", "4"], {"start": True, "output_path": out}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _analyse(out, "text")
+    dirs = _ascend_dirs(out, "ascend_ms")
+    assert list(dirs) == [0]
+    log = msprof_analyze("cluster", "-d", out)
+    path = os.path.join(out, "cluster_analysis_output", "cluster_step_trace_time.csv")
+    assert os.path.exists(path), log[-3000:]
+    rows = list(csv.DictReader(open(path)))
+    assert [r["Step"] for r in rows] == ["1", "2", "3", "4"] and all(float(r["Computing"]) > 0 for r in rows)
+
+
+@pytest.mark.torch
+def test_variable_export_type_writes_both_at_exit(tmp_path):
+    """Needs no client: the exit analysis writes both exports when the variable names them, and a run
+    that does not name them gets neither."""
+    plain = str(tmp_path / "plain")
+    proc = run_script([os.path.join(ROOT, "tests", "scripts", "tiny_torch.py"), "--steps", "2"], {"start": True, "output_path": plain}, timeout=300)
+    assert proc.returncode == 0 and sorted(os.listdir(plain)) == ["profiler"], (os.listdir(plain), proc.stderr[-3000:])
+    out = str(tmp_path / "prof")
+    proc = run_script([os.path.join(ROOT, "tests", "scripts", "tiny_torch.py"), "--steps", "4"],
+                      {"start": True, "output_path": out, "export_type": ["text", "db"]}, timeout=300)
+    assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr[-3000:]
+    (directory,) = _ascend_dirs(out).values()
+    output = os.path.join(directory, "ASCEND_PROFILER_OUTPUT")
+    counts = {r[1]: int(r[3]) for r in read_csv(os.path.join(output, "op_statistic.csv"))[1:]}
+    tasks = sqlite3.connect(os.path.join(output, "ascend_pytorch_profiler_0.db")).execute("SELECT count(*) FROM TASK").fetchone()[0]
+    assert tasks == sum(counts.values()) > 0
+    assert len(os.listdir(os.path.join(out, "hta_trace"))) == 1

@@ -1,0 +1,223 @@
+"""The package as a user installs it: a wheel built once, installed (not editable) into a fresh venv with
+no PYTHONPATH, where exporting MS_PROFILER_OPTIONS is all it takes. The frameworks come from this
+interpreter's site-packages through a plain path entry (a second multi-gigabyte install buys nothing)."""
+import glob
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from conftest import EXAMPLES, HOOK_DIR, ROOT, hook_env, read_csv
+
+pytestmark = pytest.mark.install
+
+SCRIPTS = os.path.join(ROOT, "tests", "scripts")
+TINY = os.path.join(SCRIPTS, "tiny_torch.py")
+PROBE = os.path.join(SCRIPTS, "probe_imports.py")
+DOOR = "import sys; print(getattr(sys, '_msprof_agent_door', None), 'msprof_agent.session' in sys.modules)"
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """(python, msprof-agent script, bin dir) of a fresh venv holding the wheel built from this checkout."""
+    root = tmp_path_factory.mktemp("install")
+    wheels = root / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), ROOT],
+                   check=True, capture_output=True, timeout=300)
+    env_dir = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
+    python = str(env_dir / "bin" / "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    # Frameworks and dependencies from here; "frameworks.pth" runs before the agent's zz_msprof_agent.pth.
+    specs = [importlib.util.find_spec(m) for m in ("torch", "mindspore", "wrapt", "orjson", "psutil", "numpy", "plotly")]
+    deps = sorted({os.path.dirname(os.path.dirname(spec.origin)) for spec in specs if spec is not None})
+    with open(os.path.join(site, "frameworks.pth"), "w") as handle:
+        handle.write("\n".join(deps) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index",
+                    glob.glob(str(wheels / "*.whl"))[0]], check=True, capture_output=True, timeout=300)
+    return {"python": python, "agent": str(env_dir / "bin" / "msprof-agent"), "bin": str(env_dir / "bin"), "site": site}
+
+
+def venv_env(venv, options=None, extra=None):
+    """No PYTHONPATH, only the variable (when given); the venv's bin first, so ``python`` in a command is its own."""
+    env = hook_env(options, extra, hook=False)
+    env["PATH"] = venv["bin"] + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def run(venv, args, options=None, extra=None, cwd=None, timeout=300):
+    """Run from the venv's folder by default: from the checkout, ``-c`` would import the package beside it."""
+    return subprocess.run(args, env=venv_env(venv, options, extra), cwd=cwd or os.path.dirname(venv["bin"]),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def on(out_dir):
+    return {"start": True, "output_path": out_dir}
+
+
+def agent_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("msprof-agent:")]
+
+
+def test_the_wheel_is_what_runs(venv):
+    code = "import msprof_agent, msprof_agent.doors as d; print(msprof_agent.__file__); print(d.installed_pth()); print(d.hook_dir())"
+    result = run(venv, [venv["python"], "-c", code])
+    package, pth, hook = result.stdout.split()
+    assert package.startswith(venv["site"]) and pth == os.path.join(venv["site"], "zz_msprof_agent.pth") and hook == "None"
+    with open(pth) as handle:
+        assert len(handle.read().splitlines()) == 1
+    imported = "import sys; print('_msprof_agent_pth' in sys.modules)"
+    assert run(venv, [venv["python"], "-c", imported]).stdout == "False\n"  # unset: the .pth imports nothing
+    assert run(venv, [venv["python"], "-c", imported], {"start": False}).stdout == "True\n"
+
+
+@pytest.mark.parametrize("options", [None, '{"start": false}'])
+def test_off_prints_nothing_and_loads_nothing(venv, options, tmp_path):
+    result = run(venv, [venv["python"], PROBE], options, cwd=str(tmp_path))
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.split() == ["no-agent", "no-wrapt", "no-json", "threads=1"]
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.torch
+def test_unmodified_torch_script_with_only_the_variable(venv, out_dir):
+    result = run(venv, [venv["python"], TINY, "--steps", "4"], on(out_dir))
+    assert result.returncode == 0, result.stderr
+    assert "trained 4 steps" in result.stdout
+    rows = read_csv(os.path.join(out_dir, "profiler", "step_trace_raw_0_detail_time.csv"))
+    assert [r[0] for r in rows[1:] if r[0] != "-"] == ["1", "2", "3", "4"]
+    assert os.path.isfile(os.path.join(out_dir, "profiler", "summary_0.json"))
+
+
+@pytest.mark.mindspore
+def test_unmodified_mindspore_script_with_only_the_variable(venv, out_dir):
+    result = run(venv, [venv["python"], os.path.join(EXAMPLES, "mindspore_lenet.py"), "--steps", "3", "--quiet"], on(out_dir))
+    assert result.returncode == 0, result.stderr
+    rows = read_csv(os.path.join(out_dir, "profiler", "step_trace_raw_0_detail_time.csv"))
+    assert [r[0] for r in rows[1:] if r[0] != "-"] == ["1", "2", "3"]
+    assert glob.glob(os.path.join(out_dir, "profiler", "cpu_op_type_info_0.csv"))
+
+
+@pytest.mark.parametrize("flag, door", [("-I", ".pth True"), ("-E", ".pth True"), ("-S", "None False")])
+def test_interpreter_flags(venv, flag, door, out_dir):
+    """-I and -E keep site-packages, and so the .pth; -S skips it."""
+    result = run(venv, [venv["python"], flag, "-c", DOOR], on(out_dir))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == door
+
+
+def test_user_sitecustomize_runs_once_with_both_doors(venv, tmp_path, out_dir):
+    """The .pth starts the agent; the hook, also on PYTHONPATH, only chains the user's sitecustomize."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("print('user sitecustomize')\n")
+    for path in (str(user), HOOK_DIR + os.pathsep + str(user)):
+        result = run(venv, [venv["python"], "-c", DOOR + "; import msprof_agent.bootstrap as b; print(b._activated)"], on(out_dir), {"PYTHONPATH": path})
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == ["user sitecustomize", ".pth True", "True"]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("code, status", [(None, 0), ("import sys; sys.exit(3)", 3),
+                                          ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", -signal.SIGTERM)])
+def test_run_keeps_the_exit_status_and_says_where_the_profile_is(venv, code, status, out_dir):
+    command = ["python", TINY, "--steps", "3"] if code is None else ["python", "-c", code]
+    result = run(venv, [venv["agent"], "run", "--output-path", out_dir, "--"] + command)
+    assert result.returncode == status, result.stderr
+    if code is None:
+        assert agent_lines(result.stderr)[-1] == f"msprof-agent: profile written: {out_dir}/profiler (summary_0.json)"
+    else:
+        assert "the agent started, but the job ran no MindSpore or PyTorch training step" in agent_lines(result.stderr)[-1]
+
+
+@pytest.mark.parametrize("require, status", [([], 0), (["--require-profile"], 2)])
+def test_run_with_a_bad_option(venv, require, status, out_dir):
+    result = run(venv, [venv["agent"], "run", "--output-path", out_dir, "-o", "output_pth=/tmp/x"] + require + ["--", "python", "-c", "print('launched')"])
+    assert result.returncode == status
+    assert result.stdout == ("launched\n" if not require else "")
+    [line] = agent_lines(result.stderr)
+    assert line.startswith('msprof-agent: MS_PROFILER_OPTIONS: unknown key "output_pth" (did you mean "output_path"?)')
+    assert line.endswith("With --require-profile the job is not started." if require else "The job runs unprofiled.")
+
+
+@pytest.mark.parametrize("require, status", [([], 0), (["--require-profile"], 2)])
+def test_run_of_a_command_that_disables_the_agent(venv, require, status, out_dir):
+    result = run(venv, [venv["agent"], "run", "--output-path", out_dir] + require + ["--", "bash", "-c", "python -S -c pass"])
+    assert result.returncode == status
+    assert agent_lines(result.stderr) == [f"msprof-agent: no profile written to {out_dir}/profiler: the agent did not start in the job "
+                                          "(a Python started with -S, a wrapper that drops the environment, or an interpreter without msprof-agent installed)"]
+
+
+def test_run_warns_only_about_dash_S(venv, out_dir):
+    result = run(venv, [venv["agent"], "run", "--output-path", out_dir, "--", "python", "-I", "-c", DOOR])
+    assert result.stdout.strip() == ".pth True" and "-I" not in result.stderr
+    result = run(venv, [venv["agent"], "run", "--output-path", out_dir, "--", "python", "-S", "-c", DOOR])
+    assert result.stdout.strip() == "None False" and "python -S: -S skips site" in result.stderr
+
+
+def test_viewer_serves_its_static_files(venv, tmp_path):
+    proc = subprocess.Popen([venv["agent"], "view", "--summary-base-dir", str(tmp_path), "--port", "0"], env=venv_env(venv),
+                            cwd=str(tmp_path), stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        url = re.search(r"at (http://\S+/)", line).group(1)
+        for name in ("viewer.js", "viewer.css", "plotly.min.js"):
+            with urllib.request.urlopen(url + "static/" + name, timeout=30) as response:
+                assert response.status == 200 and len(response.read()) > 1000
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def doctor(venv, options, cwd=None):
+    return run(venv, [venv["agent"], "doctor"], options, cwd=cwd)
+
+
+def doctor_fields(stdout):
+    return dict(line.split(":", 1) for line in stdout.splitlines() if ":" in line and not line.startswith(" "))
+
+
+def test_doctor_without_the_variable(venv, tmp_path):
+    result = doctor(venv, None, cwd=str(tmp_path))
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == "verdict: NOT profiled: MS_PROFILER_OPTIONS is not set (export it, or use msprof-agent run)"
+    assert os.listdir(tmp_path) == []
+
+
+def test_doctor_with_a_valid_variable(venv, out_dir):
+    from importlib.metadata import version
+
+    result = doctor(venv, {"start": True, "output_path": out_dir, "l2_cache": True})
+    assert result.returncode == 0, result.stdout
+    fields = doctor_fields(result.stdout)
+    assert fields["doors"].strip().startswith(".pth in site-packages: " + os.path.join(venv["site"], "zz_msprof_agent.pth"))
+    assert fields["frameworks"].strip() == f"mindspore {version('mindspore')}, torch {version('torch')}"
+    assert fields["rank"].strip() == "0 of 1, device 0"
+    assert fields["not applicable"].strip() == "l2_cache needs an Ascend device; not applicable on CPU"
+    assert fields["output"].strip() == f"{out_dir}/profiler (writable)"
+    assert result.stdout.splitlines()[-1] == "verdict: a Python started here would be profiled (through the .pth)"
+    assert not os.path.exists(out_dir)  # doctor creates nothing
+
+
+def test_doctor_with_a_bad_variable(venv):
+    result = doctor(venv, {"start": True, "op_time": 1})
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == ('verdict: NOT profiled: MS_PROFILER_OPTIONS: key "op_time": got 1 (int); '
+                                              "accepted: true or false (JSON booleans, not strings)")
+
+
+def test_doctor_with_an_unwritable_output_path(venv, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = doctor(venv, on(str(blocker / "sub")))
+    assert result.returncode == 1
+    assert doctor_fields(result.stdout)["output"].strip() == f"{blocker}/sub/profiler (NOT writable by this user)"
+    assert result.stdout.splitlines()[-1] == f"verdict: NOT profiled: MS_PROFILER_OPTIONS: key \"output_path\": cannot write to '{blocker}/sub'"
