@@ -1,4 +1,4 @@
-"""The seed's Method 1: ``Profiler`` in the training script, on the same session as the variable.
+"""MindSpore's ``Profiler`` API (the guide's Method 1): ``Profiler`` in the training script, on the same session as the variable.
 
 ``Profiler(start_profile=True, output_path="./data", **options)`` takes the variable's option keys
 (validated the same way; a bad one raises ``ValueError`` here, since the user called us). Without the
