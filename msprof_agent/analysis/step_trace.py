@@ -170,7 +170,7 @@ def write(data, ctx):
     average = []
     if table:
         means = np.array([row[1:] for row in table], dtype=np.float64).mean(axis=0)
-        average = [[contract.AVERAGE_ROW] + [f"{v:.2f}" for v in means]]
+        average = [[contract.AVERAGE_ROW] + [round(v) for v in means]]  # integers: MindInsight reads every cell with int()
     write_csv(ctx.path(contract.STEP_TRACE), contract.STEP_TRACE_HEADER, table + average)
     write_json(ctx.path(contract.STEP_POINTS),
                {"fp_start": result["fp_start"] or "", "bp_end": result["bp_end"] or ""}, ctx.pretty)
