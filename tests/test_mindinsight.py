@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.client, pytest.mark.mindspore]
 MINDINSIGHT = "mindinsight==2.3.1"
 STEPS = 6
 JOB = "lenet"  # the train job: a folder under the summary base dir holding profiler/
+PLAIN_JOB = "lenet_plain"  # profiled without data_process
 
 
 def _free_port():
@@ -33,9 +34,10 @@ def mindinsight(tmp_path_factory):
     pytest.importorskip("mindspore")
     bin_dir = os.path.dirname(client_python("mindinsight", MINDINSIGHT))
     base = tmp_path_factory.mktemp("summaries")
-    run = run_script([os.path.join(EXAMPLES, "mindspore_lenet.py"), "--steps", str(STEPS), "--quiet"],
-                     {"start": True, "output_path": str(base / JOB), "data_process": True}, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
+    for job, options in ((JOB, {"data_process": True}), (PLAIN_JOB, {})):
+        run = run_script([os.path.join(EXAMPLES, "mindspore_lenet.py"), "--steps", str(STEPS), "--quiet"],
+                         dict({"start": True, "output_path": str(base / job)}, **options), timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
     port = str(_free_port())
     env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
     start = subprocess.run([os.path.join(bin_dir, "mindinsight"), "start", "--port", port, "--summary-base-dir", str(base),
@@ -44,8 +46,8 @@ def mindinsight(tmp_path_factory):
     url = f"http://127.0.0.1:{port}/v1/mindinsight/profile/"
     job = {"train_id": f"./{JOB}", "profile": "profiler", "device_id": "0"}
 
-    def call(path, query=None, body=None):
-        params = "&".join(f"{k}={v}" for k, v in dict(job, **(query or {})).items())
+    def call(path, query=None, body=None, train_id=JOB):
+        params = "&".join(f"{k}={v}" for k, v in dict(job, train_id=f"./{train_id}", **(query or {})).items())
         data = None if body is None else json.dumps(dict({"device_id": "0"}, **body)).encode()
         with urllib.request.urlopen(urllib.request.Request(f"{url}{path}?{params}", data=data), timeout=120) as response:
             answer = json.loads(response.read())
@@ -126,3 +128,11 @@ def test_tuning_proposal(mindinsight):
     proposal = call("summary/propose")
     assert proposal["step_trace-iter_interval"]  # the step interval, read from the average row
     assert "minddata_device_queue" in proposal and "minddata_cpu_utilization" in proposal
+
+
+def test_a_run_without_the_data_pipeline(mindinsight):
+    """Without data_process: the CPU page still opens (it needs pipeline_profiling, here without ops)."""
+    call, _ = mindinsight
+    answer = call("minddata-cpu-utilization-summary", body={"filter_condition": {}}, train_id=PLAIN_JOB)
+    assert answer["device_info"]["user_utilization"]["metrics"] and answer["op_info"]["op_list"] == []
+    assert call("training-trace/graph", {"dir": f"./{PLAIN_JOB}", "type": "0"})["summary"]["total_steps"] == STEPS
