@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import EXAMPLES, SCRIPTS, TINY, profile_into, run_script, steps_in, windows_made
+from conftest import EXAMPLES, SCRIPTS, TINY, profile_into, read_records, run_script, steps_in, windows_made
 
 WINDOW = [5, 6, 7, 8, 9]
 STEPS = "14"
@@ -27,6 +27,12 @@ def test_profiler_api(start, where, tmp_path):
     result = run_script([os.path.join(SCRIPTS, "api_torch.py"), out, STEPS, str(start), "8"] + (["inside"] if start == 4 else []), hook=False)
     _ran(result, "done")
     assert steps_in(out) == WINDOW, where
+    if start == 4:  # step 5 is whole in the step trace, its ops are those from the start on: the optimizer's, no forward
+        records = read_records(os.path.join(out, "profiler"), 0)
+        step = next(r for r in records if r.get("k") == "step" and r["n"] == 5)
+        names = {batch["name_table"][code] for batch in records if batch.get("k") == "ops"
+                 for code, at in zip(batch["name_codes"], batch["start"]) if step["start"] <= at < step["end"]}
+        assert names and any("Optimizer.step" in name for name in names) and not any("linear" in name or "mse" in name for name in names), names
 
 
 @pytest.mark.torch
