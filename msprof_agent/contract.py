@@ -50,6 +50,9 @@ HCCL = "hccl_raw_{rank}.csv"
 TIMELINE_DISPLAY = "{device}_timeline_display_{rank}.json"
 TIMELINE_SUMMARY = "{device}_timeline_summary_{rank}.json"
 TIMELINE_DEVICES = ("cpu", "ascend", "gpu")  # the {device} of the timeline names, in the order readers look
+# MindInsight 2.3.1's dashboard of a host-only run asks for the gpu summary (its API knows only gpu and ascend):
+# a cpu run's timeline summary is written under this {device} too.
+MINDINSIGHT_HOST_TIMELINE = "gpu"
 CLUSTER_SUMMARY = "cluster_summary.json"
 CLUSTER_ANALYSE = "cpu_cluster_analyse_model-data_parallel_1_{ranks}_0.csv"
 

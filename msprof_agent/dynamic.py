@@ -185,7 +185,8 @@ class DynamicProfilerMonitor:
         options = copy.copy(options)  # the settings keep their output base (prof_path or output_path) for a later window
         base = options.output_path
         options.output_path = window_folder(base, start, stop)  # the window's meta names its own folder
-        collection = self.session.start_window(base, start, stop, options, "dynamic", mode, {"trigger": "dynamic"}, at_ns=at_ns)
+        collection = self.session.start_window(base, start, stop, options, "dynamic", mode, {"trigger": "dynamic"}, at_ns=at_ns,
+                                               after_open_step=not self._follow and self.session.framework is not None)
         if collection is None:
             log.warn_once(f"dynamic window {start}..{stop} skipped: another collection is recording "
                           f"({self.session.owner.origin if self.session.owner else 'finished'})")
