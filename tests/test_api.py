@@ -73,8 +73,8 @@ def test_context_manager_profiles_the_block(tmp_path):
 
 MS_CASES = [
     # (example flags, output folder under the run dir, expected steps)
-    # start() after step 4's train_step, while step 4 is open (it closes at the next fetch): step 4 is in, whole
-    (["--example", "conditional", "--samples", "12", "--start", "3", "--stop", "6"], "data", [4, 5, 6, 7]),
+    # start() after step 4's train_step: step 4 has ended with its work, so start() is in step 5's interval
+    (["--example", "conditional", "--samples", "12", "--start", "3", "--stop", "6"], "data", [5, 6, 7]),
     (["--example", "stop_at_step", "--samples", "10", "--start", "3", "--stop", "6"], "profiler_data/rank_{rank}", [3, 4, 5, 6]),
     (["--example", "stop_at_epoch", "--epochs", "4", "--samples", "3", "--start", "2", "--stop", "3"], "profiler_data/rank_{rank}", [4, 5, 6, 7, 8, 9]),
     (["--example", "functional", "--epochs", "2", "--samples", "4"], "profiler_data", list(range(1, 9))),
