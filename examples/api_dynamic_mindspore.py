@@ -1,4 +1,4 @@
-"""The seed guide's Method 3 Example 1 (Model.train with DynamicProfilerMonitor), unchanged apart from
+"""The MindSpore Profiler guide's Method 3 Example 1 (Model.train with DynamicProfilerMonitor), unchanged apart from
 the import (``from msprof_agent import DynamicProfilerMonitor``) and CPU as the device target.
 
     python examples/api_dynamic_mindspore.py --cfg ./dyn_cfg --output ./dynprof_data

@@ -1,10 +1,10 @@
-"""The seed guide's Method 1 examples, unchanged apart from ``from msprof_agent import Profiler``.
+"""The MindSpore Profiler guide's Method 1 examples, unchanged apart from ``from msprof_agent import Profiler``.
 
     python examples/api_mindspore.py --example conditional --output /tmp/prof
     python examples/api_mindspore.py --example stop_at_step|stop_at_epoch|functional|model_train
 
 ``conditional`` is the custom loop that starts at ``i == start`` and stops at ``i == stop``;
-``stop_at_step`` / ``stop_at_epoch`` are the seed's callbacks (output per rank in
+``stop_at_step`` / ``stop_at_epoch`` are the guide's callbacks (output per rank in
 ``profiler_data/rank_{id}``, relative to ``--output``); ``functional`` and ``model_train`` profile
 the whole run (Examples 1 and 2 of "Unconditional Open").
 """

@@ -1,11 +1,12 @@
-"""The seed's Method 1: ``Profiler`` in the training script, on the same session as the variable.
+"""MindSpore's ``Profiler`` API (the guide's Method 1): ``Profiler`` in the training script, on the same session as the variable.
 
 ``Profiler(start_profile=True, output_path="./data", **options)`` takes the variable's option keys
 (validated the same way; a bad one raises ``ValueError`` here, since the user called us). Without the
 hook it creates the process's session and installs the framework integrations itself; when the
 variable already started one, it says so and drives that session's window instead of starting a
-second collection. ``start()`` / ``stop()`` act at once; a step counts as collected when recording
-was on at its start, and ``analyse()`` waits for a collected step that is still open to close.
+second collection. ``start()`` / ``stop()`` act at once; ``start()`` during step k collects step k whole (its ops from the
+start on), ``stop()`` after step m's work collects step m, and ``analyse()`` waits for a collected step
+that is still open to close.
 """
 import os
 
@@ -57,7 +58,7 @@ class Profiler:
         return current
 
     def start(self):
-        """Start collecting now (the step in progress counts only if its forward has not begun)."""
+        """Start collecting now; the step in progress counts whole."""
         if not self._session.start_recording(self._run, explicit=True):
             other = self._session.owner
             log.warn_once("Profiler.start(): " + (f"a {other.origin} window is recording; this start is ignored" if other

@@ -51,6 +51,9 @@ TIMELINE_DISPLAY = "{device}_timeline_display_{rank}.json"
 TIMELINE_SUMMARY = "{device}_timeline_summary_{rank}.json"
 TIMELINE_DEVICES = ("cpu", "ascend", "gpu")  # the {device} of the timeline names, in the order readers look
 PYTHON_HOT_SPOTS = "python_hot_spots_{rank}.csv"  # with_stack / profile_framework: sampled Python time per function
+# MindInsight 2.3.1's dashboard of a host-only run asks for the gpu summary (its API knows only gpu and ascend):
+# a cpu run's timeline summary is written under this {device} too.
+MINDINSIGHT_HOST_TIMELINE = "gpu"
 CLUSTER_SUMMARY = "cluster_summary.json"
 CLUSTER_ANALYSE = "cpu_cluster_analyse_model-data_parallel_1_{ranks}_0.csv"
 

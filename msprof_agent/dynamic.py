@@ -1,7 +1,7 @@
-"""Dynamic profiling (the seed's Method 3): a window set by editing ``profiler_config.json`` mid-run.
+"""Dynamic profiling (the MindSpore Profiler guide's Method 3): a window set by editing ``profiler_config.json`` mid-run.
 
 ``DynamicProfilerMonitor(cfg_path, output_path)`` writes ``cfg_path/profiler_config.json`` with the
-seed's keys and defaults if no rank wrote it yet (create-if-absent by hard link, so a reader never
+guide's keys and defaults if no rank wrote it yet (create-if-absent by hard link, so a reader never
 sees half a file), then checks it once per step with ``os.stat`` and reads it only when it changed.
 
 Steps are counted by the monitor: ``monitor.step()`` at the end of each step of any loop, or
@@ -10,7 +10,7 @@ own step boundaries. The window ``start_step..stop_step`` (1-based, both inclusi
 with the file's settings into ``output_path/window_{start}_{stop}/profiler`` (raw data and analysis,
 the same layout as a run), and analysed at ``stop_step`` (``analyse_mode`` 0), in a separate process
 (1), or not at all (-1: raw data kept for ``msprof-agent analyse``). A later edit sets a new window
-in the same run. The file may use the seed's keys or MindSpore 2.5+'s (see ``parse_config``). An edit
+in the same run. The file may use the guide's (MindSpore <= 2.4) keys or MindSpore 2.5+'s (see ``parse_config``). An edit
 that cannot be honoured (invalid JSON, a bad value, start after stop, a window already past) is
 reported once and ignored; the last valid settings stay in force. An unknown key is reported once
 and ignored alone, as MindSpore does.
@@ -33,7 +33,7 @@ DEFAULTS = {
     "analyse_mode": -1, "profile_communication": False, "parallel_strategy": False, "with_stack": False,
     "data_simplification": True,
 }
-ANALYSE_MODES = {-1: None, 0: SYNC, 1: ASYNC}  # the seed's: -1 = no analysis
+ANALYSE_MODES = {-1: None, 0: SYNC, 1: ASYNC}  # the guide's: -1 = no analysis
 NEWER_ANALYSE_MODES = {-1: SYNC, 0: SYNC, 1: ASYNC}  # MindSpore's, with "analyse" saying whether at all
 FRAMEWORK_CODES = {-1: None, 0: "all", 1: "time"}
 # Keys of the file itself; every other key is an option key (either generation, MindSpore's integer codes allowed).
@@ -54,7 +54,7 @@ def _step(key, value):
 def parse_config(values, base_options, source=CONFIG_NAME):
     """Validate one version of the file: (start, stop, Options for the window, analyse mode).
 
-    Both formats are read: the seed's (``aicore_metrics``, ``profile_framework`` codes, ``analyse_mode``
+    Both formats are read: the guide's (``aicore_metrics``, ``profile_framework`` codes, ``analyse_mode``
     -1 = no analysis) and MindSpore 2.5+'s (``aic_metrics``, ``profiler_level``, ``activities``, ...,
     ``analyse`` true/false with ``analyse_mode`` choosing sync or async). A key known to neither gets
     one warning and is ignored, as MindSpore ignores it; values are checked strictly.
@@ -80,10 +80,10 @@ def parse_config(values, base_options, source=CONFIG_NAME):
         _bool("is_valid", merged.get("is_valid", False))
         framework = FRAMEWORK_CODES[_choice(tuple(FRAMEWORK_CODES))("profile_framework", merged["profile_framework"])]
         output_path = _path("prof_path", merged["prof_path"]) if "prof_path" in merged else base_options.output_path
-        # The seed's file defaults ask for nothing (its profiler_level -1 is "unset"; MindSpore's -1,
+        # The guide's file defaults ask for nothing (its profiler_level -1 is "unset"; MindSpore's -1,
         # LevelNone, without mstx is reset to Level0 anyway).
-        seed_defaults = {k for k, v in DEFAULTS.items() if merged[k] == v and not (k == "profiler_level" and merged.get("mstx"))}
-        mapping = {k: v for k, v in merged.items() if k not in FILE_KEYS and k not in seed_defaults}
+        guide_defaults = {k for k, v in DEFAULTS.items() if merged[k] == v and not (k == "profiler_level" and merged.get("mstx"))}
+        mapping = {k: v for k, v in merged.items() if k not in FILE_KEYS and k not in guide_defaults}
         mapping.update(profile_framework=framework, start=True, output_path=output_path)
         options = from_mapping(mapping, codes=True, source=source)
     except OptionsError as exc:
@@ -104,7 +104,7 @@ def write_default_config(path):
 
 
 class DynamicProfilerMonitor:
-    """The seed's ``DynamicProfilerMonitor``: a MindSpore callback when MindSpore is loaded, ``step()`` anywhere."""
+    """The guide's ``DynamicProfilerMonitor``: a MindSpore callback when MindSpore is loaded, ``step()`` anywhere."""
 
     def __new__(cls, *args, **kwargs):
         if "mindspore" in sys.modules:  # Model.train only accepts Callback instances
@@ -185,7 +185,8 @@ class DynamicProfilerMonitor:
         options = copy.copy(options)  # the settings keep their output base (prof_path or output_path) for a later window
         base = options.output_path
         options.output_path = window_folder(base, start, stop)  # the window's meta names its own folder
-        collection = self.session.start_window(base, start, stop, options, "dynamic", mode, {"trigger": "dynamic"}, at_ns=at_ns)
+        collection = self.session.start_window(base, start, stop, options, "dynamic", mode, {"trigger": "dynamic"}, at_ns=at_ns,
+                                               after_open_step=not self._follow and self.session.framework is not None)
         if collection is None:
             log.warn_once(f"dynamic window {start}..{stop} skipped: another collection is recording "
                           f"({self.session.owner.origin if self.session.owner else 'finished'})")

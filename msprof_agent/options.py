@@ -4,14 +4,14 @@ Standard library only: the hook imports this before deciding whether to load any
 Every rejection names the key, the value received and what is accepted, because the person
 reading it is looking at a CI log, not at our source.
 
-Two generations of keys are accepted, alone or mixed: the seed guide's (``op_time``,
+Two generations of keys are accepted, alone or mixed: the MindSpore Profiler guide's (``op_time``,
 ``aicore_metrics``, ``profile_framework``, ``timeline_limit``, ...) and MindSpore 2.5+'s
 (``activities``, ``profiler_level``, ``aic_metrics``, ``host_sys``, ``mstx``, ``export_type``, ...).
 Both are read through one table, ``KEYS``: each key's check, its documented default, and the
 features it asks for **in our meanings**:
 
 ==================  ==========================================  =======================================
-feature (here)      seed keys                                   MindSpore 2.5+ keys
+feature (here)      guide's keys                                MindSpore 2.5+ keys
 ==================  ==========================================  =======================================
 ops (op time)       op_time                                     activities (any of CPU/NPU/GPU; [] off),
                                                                 profiler_level LevelNone off, Level0-2 on
@@ -162,7 +162,7 @@ LEVEL_CODES = {-1: "LevelNone", 0: "Level0", 1: "Level1", 2: "Level2"}
 AIC_CODES = dict(enumerate(AIC_METRICS[1:]))  # 0 = PipeUtilization ... 7 = MemoryAccess
 ACTIVITY_CODES = {0: ["CPU", "NPU"], 1: ["CPU"], 2: ["NPU"]}
 EXPORT_CODES = {0: ["text"], 1: ["db"], 2: ["text", "db"]}
-SEED_AICORE_NAMES = {-1: "None", **dict(enumerate(AIC_METRICS[1:7]))}  # the seed's aicore_metrics -1..5
+GUIDE_AICORE_NAMES = {-1: "None", **dict(enumerate(AIC_METRICS[1:7]))}  # the guide's aicore_metrics -1..5
 
 
 def _aic_metrics(key: str, value: Any) -> str:
@@ -200,11 +200,11 @@ KEYS: dict[str, Key] = {
     "data_process": Key(_bool, False, _feature("data_pipeline")),
     "parallel_strategy": Key(_bool, False),
     "with_stack": Key(_bool, False, lambda on: {"stacks": True} if on else {}),
-    "record_shapes": Key(_bool, None, _feature("shapes")),  # seed default true, MindSpore's false: both ask
-    # the seed guide's
+    "record_shapes": Key(_bool, None, _feature("shapes")),  # the guide's default true, MindSpore's false: both ask
+    # the MindSpore Profiler guide's
     "op_time": Key(_bool, True, _feature("ops")),
     "profile_communication": Key(_bool, False, _feature("communication")),
-    "aicore_metrics": Key(_int_in(-1, 5), 0, lambda code: {"aic_metrics": SEED_AICORE_NAMES[code]}),
+    "aicore_metrics": Key(_int_in(-1, 5), 0, lambda code: {"aic_metrics": GUIDE_AICORE_NAMES[code]}),
     "timeline_limit": Key(_int_in(1), 500),
     "profile_framework": Key(_profile_framework, None, lambda on: {"stacks": True} if on else {}),
     # MindSpore 2.5+'s
@@ -245,7 +245,7 @@ WITHOUT_EFFECT = {
 
 @dataclass
 class Options:
-    """One session's settings. Defaults are the seed guide's (Method 2), plus our step window keys."""
+    """One session's settings. Defaults are the MindSpore Profiler guide's (Method 2), plus our step window keys."""
 
     start: bool = False
     output_path: str = field(default_factory=lambda: os.path.abspath("./data"))
@@ -378,7 +378,7 @@ def from_mapping(values: Any, environ: Mapping[str, str] | None = None, codes: b
     if not opts.op_time:
         for key in NEEDS_OP_TIME:
             if getattr(opts, key):
-                raise OptionsError(f'key "{key}": true needs "op_time": true (the seed\'s rule); got "op_time": false')
+                raise OptionsError(f'key "{key}": true needs "op_time": true (the MindSpore Profiler guide\'s rule); got "op_time": false')
     if opts.capture is not None and ("start_step" in values or "stop_step" in values):
         raise OptionsError('key "capture": the policy chooses its own windows; accepted: "capture" or "start_step"/"stop_step", not both')
     if opts.stop_step is not None and opts.stop_step < opts.start_step:
@@ -403,7 +403,7 @@ def _env_int(environ: Mapping[str, str], *names: str) -> int | None:
 
 
 def _apply_environment(opts: Options, environ: Mapping[str, str]) -> None:
-    """Rank, device and FP/BP names come from the launcher's variables, as the seed and torchrun set them."""
+    """Rank, device and FP/BP names come from the launcher's variables, as MindSpore's launchers and torchrun set them."""
     opts.rank_id = _env_int(environ, "RANK_ID", "RANK") or 0
     opts.device_id = _env_int(environ, "DEVICE_ID", "LOCAL_RANK") or 0
     opts.world_size = _env_int(environ, "RANK_SIZE", "WORLD_SIZE") or 1

@@ -7,10 +7,10 @@ windows in ``output_path/window_{start}_{stop}/profiler``) are kept by the windo
 samplers with the recording one, and analyses each when it ends: in this process, in a separate one
 (``async``), or not at all.
 
-Which steps belong to a window is decided by time: a step is in the window when recording was on
-at its start (its host-side forward start where the integration marks one, else its opening). So
-``start()`` called after a step's compute leaves that step out, ``stop()`` called after it keeps it in,
-and analysis that would miss a still-open window step waits until that step has closed.
+Which steps belong to a window is decided by time (``Collection.contains``): a step is in the window
+when recording was on between the start of its work and its end. So ``start()`` anywhere in step k
+takes step k whole (its ops from the start on), ``stop()`` after step m's work keeps step m and leaves
+the next step out, and analysis that would miss a still-open window step waits until that step has closed.
 At exit, on SIGTERM, on ``os._exit`` (within OS_EXIT_ANALYSIS_S), or on an explicit stop, whatever
 was collected is flushed and analysed; a fork child never writes.
 """
@@ -81,10 +81,13 @@ class Session:
     def profiler_dir(self):
         return self.run.profiler_dir
 
-    def start_window(self, output_path, start, stop, options, origin, analyse_mode, info, at_ns=None):
+    def start_window(self, output_path, start, stop, options, origin, analyse_mode, info, at_ns=None, after_open_step=False):
         """Open the window of steps START..STOP and record into it; None (nothing written) when another
-        collection records."""
+        collection records. AFTER_OPEN_STEP: the opener counts the step still open as done (a step-end
+        callback that runs before the framework closes the step), so the window begins with the next one."""
         c = self.windows.open_window(output_path, start, stop, options, origin, analyse_mode, info)
+        if after_open_step and self.steps.current is not None:
+            c.skip_steps_before(self.steps.current["n"] + 1)
         if self.start_recording(c, at_ns=at_ns):
             return c
         self.windows.abandon(c)

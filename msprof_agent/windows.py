@@ -60,6 +60,7 @@ class Collection:
         self.summary: Record | None = None
         self.info: Record = dict(info or {})  # what the opener wants listed (trigger, steps)
         self.collected: set[int] = set()  # numbers of the steps recorded here
+        self.first_step = 0  # no step numbered below it belongs here (see ``contains``)
         self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
         self.writer.add(dict(meta, k="meta", origin=origin, options=options.to_dict()))
 
@@ -81,17 +82,30 @@ class Collection:
         """Calls (Profiler start/stop, a capture policy) drive this collection; start_step/stop_step no longer do."""
         self.explicit = True
 
+    def skip_steps_before(self, n: int) -> None:
+        """Steps numbered below N are not this collection's, whenever recording began."""
+        self.first_step = n
+
     def analyse_as(self, mode: str | None) -> None:
         if mode not in ANALYSE_MODES:
             raise ValueError(f"analyse mode: got {mode!r}; accepted: {SYNC!r}, {ASYNC!r} or None")
         self.analyse_mode = mode
 
     def contains(self, step: Record) -> bool:
-        """True when recording was on at the step's start (forward start if marked, else opening)."""
-        if not self.intervals:  # the run between windows: every step closes through here
+        """True when recording was on during the step, between the start of its work and its end.
+
+        A start anywhere in the step (even after its work, before it closes) takes the step whole: its
+        timing, and its ops from the start on. A stop keeps the steps whose work began before it, so a stop
+        after step m's work, in the host time that opens step m+1, leaves m+1 out. The step's work begins
+        at its forward start where the integration marks one, else at its first data fetch, else at its
+        opening; an open step (no end yet) reaches to now. Steps numbered below ``first_step`` never belong
+        (a window asked for from the next step while the framework still holds the current one open)."""
+        if not self.intervals or step["n"] < self.first_step:  # never recorded: the run between windows
             return False
-        anchor = step.get("fp") or step["start"]
-        return any(start <= anchor and (stop is None or anchor < stop) for start, stop in self.intervals)
+        waits = step.get("waits")
+        work = step.get("fp") or (waits[0][0] if waits else step["start"])
+        end = step.get("end")
+        return any((end is None or start < end) and (stop is None or work < stop) for start, stop in self.intervals)
 
     def listing(self) -> Record:
         """The run summary's entry for this window."""

@@ -8,6 +8,7 @@ This file imports neither framework, so ``pytest -m unit`` runs where none is in
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -19,6 +20,8 @@ EXAMPLES = os.path.join(ROOT, "examples")
 SCRIPTS = os.path.join(ROOT, "tests", "scripts")
 TINY = os.path.join(SCRIPTS, "tiny_torch.py")
 PY = sys.executable
+
+CLIENTS = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent-test-clients")  # outside readers' venvs, kept between runs
 
 NEEDS = ("unit", "mindspore", "torch", "browser", "install", "client")
 # Variables that steer the agent or the ranks: a child gets only those its test sets.
@@ -144,3 +147,24 @@ def overlapping_slices(events):
                 bad.append((track, name, start, end, open_ends[-1]))
             open_ends.append((end, name))
     return bad
+
+
+def client_python(name, requirement):
+    """The python of the venv ``CLIENTS/NAME`` with REQUIREMENT installed from the package index (on first
+    use; the readers pin their own libraries), or a skip saying why it could not be installed."""
+    venv = os.path.join(CLIENTS, name)
+    python = os.path.join(venv, "bin", "python")
+    installed = os.path.join(venv, ".installed")
+    if not os.path.exists(installed):
+        shutil.rmtree(venv, ignore_errors=True)
+        steps = ([sys.executable, "-m", "venv", venv], [python, "-m", "pip", "install", "-q", requirement])
+        for step in steps:
+            try:
+                proc = subprocess.run(step, capture_output=True, text=True, timeout=900)
+            except subprocess.TimeoutExpired:
+                pytest.skip(f"CLIENT NOT INSTALLED: installing {requirement} took over 15 minutes (no package index?)")
+            if proc.returncode:
+                pytest.skip(f"CLIENT NOT INSTALLED: {requirement} could not be installed ({' '.join(step[-2:])}): "
+                            f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        open(installed, "w").close()
+    return python

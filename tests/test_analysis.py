@@ -47,8 +47,8 @@ def test_step_trace_contract(run, request):
         assert start <= fp <= bp <= end
         assert abs(interval + fp_bp + tail - total) <= 0.01 * total
     for column in range(1, 9):
-        mean = sum(int(r[column]) for r in steps) / len(steps)
-        assert float(average[0][column]) == pytest.approx(mean, rel=1e-9, abs=0.01)
+        total = sum(int(r[column]) for r in steps)
+        assert 2 * abs(int(average[0][column]) * len(steps) - total) <= len(steps)  # the mean as an integer (MindInsight reads int())
     points = read_json(os.path.join(profiler_dir, "step_trace_point_info_0.json"))
     assert set(points) == {"fp_start", "bp_end"} and points["fp_start"] and points["bp_end"]
 

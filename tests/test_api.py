@@ -29,7 +29,7 @@ def test_bad_option_raises_value_error_from_the_constructor():
 
 @pytest.mark.torch
 def test_torch_conditional_loop_without_the_hook(tmp_path):
-    """The seed's conditional loop: start() after iteration 3, stop() after iteration 7 -> steps 5..8."""
+    """The MindSpore Profiler guide's conditional loop: start() after iteration 3, stop() after iteration 7 -> steps 5..8."""
     out = str(tmp_path / "out")
     result = run_script([API_TORCH, out, "12", "3", "7"], hook=False)
     assert result.returncode == 0, result.stderr
@@ -73,6 +73,7 @@ def test_context_manager_profiles_the_block(tmp_path):
 
 MS_CASES = [
     # (example flags, output folder under the run dir, expected steps)
+    # start() after step 4's train_step: step 4 has ended with its work, so start() is in step 5's interval
     (["--example", "conditional", "--samples", "12", "--start", "3", "--stop", "6"], "data", [5, 6, 7]),
     (["--example", "stop_at_step", "--samples", "10", "--start", "3", "--stop", "6"], "profiler_data/rank_{rank}", [3, 4, 5, 6]),
     (["--example", "stop_at_epoch", "--epochs", "4", "--samples", "3", "--start", "2", "--stop", "3"], "profiler_data/rank_{rank}", [4, 5, 6, 7, 8, 9]),
@@ -83,7 +84,7 @@ MS_CASES = [
 
 @pytest.mark.mindspore
 @pytest.mark.parametrize("flags, folder, expected", MS_CASES, ids=[c[0][1] for c in MS_CASES])
-def test_seed_method_1_examples_on_mindspore(flags, folder, expected, tmp_path):
+def test_guide_method_1_examples_on_mindspore(flags, folder, expected, tmp_path):
     pytest.importorskip("mindspore")
     rank = 1 if "rank" in folder else 0
     result = run_script([API_MS, "--output", str(tmp_path)] + flags, hook=False, extra_env={"RANK_ID": str(rank)} if rank else None)

@@ -56,7 +56,7 @@ def test_bad_configurations_are_named(values, expected):
 
 
 @pytest.mark.unit
-def test_seed_keys_map_onto_the_window_options():
+def test_guide_keys_map_onto_the_window_options():
     from msprof_agent.dynamic import parse_config
     from msprof_agent.options import Options
 
@@ -145,7 +145,7 @@ def test_torch_loop_two_windows_a_bad_edit_and_a_window_in_the_past(tmp_path):
 
 
 @pytest.mark.mindspore
-def test_seed_method_3_example_on_mindspore_model_train(tmp_path):
+def test_guide_method_3_example_on_mindspore_model_train(tmp_path):
     pytest.importorskip("mindspore")
     cfg, out = str(tmp_path / "dyn_cfg"), str(tmp_path / "dynprof_data")
     edits = ["2:" + window(4, 6, 0), "7:" + window(9, 9, 1), "8:" + '{"start_step": 12, "stop_step": 11}',

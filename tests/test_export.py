@@ -15,42 +15,20 @@ import shutil
 import sqlite3
 import statistics
 import subprocess
-import sys
 
 import pytest
 
-from conftest import EXAMPLES, PY, ROOT, hook_env, read_csv, run_script
+from conftest import EXAMPLES, PY, ROOT, client_python, hook_env, read_csv, run_script
 
 pytestmark = pytest.mark.client
-CLIENTS = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent-test-clients")
 PACKAGES = {"msprof-analyze": "msprof-analyze==26.2.0", "hta": "HolisticTraceAnalysis==0.5.0"}
 SLOW_RANK = os.path.join(ROOT, "tests", "scripts", "slow_rank_torch.py")
 BUSY_MS, STEPS = 150, 5
 
 
-def _client(name):
-    """The venv's python with the client installed (installed on first use), or a skip saying why not."""
-    venv = os.path.join(CLIENTS, name)
-    python = os.path.join(venv, "bin", "python")
-    installed = os.path.join(venv, ".installed")
-    if not os.path.exists(installed):
-        shutil.rmtree(venv, ignore_errors=True)
-        steps = ([sys.executable, "-m", "venv", venv], [python, "-m", "pip", "install", "-q", PACKAGES[name]])
-        for step in steps:
-            try:
-                proc = subprocess.run(step, capture_output=True, text=True, timeout=900)
-            except subprocess.TimeoutExpired:
-                pytest.skip(f"CLIENT NOT INSTALLED: installing {PACKAGES[name]} took over 15 minutes (no package index?)")
-            if proc.returncode:
-                pytest.skip(f"CLIENT NOT INSTALLED: {PACKAGES[name]} could not be installed ({' '.join(step[-2:])}): "
-                            f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
-        open(installed, "w").close()
-    return python
-
-
 @pytest.fixture(scope="session")
 def msprof_analyze():
-    python = _client("msprof-analyze")
+    python = client_python("msprof-analyze", PACKAGES["msprof-analyze"])
 
     def run(*args, cwd=None):
         proc = subprocess.run([os.path.join(os.path.dirname(python), "msprof-analyze"), *args], capture_output=True, text=True,
@@ -61,7 +39,7 @@ def msprof_analyze():
 
 @pytest.fixture(scope="session")
 def hta_python():
-    return _client("hta")
+    return client_python("hta", PACKAGES["hta"])
 
 
 def _analyse(path, kinds):

@@ -47,7 +47,7 @@ def test_launcher_variables_give_rank_device_and_fp_bp_names():
     ({"start_step": True}, 'key "start_step": got True (bool); accepted: an integer from 1'),
     ({"stop_step": 0}, 'key "stop_step": got 0; accepted: an integer from 1 up'),
     ({"profile_framework": "everything"}, 'key "profile_framework": got \'everything\'; accepted: "all", "time" or null'),
-    ({"op_time": False, "with_stack": True}, 'key "with_stack": true needs "op_time": true (the seed\'s rule); got "op_time": false'),
+    ({"op_time": False, "with_stack": True}, 'key "with_stack": true needs "op_time": true (the MindSpore Profiler guide\'s rule); got "op_time": false'),
     ({"start_step": 5, "stop_step": 2}, 'key "stop_step": got 2, before "start_step" 5; accepted: stop_step >= start_step, or -1'),
     ({"output_pth": "/tmp/x"}, 'unknown key "output_pth" (did you mean "output_path"?); accepted keys: start, output_path,'),
     ({"zzz": 1}, 'unknown key "zzz"; accepted keys: start, output_path,'),

@@ -163,7 +163,7 @@ def test_search_and_type_click(browser, real_live, artifacts):
         page.screenshot(path=os.path.join(artifacts, "real_operators_search.png"), full_page=True)
         page.fill("#op-search", "")
         page.click("button[data-tab=tab-types]")
-        page.click("#op-types tbody tr >> nth=0")  # the seed: a type row lists that type's ops
+        page.click("#op-types tbody tr >> nth=0")  # as in MindInsight: a type row lists that type's ops
         first_type = page.input_value("#op-search")
         shown = page.locator("#op-detail tbody tr:visible td[data-col=op_type]").all_inner_texts()
         assert shown and all(_fuzzy(first_type.lower(), t.lower()) or first_type.lower() in t.lower() for t in shown)

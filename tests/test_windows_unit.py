@@ -25,8 +25,8 @@ def registry(tmp_path, **options):
     return W.Windows(dict(META), from_mapping(dict({"start": True, "output_path": str(tmp_path)}, **options)), "env")
 
 
-def step(n, start, fp=None):
-    return {"n": n, "start": start, "fp": fp}
+def step(n, start, end=None, fp=None, waits=()):
+    return {"n": n, "start": start, "end": end, "fp": fp, "waits": [list(w) for w in waits]}
 
 
 def test_window_folders_are_named_by_their_steps(tmp_path):
@@ -47,16 +47,22 @@ def test_a_window_takes_the_process_keys_and_keeps_its_settings():
     assert window.output_path == "/w" and window.with_stack
 
 
-def test_one_collection_records_at_a_time_and_steps_belong_by_their_start(tmp_path):
+def test_one_collection_records_at_a_time_and_steps_belong_by_their_work(tmp_path):
     windows = registry(tmp_path)
     c = windows.open_window(str(tmp_path), 1, 2, windows.run.options, "capture", W.ASYNC, {})
     windows.begin(c, 100, explicit=False)
     assert windows.owner is c and c.state == W.RECORDING and c.recorded
     assert windows.live() == [windows.run, c]
     assert windows.end(200) is c and windows.owner is None and c.state == W.STOPPED
-    assert c.contains(step(1, 100)) and not c.contains(step(2, 200)) and not c.contains(step(0, 50))
-    assert c.contains(step(3, 50, fp=150))  # the forward start decides where the integration marks one
-    assert not windows.run.contains(step(1, 100))  # the run never recorded: no step is in its window
+    assert c.contains(step(1, 100, 150)) and not c.contains(step(0, 50, 100))  # a step that ended as recording began is out
+    assert c.contains(step(0, 50, 120, fp=60))  # started during the step, even after its work began: the step is in, whole
+    assert c.contains(step(2, 150))  # still open: it reaches to now
+    assert not c.contains(step(3, 190, 300, fp=210))  # stopped before its forward start: out
+    assert c.contains(step(3, 190, 300, fp=195)) and c.contains(step(3, 190, 300))
+    assert not c.contains(step(3, 190, 300, waits=[(205, 206)]))  # without a forward mark, its first fetch begins its work
+    assert not windows.run.contains(step(1, 100, 150))  # the run never recorded: no step is in its window
+    c.skip_steps_before(2)
+    assert not c.contains(step(1, 100, 150)) and c.contains(step(2, 150))  # the opener counted step 1 as done
     assert windows.end(300) is None
 
 

@@ -3,7 +3,8 @@
 Non-sink runs write ``dataset_iterator_profiling_{r}.txt``, sink runs ``device_queue_profiling_{r}.txt``
 (lines ``0 <0 get|2 total> <step> <cost_ms> <ts_ms>`` and ``1 <capacity> <step> <size> <ts_ms>``).
 With ``data_process``, pipeline samples become ``minddata_pipeline_raw_{r}.csv`` and
-``pipeline_profiling_{r}.json``, and the bottleneck op is named by the MindSpore Profiler guide's
+``pipeline_profiling_{r}.json`` (a MindSpore run without them gets one with no ops: MindInsight's CPU
+page needs it), and the bottleneck op is named by the MindSpore Profiler guide's
 queue-usage rules (``contract.pipeline_bottlenecks``, the viewer's too).
 """
 import orjson
@@ -52,6 +53,8 @@ def bottleneck(ops):
 
 def _write_pipeline(data, ctx):
     if not data.pipeline:
+        if data.meta.get("framework") == "mindspore":  # MindInsight's CPU utilization page needs the file, ops or none
+            write_json(ctx.path(contract.PIPELINE_PROFILING), {"sampling_interval": ctx.sampling_interval_ms, "op_info": []}, ctx.pretty)
         return None
     ops = {}
     for sample in data.pipeline:

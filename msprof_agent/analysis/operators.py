@@ -154,7 +154,8 @@ def write(data, ctx):
     tables = _tables(data, mask, "cpu")
     if tables:
         types, ops, total = tables
-        type_rows = [[t, int(c), round(c / steps, 4), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6)] for t, c, s in types]
+        # execution_frequency(per-step) is an integer: MindInsight reads it with int()
+        type_rows = [[t, int(c), round(c / steps), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6)] for t, c, s in types]
         write_csv(ctx.path(contract.CPU_OP_TYPES), contract.CPU_OP_TYPE_HEADER, type_rows)
         pid = data.meta.get("pid", 0)
         detail_rows = [["Host", t, short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),

@@ -144,8 +144,8 @@ def write(data, ctx, stages):
                         "the op tables still count every op")
         ctx.notes.append(dropped_text)
     span = (stages[-1]["end"] - stages[0]["start"]) / 1e6 if stages else 0.0
-    write_json(ctx.path(contract.TIMELINE_SUMMARY, device=device), {
-        "total_time": round(span, 3), "num_of_streams": threads, "num_of_ops": kept,
-        "op_exe_times": kept, "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0),
-    }, ctx.pretty)
+    summary = {"total_time": round(span, 3), "num_of_streams": threads, "num_of_ops": kept,
+               "op_exe_times": kept, "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0)}
+    for named in {device, contract.MINDINSIGHT_HOST_TIMELINE if device == "cpu" else device}:
+        write_json(ctx.path(contract.TIMELINE_SUMMARY, device=named), summary, ctx.pretty)
     return {"file": name, "events": len(fixed) + step_events + kept, "bytes": size, "truncated": kept < data.op_count, "dropped": dropped_text}
