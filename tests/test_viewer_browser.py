@@ -126,7 +126,8 @@ def test_real_run_pages_show_the_numbers_in_the_files(browser, real_live, artifa
         assert tab.text("[data-stat=mean]") == f"{summary['step_time_ms']['mean']:.3f}"
         assert tab.text(".verdict") == summary["verdict"]
         assert tab.page.locator("#chart-ov-step .main-svg").count() >= 1
-        assert tab.page.locator(".suggestion").count() == len(summary["suggestions"])
+        assert tab.page.locator(".finding").count() == len(summary["findings"])  # each once: no second list of suggestions
+        assert tab.page.locator(".suggestion").count() == (0 if summary["findings"] else len(summary["suggestions"]))
         types = read_csv(os.path.join(directory, "cpu_op_type_info_0.csv"))[1:]
         top = max(types, key=lambda t: float(t[3]))
         assert tab.text("#overview-optypes tbody tr td") == top[0]

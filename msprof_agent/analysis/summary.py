@@ -108,7 +108,8 @@ def print_table(summary):
         say(f"  MFU         {mfu['ratio']:.2%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']})")
     if summary["verdict"]:
         say(f"  verdict     {summary['verdict']}")
-    for finding in summary["findings"][:3]:
+    shown = [f for f in summary["findings"] if f["id"] != "warm_up" or not summary["warmup_steps"]]  # the warm-up line says it
+    for finding in shown[:3]:
         say(f"  finding     {finding['ms_per_step']:.1f} ms/step at stake: {finding['text']}")
     for note in summary["notes"] + summary["not_applicable"]:
         say(f"  note        {note}")
