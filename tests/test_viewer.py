@@ -5,7 +5,6 @@ escaping and path safety only. The tests over real profiled MindSpore and PyTorc
 and run once ``msprof_agent.analysis`` can analyse them.
 """
 import csv
-import html
 import json
 import os
 import re
@@ -20,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, overlapping_slices, read_csv, read_json, run_script
+from conftest import EXAMPLES, ROOT, SCRIPTS, overlapping_slices, profile_into, read_csv, read_json, run_script
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_SCRIPT = "</script><script>alert(2)</script>"
@@ -814,7 +813,7 @@ def test_findings_link_to_their_steps_and_hot_spots_in_viewer_and_report(tmp_pat
         assert 'id="step-highlight" hidden' in steps and 'id="python-hot-spots"' in steps
         table = steps.split('id="hot-spots"', 1)[1].split("</table>", 1)[0]
         functions = re.findall(r'<td data-col="function" data-v="([^"]*)"', table)
-        assert functions == ["metric (train.py)", html.escape(EVIL)]  # the steady range first, then warm-up
+        assert functions == ["metric (train.py)", EVIL.replace("<", "&lt;").replace(">", "&gt;")]  # the steady range first, then warm-up
         assert re.findall(r'<td data-col="phase" data-v="([^"]*)"', table) == ["steady", "warm-up"]
         assert re.findall(r'<td data-col="range" data-v="([^"]*)"', table) == ["3-12", "1-2"]
     finally:
@@ -865,3 +864,27 @@ def test_cluster_page_shows_the_cluster_findings(tmp_path):
     with open(write_report(d, 1), encoding="utf-8") as f:
         report = f.read()
     assert _links(report.split('<h1 id="cluster">', 1)[1], "straggler") == [("#steps", "rank")]
+
+
+@pytest.mark.torch
+def test_injected_slow_function_heads_the_hot_spots_of_viewer_and_report(tmp_path):
+    """A real torch run with with_stack and 60 ms of Python work per step (the advisor's host-work scenario):
+    the injected function is the first row of the Python hot-spots table on the Step trace page and in the
+    report, and the host-work finding links to that table."""
+    out = str(tmp_path / "host")
+    proc = run_script([os.path.join(SCRIPTS, "advisor_torch.py"), "--loop-ms", "60"], profile_into(out, with_stack=True), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    injected = "host_work_in_loop (injected_causes.py)"
+    server = Live(tmp_path)
+    try:
+        steps = server.get("/run/steps?run=host&rank=0")[2]
+        overview = server.get("/run/overview?run=host&rank=0")[2]
+    finally:
+        server.close()
+    with open(os.path.join(out, "profiler", "report_0.html"), encoding="utf-8") as f:
+        report = f.read()
+    for page in (steps, report):
+        table = page.split('id="hot-spots"', 1)[1].split("</table>", 1)[0]
+        assert re.findall(r'<td data-col="function" data-v="([^"]*)"', table)[0] == injected
+    assert ("/run/steps?run=host&amp;rank=0#python-hot-spots", "hot-spots") in _links(overview, "host_work")
+    assert ("#python-hot-spots", "hot-spots") in _links(report, "host_work")

@@ -670,7 +670,8 @@ def cluster_page(page, run, rank, loaded, report=False):
     labels = [f"rank {row['rank']}" + (" (slowest)" if row["slowest"] else "") for row in rows]
     stage_traces = [{"type": "bar", "x": labels, "y": [row.get(k) for row in rows], "name": label, "marker": {"color": STAGE_COLORS[k]}}
                     for k, label in STAGES]
-    context = {"several": len(ranks) > 1, "problems": problems, "findings": findings, "cluster_summary": cluster, "table": table("cluster-ranks", CLUSTER_COLUMNS, rows), "timeline": timeline,
+    context = {"several": len(ranks) > 1, "problems": problems, "findings": findings, "cluster_summary": cluster,
+               "table": table("cluster-ranks", CLUSTER_COLUMNS, rows), "timeline": timeline,
                "stage_chart": page.chart("cl-stages", stage_traces, {"barmode": "stack", "title": {"text": "Mean stage times per rank (ms)"}}),
                "comm_chart": None}
     if any(row.get("communication") is not None for row in rows):
