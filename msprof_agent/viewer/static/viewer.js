@@ -181,7 +181,7 @@
       pick.value = String(numbers[0]);
       pick.dispatchEvent(new Event("change"));
     }
-    note.scrollIntoView();
+    (el.closest("section") || note).scrollIntoView();
   }
   highlightSteps();
   window.addEventListener("hashchange", highlightSteps);
