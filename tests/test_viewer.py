@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, overlapping_slices, read_csv, read_json, run_script
+from conftest import EXAMPLES, ROOT, SCRIPTS, overlapping_slices, profile_into, read_csv, read_json, run_script
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_SCRIPT = "</script><script>alert(2)</script>"
@@ -133,7 +133,9 @@ def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framewor
                "suggestions": [{"id": "data_queue_empty", "text": "Queue empty in 25% of steps " + EVIL_SCRIPT,
                                 "evidence": {"empty_ratio": 0.25, EVIL: 1, "threshold": 0.3}}],
                "timeline": {"file": f"cpu_timeline_display_{r}.json", "events": len(events), "truncated": False, "dropped": None},
-               "notes": ["note with " + EVIL], "not_applicable": ["AI Core metrics: CPU run"]}
+               "notes": ["note with " + EVIL], "not_applicable": ["AI Core metrics: CPU run"],
+               "python_hot_spots": [{"function": "metric (train.py)", "self_ms": 40.0, "total_ms": 45.0, "self_ms_per_step": 2.0, "steps": [3, steps]},
+                                    {"function": EVIL, "self_ms": 90.0, "total_ms": 95.0, "self_ms_per_step": 45.0, "steps": [1, 2]}]}
     if warmup is not None:
         summary["warmup_steps"] = warmup
     with open(p(f"summary_{r}.json"), "w") as f:
@@ -766,3 +768,123 @@ def test_real_torch_two_ranks(tmp_path):
         with open(os.path.join(directory, f"report_{rank}.html"), encoding="utf-8") as f:
             text = f.read()
         assert ">Cluster</h1>" in text and "rank 1 (slowest)" in text, rank
+
+
+FINDINGS = [{"id": "host_work", "category": "host", "severity": "high", "ms_per_step": 50.0, "text": "Host-bound " + EVIL, "action": "move it",
+             "evidence": {"host_ms": 50.0, "steps": [[3, 5], [8, 8]], "hot_spots": [{"function": "metric (train.py)", "self_ms_per_step": 2.0}]}},
+            {"id": "periodic_pause", "category": "jitter", "severity": "medium", "ms_per_step": 5.0, "text": "Jitter", "action": "gc",
+             "evidence": {"period": 4, "steps": [4, 8, 12]}},
+            {"id": "memory_growth", "category": "memory", "severity": "high", "ms_per_step": 0.0, "text": "Memory", "action": "free",
+             "evidence": {"bytes_per_step": 1}}]
+
+
+def _with_findings(profiler_dir, rank=0, findings=FINDINGS):
+    path = os.path.join(profiler_dir, f"summary_{rank}.json")
+    with open(path) as f:
+        summary = json.load(f)
+    summary["findings"] = findings
+    with open(path, "w") as f:
+        json.dump(summary, f)
+
+
+def _links(html, finding_id):
+    """The (kind, href) of each link of one finding on a page."""
+    item = html.split(f'data-id="{finding_id}"', 1)[1].split("</li>", 1)[0]
+    return re.findall(r'<a href="([^"]*)" class="finding-link" data-link="([^"]*)"', item)
+
+
+@pytest.mark.unit
+def test_findings_link_to_their_steps_and_hot_spots_in_viewer_and_report(tmp_path):
+    """Each finding resting on steps links to the Step trace page with those steps in the fragment viewer.js reads;
+    the host-work finding links to the Python hot spots; in the report the links stay inside the file."""
+    from msprof_agent.viewer import write_report
+
+    d = make_fixture(str(tmp_path / "job" / "profiler"), steps=12, warmup=2)
+    _with_findings(d)
+    server = Live(tmp_path)
+    try:
+        overview = server.get("/run/overview?run=job&rank=0")[2]
+        assert _links(overview, "host_work") == [("/run/steps?run=job&amp;rank=0#steps=3-5,8", "steps"),
+                                                 ("/run/steps?run=job&amp;rank=0#python-hot-spots", "hot-spots")]
+        assert _links(overview, "periodic_pause") == [("/run/steps?run=job&amp;rank=0#steps=4,8,12", "steps")]
+        assert _links(overview, "memory_growth") == []
+        assert EVIL not in overview and "Host-bound &lt;img" in overview
+        steps = server.get("/run/steps?run=job&rank=0")[2]
+        assert 'id="step-highlight" hidden' in steps and 'id="python-hot-spots"' in steps
+        table = steps.split('id="hot-spots"', 1)[1].split("</table>", 1)[0]
+        functions = re.findall(r'<td data-col="function" data-v="([^"]*)"', table)
+        assert functions == ["metric (train.py)", EVIL.replace("<", "&lt;").replace(">", "&gt;")]  # the steady range first, then warm-up
+        assert re.findall(r'<td data-col="phase" data-v="([^"]*)"', table) == ["steady", "warm-up"]
+        assert re.findall(r'<td data-col="range" data-v="([^"]*)"', table) == ["3-12", "1-2"]
+    finally:
+        server.close()
+    with open(write_report(d, 0), encoding="utf-8") as f:
+        report = f.read()
+    assert _links(report, "host_work") == [("#steps=3-5,8", "steps"), ("#python-hot-spots", "hot-spots")]
+    assert 'id="python-hot-spots"' in report and 'id="step-highlight"' in report
+
+
+@pytest.mark.unit
+def test_hot_spots_not_collected_name_the_option(tmp_path):
+    d = make_fixture(str(tmp_path / "job" / "profiler"), framework="torch")
+    path = os.path.join(d, "summary_0.json")
+    with open(path) as f:
+        summary = json.load(f)
+    summary["python_hot_spots"] = []
+    with open(path, "w") as f:
+        json.dump(summary, f)
+    server = Live(tmp_path)
+    try:
+        steps = server.get("/run/steps?run=job&rank=0")[2]
+        assert 'id="hot-spots"' not in steps
+        assert "not collected: Set with_stack: true (or profile_framework: &#34;time&#34;) to sample" in steps
+    finally:
+        server.close()
+
+
+@pytest.mark.unit
+def test_cluster_page_shows_the_cluster_findings(tmp_path):
+    """cluster_summary.json's findings (the straggler) head the cluster page, linking to the slow rank's step trace."""
+    d = str(tmp_path / "multi" / "profiler")
+    make_fixture(d, rank=0, rank_size=2)
+    make_fixture(d, rank=1, rank_size=2, slow=1.5)
+    straggler = {"id": "straggler", "category": "straggler", "severity": "high", "ms_per_step": 4.2, "text": "Straggler: rank 1 " + EVIL,
+                 "action": "look at rank 1", "evidence": {"rank": 1, "extra_ms": 4.2}}
+    with open(os.path.join(d, "cluster_summary.json"), "w") as f:
+        json.dump({"rank_size": 2, "ranks": [], "slowest_rank": 1, "findings": [straggler]}, f)
+    server = Live(tmp_path)
+    try:
+        cluster = server.get("/run/cluster?run=multi&rank=0")[2]
+        assert "Straggler: rank 1 &lt;img" in cluster and EVIL not in cluster
+        assert _links(cluster, "straggler") == [("/run/steps?run=multi&amp;rank=1", "rank")]
+    finally:
+        server.close()
+    from msprof_agent.viewer import write_report
+
+    with open(write_report(d, 1), encoding="utf-8") as f:
+        report = f.read()
+    assert _links(report.split('<h1 id="cluster">', 1)[1], "straggler") == [("#steps", "rank")]
+
+
+@pytest.mark.torch
+def test_injected_slow_function_heads_the_hot_spots_of_viewer_and_report(tmp_path):
+    """A real torch run with with_stack and 60 ms of Python work per step (the advisor's host-work scenario):
+    the injected function is the first row of the Python hot-spots table on the Step trace page and in the
+    report, and the host-work finding links to that table."""
+    out = str(tmp_path / "host")
+    proc = run_script([os.path.join(SCRIPTS, "advisor_torch.py"), "--loop-ms", "60"], profile_into(out, with_stack=True), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    injected = "host_work_in_loop (injected_causes.py)"
+    server = Live(tmp_path)
+    try:
+        steps = server.get("/run/steps?run=host&rank=0")[2]
+        overview = server.get("/run/overview?run=host&rank=0")[2]
+    finally:
+        server.close()
+    with open(os.path.join(out, "profiler", "report_0.html"), encoding="utf-8") as f:
+        report = f.read()
+    for page in (steps, report):
+        table = page.split('id="hot-spots"', 1)[1].split("</table>", 1)[0]
+        assert re.findall(r'<td data-col="function" data-v="([^"]*)"', table)[0] == injected
+    assert ("/run/steps?run=host&amp;rank=0#python-hot-spots", "hot-spots") in _links(overview, "host_work")
+    assert ("#python-hot-spots", "hot-spots") in _links(report, "host_work")

@@ -380,3 +380,43 @@ def test_stacked_steps_and_zoomable_timeline(browser, real_live, torch_run, arti
         assert tab.errors == []
     finally:
         tab.close()
+
+
+def _highlighted(page):
+    """The steps shaded as highlighted on the per-step chart."""
+    return page.evaluate("() => (document.getElementById('chart-st-steps').layout.shapes || [])"
+                         ".filter(s => s.name === 'highlight').map(s => (s.x0 + s.x1) / 2)")
+
+
+def _linked_steps(href):
+    return [n for part in href.split("#steps=", 1)[1].split(",") for n in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)]
+
+
+@pytest.mark.mindspore
+def test_a_findings_link_highlights_its_steps(browser, real_live, artifacts):
+    """Click a finding's step link on the overview (viewer, then report): the Step trace shows those steps
+    shaded on the per-step chart, named above it, and the first one picked."""
+    server, run = real_live
+    tab = Tab(browser, server.url)
+    try:
+        page = tab.open(f"/run/overview?{_q(run.id, 0)}")
+        link = page.locator("a.finding-link[data-link=steps]").first
+        href = link.get_attribute("href")
+        numbers = _linked_steps(href)
+        link.click()
+        page.wait_for_selector("body[data-ready='1']")
+        page.wait_for_selector("#step-highlight:not([hidden])")
+        assert "/run/steps?" in page.url and _highlighted(page) == numbers
+        assert tab.text("#step-highlight").startswith("Highlighted from a finding: step")
+        assert page.input_value("#step-pick") == str(numbers[0])
+        page.screenshot(path=os.path.join(artifacts, "finding_steps_highlighted.png"), full_page=True)
+        report = tab.page
+        report.goto("file://" + os.path.join(run.ranks[0], "report_0.html"))
+        report.wait_for_selector("body[data-ready='1']")
+        report.locator("a.finding-link[data-link=steps]").first.click()
+        report.wait_for_selector("#step-highlight:not([hidden])")
+        assert _highlighted(report) == numbers
+        report.screenshot(path=os.path.join(artifacts, "report_finding_steps_highlighted.png"))
+        assert tab.errors == []
+    finally:
+        tab.close()

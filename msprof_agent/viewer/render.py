@@ -47,6 +47,8 @@ FILLED_BY = {
     "cpu": "CPU utilization is sampled every cpu_sampling_interval ms; the run ended before a sample was taken.",
     "hccl": "Set profile_communication: true on a multi-card run to record communication.",
     "timeline": "Set op_time: true (the default) to write the timeline.",
+    "python_hot_spots": "Set with_stack: true (or profile_framework: \"time\") to sample the training thread's Python stack every 5 ms "
+                        "and see which functions the host time goes to.",
 }
 
 
@@ -242,6 +244,57 @@ def _evidence_text(value):
     return json.dumps(value) if isinstance(value, (dict, list)) else value
 
 
+def step_numbers(steps):
+    """The step numbers of a finding's ``evidence["steps"]``: step numbers, or ``[first, last]`` ranges."""
+    numbers = set()
+    for item in steps if isinstance(steps, list) else []:
+        if isinstance(item, list) and len(item) == 2 and all(isinstance(n, int) for n in item):
+            numbers.update(range(item[0], item[1] + 1))
+        elif isinstance(item, int) and not isinstance(item, bool):
+            numbers.add(item)
+    return sorted(numbers)
+
+
+def steps_text(numbers):
+    """Step numbers as "3-5,9": the fragment ``#steps=...`` viewer.js reads to highlight them on the Step trace page."""
+    runs = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def page_href(page_name, run, rank, report, fragment=""):
+    """A link to another page of this rank: in the report an anchor in the same file, in the viewer the page's URL.
+    In the report the page's own anchor is the fragment when one is given (viewer.js scrolls to its page)."""
+    if report:
+        return "#" + (fragment or page_name)
+    return run_url(page_name, run.id, rank) + (f"#{fragment}" if fragment else "")
+
+
+def findings_view(findings, run, rank, report=False):
+    """The advisor's findings as the findings card shows them: evidence as text rows, and links (label, href, kind)
+    to the steps they rest on, to the Python hot spots (host work) and to a straggler's own step trace."""
+    out = []
+    for f in findings if isinstance(findings, list) else []:
+        if not isinstance(f, dict):
+            continue
+        evidence = f.get("evidence") if isinstance(f.get("evidence"), dict) else {}
+        links, numbers = [], step_numbers(evidence.get("steps"))
+        if numbers:
+            text = steps_text(numbers)
+            links.append((f"steps {text.replace(',', ', ')} on the Step trace", page_href("steps", run, rank, report, f"steps={text}"), "steps"))
+        if f.get("id") == "host_work":
+            links.append(("Python hot spots", page_href("steps", run, rank, report, HOT_SPOTS_ANCHOR), "hot-spots"))
+        slow = evidence.get("rank")
+        if f.get("id") == "straggler" and isinstance(slow, int) and slow in run.ranks and not (report and slow != rank):
+            links.append((f"rank {slow}'s Step trace", page_href("steps", run, slow, report), "rank"))
+        out.append(dict(f, evidence=[(k, _evidence_text(v)) for k, v in evidence.items()], links=links))
+    return out
+
+
 def data_stats(sections):
     """What the data preparation card shows: the summary's wait per step and the queue file's statistics."""
     summary = sections.get("summary")
@@ -256,8 +309,7 @@ def overview(page, run, rank, sections, report=False):
         context["suggestions"] = [{"id": sug.get("id"), "text": sug.get("text"),
                                    "evidence": [(k, _evidence_text(v)) for k, v in (sug.get("evidence") or {}).items()]}
                                   for sug in (summary["data"].get("suggestions") or []) if isinstance(sug, dict)]
-        context["findings"] = [dict(f, evidence=[(k, _evidence_text(v)) for k, v in (f.get("evidence") or {}).items()])
-                               for f in (summary["data"].get("findings") or []) if isinstance(f, dict)]
+        context["findings"] = findings_view(summary["data"].get("findings"), run, rank, report)
     st = sections["step_trace"]
     if ok(st):
         context["average"] = st["data"]["average"] or {}
@@ -282,7 +334,8 @@ def overview(page, run, rank, sections, report=False):
 def steps_page(page, run, rank, sections):
     st, points = sections["step_trace"], sections.get("point_info")
     context = {"step_trace": st, "points": points["data"] if ok(points) and isinstance(points["data"], dict) else None,
-               "timeline": timeline_chart(page, "st-timeline", sections["step_timeline"])}
+               "timeline": timeline_chart(page, "st-timeline", sections["step_timeline"]), "hot_spots": None,
+               "hot_spots_anchor": HOT_SPOTS_ANCHOR}
     if not ok(st):
         return context
     steps, average = st["data"]["steps"], st["data"]["average"] or {}
@@ -292,9 +345,29 @@ def steps_page(page, run, rank, sections):
     page.blobs["msprof-steps"] = {"steps": steps, "average": average}
     summary = sections.get("summary")
     warmup = warmup_steps(summary["data"] if ok(summary) else {}, [s["step"] for s in steps])
+    context["hot_spots"] = hot_spots_table(summary["data"] if ok(summary) else {}, warmup)
     return dict(context, steps=steps, average=average, fp_at=fp_at, bp_at=bp_at, bar=stage_bar(page, "st-bar", average, "Average step"),
                 warmup=warmup, per_step=per_step_chart(page, "st-steps", steps, _step_waits(sections["queue"]),
                                                        _step_communication(sections["hccl"]), warmup))
+
+
+HOT_SPOTS_ANCHOR = "python-hot-spots"
+HOT_SPOT_COLUMNS = (("function", "Function (file)", "text"), ("range", "Steps", "text"), ("phase", "Range", "text"),
+                    ("self_ms", "Self (ms)", "num"), ("total_ms", "Total (ms)", "num"), ("self_ms_per_step", "Self per step (ms)", "num"))
+
+
+def hot_spots_table(summary, warmup):
+    """The summary's ``python_hot_spots`` (sampled self and total time per function, steady and warm-up step ranges)
+    as a sortable table, steady first, or None when the run sampled no Python stack."""
+    spots = [s for s in (summary.get("python_hot_spots") or []) if isinstance(s, dict)] if isinstance(summary, dict) else []
+    if not spots:
+        return None
+    rows = []
+    for spot in spots:
+        first, last = (list(spot.get("steps") or []) + [None, None])[:2]
+        rows.append(dict(spot, range=f"{first}-{last}" if first != last else str(first), phase="warm-up" if first in warmup else "steady"))
+    rows.sort(key=lambda r: (r["phase"] != "steady", -(r.get("self_ms") or 0.0)))
+    return table("hot-spots", HOT_SPOT_COLUMNS, rows, ("function",))
 
 
 def warmup_steps(summary, step_numbers):
@@ -575,8 +648,10 @@ CLUSTER_COLUMNS = (("rank", "Rank", "count"), ("total", "Step (ms)", "num"), ("i
                    ("wait", "Comm. wait (ms)", "num"), ("slowest", "", "text"))
 
 
-def cluster_page(page, run, rank, loaded):
+def cluster_page(page, run, rank, loaded, report=False):
     ranks, slowest = loaded["ranks"], loaded["slowest"]
+    cluster = loaded["cluster_summary"]
+    findings = findings_view(cluster["data"].get("findings"), run, rank, report) if ok(cluster) and isinstance(cluster["data"], dict) else []
     timeline = timeline_chart(page, "cl-timeline", loaded["step_timeline"])
     rows, problems = [], []
     for r, sections in ranks.items():
@@ -595,7 +670,8 @@ def cluster_page(page, run, rank, loaded):
     labels = [f"rank {row['rank']}" + (" (slowest)" if row["slowest"] else "") for row in rows]
     stage_traces = [{"type": "bar", "x": labels, "y": [row.get(k) for row in rows], "name": label, "marker": {"color": STAGE_COLORS[k]}}
                     for k, label in STAGES]
-    context = {"several": len(ranks) > 1, "problems": problems, "table": table("cluster-ranks", CLUSTER_COLUMNS, rows), "timeline": timeline,
+    context = {"several": len(ranks) > 1, "problems": problems, "findings": findings, "cluster_summary": cluster,
+               "table": table("cluster-ranks", CLUSTER_COLUMNS, rows), "timeline": timeline,
                "stage_chart": page.chart("cl-stages", stage_traces, {"barmode": "stack", "title": {"text": "Mean stage times per rank (ms)"}}),
                "comm_chart": None}
     if any(row.get("communication") is not None for row in rows):
@@ -613,7 +689,8 @@ VIEWS = {"overview": overview, "steps": steps_page, "operators": operators_page,
 
 def page_body(page, name, run, rank, sections, report=False):
     """One page's cards, rendered from templates/<name>.html with what its view computed, in the run's framework's words."""
-    context = overview(page, run, rank, sections, report) if name == "overview" else VIEWS[name](page, run, rank, sections)
+    view = VIEWS[name]
+    context = view(page, run, rank, sections, report) if name in ("overview", "cluster") else view(page, run, rank, sections)
     framework = framework_of(sections)
     from markupsafe import Markup
 

@@ -186,7 +186,8 @@ def load_page(run, rank, page):
         ranks = {}
         for r, rank_dir in sorted(run.ranks.items()):
             ranks[r] = {"step_trace": load_section(rank_dir, r, "step_trace"), "hccl": load_section(rank_dir, r, "hccl")}
-        out.update(ranks=ranks, slowest=slowest_rank(ranks), step_timeline=step_timeline(run, sorted(run.ranks)))
+        out.update(ranks=ranks, slowest=slowest_rank(ranks), step_timeline=step_timeline(run, sorted(run.ranks)),
+                   cluster_summary=cluster_summary(run, rank))
     if page == "steps":
         out["step_timeline"] = step_timeline(run, [rank])
     if page == "overview":
@@ -227,6 +228,14 @@ def step_timeline(run, ranks):
                       "ts": event["ts"], "dur": event["dur"]})
     drawn.sort(key=lambda e: (not e["track"].startswith("Step Trace"), e["ts"]))  # past the cap, steps and stages stay
     return {"events": drawn[:TIMELINE_DRAW_MAX_EVENTS], "left_out": max(0, len(drawn) - TIMELINE_DRAW_MAX_EVENTS), "problems": problems + more}
+
+
+def cluster_summary(run, rank):
+    """cluster_summary.json (the cross-rank findings a multi-card analysis writes) from this rank's directory,
+    else from the first other rank's directory that has one."""
+    directories = [run.ranks[rank]] + [d for r, d in sorted(run.ranks.items()) if r != rank]
+    sections = [_read_file(d, contract.CLUSTER_SUMMARY, contract.read_json) for d in dict.fromkeys(directories)]
+    return next((section for section in sections if section["status"] != "missing"), sections[0])
 
 
 def slowest_rank(ranks):

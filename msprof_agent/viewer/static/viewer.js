@@ -153,5 +153,37 @@
       }
     });
   }
+  /* steps a finding links to (#steps=3-5,9): shaded on the per-step chart, named above it, the first one picked */
+  function stepList(text) {
+    var numbers = [];
+    text.split(",").forEach(function (part) {
+      var ends = part.split("-").map(function (n) { return parseInt(n, 10); });
+      for (var n = ends[0]; n <= ends[ends.length - 1] && numbers.length < 10000; n++) numbers.push(n);
+    });
+    return numbers;
+  }
+  function highlightSteps() {
+    var match = /^#steps=([0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)$/.exec(window.location.hash);
+    var el = document.getElementById("chart-st-steps"), note = document.getElementById("step-highlight");
+    if (!match || !el || !note) return;
+    var numbers = stepList(match[1]);
+    note.textContent = "Highlighted from a finding: step " + match[1].split(",").join(", ");
+    note.hidden = false;
+    if (window.Plotly && el.layout) {
+      var shapes = (el.layout.shapes || []).filter(function (s) { return s.name !== "highlight"; });
+      numbers.forEach(function (n) {
+        shapes.push({ type: "rect", name: "highlight", xref: "x", yref: "paper", x0: n - 0.5, x1: n + 0.5, y0: 0, y1: 1,
+                      fillcolor: "#f5b700", opacity: 0.45, line: { width: 0 }, layer: "below" });
+      });
+      Plotly.relayout(el, { shapes: shapes });
+    }
+    if (pick && pick.querySelector("option[value='" + numbers[0] + "']")) {
+      pick.value = String(numbers[0]);
+      pick.dispatchEvent(new Event("change"));
+    }
+    (el.closest("section") || note).scrollIntoView();
+  }
+  highlightSteps();
+  window.addEventListener("hashchange", highlightSteps);
   document.body.setAttribute("data-ready", "1");
 })();
