@@ -22,6 +22,7 @@ from .overlap import GROUP, collectives
 SCHEMA_VERSION = "1.0.0"
 HOST_TASK = "HOST_CPU"
 CHUNK = 100_000  # ops bound per executemany
+ROWS_PER_INSERT = 500  # rows per INSERT statement (1500 values, within SQLite's 32766)
 PAGE_SIZE = 65536  # SQLite's largest
 SORT_THREADS = 2
 API_TYPE_OP = 50001  # ENUM_API_TYPE's code for an op (PyTorch API level "op")
@@ -154,12 +155,24 @@ def _fill(db, data, overlap):
     return {"tasks": tasks, "collectives": len(calls)}
 
 
+def _insert_rows(db, table, rows):
+    """Insert the rows of an int64 matrix, ``ROWS_PER_INSERT`` rows per statement: SQLite's cost is per
+    statement run far more than per value bound, so this is several times faster than a row per statement."""
+    width = rows.shape[1]
+    one = f"({', '.join('?' * width)})"
+    whole = len(rows) // ROWS_PER_INSERT * ROWS_PER_INSERT
+    many = f"INSERT INTO {table} VALUES {', '.join([one] * ROWS_PER_INSERT)}"
+    for lo in range(0, whole, CHUNK):  # Python lists of a chunk at a time, not of every op at once
+        db.executemany(many, rows[lo:min(lo + CHUNK, whole)].reshape(-1, width * ROWS_PER_INSERT).tolist())
+    db.executemany(f"INSERT INTO {table} VALUES {one}", rows[whole:].tolist())
+
+
 def _ops(db, data, strings, pid, torch):
     """TASK + COMPUTE_TASK_INFO (and PYTORCH_API) rows of the host ops in the profiled steps, as the op tables count them.
 
     Binding values from Python is the cost: each op binds only its start, end and the code of its
-    (name, type, shape, thread), a few thousand distinct combinations kept in a small table; SQLite
-    then fills the three tables from these two scratch tables itself."""
+    (name, type, shape, thread), a few thousand distinct combinations kept in a small table, many ops
+    per statement (``_insert_rows``); SQLite then fills the three tables from these two scratch tables itself."""
     if not data.op_count:
         return 0
     ops = data.ops
@@ -176,10 +189,7 @@ def _ops(db, data, strings, pid, torch):
     db.executemany("INSERT INTO temp.kinds VALUES (?, ?, ?, ?, ?)", zip(range(len(first)), [n + strings.name_base for n in name],
                    [t + strings.type_base for t in op_type], [s + strings.shape_base for s in shape], [tids[t] for t in tid_id]))
     db.execute("CREATE TEMP TABLE ops (id INTEGER PRIMARY KEY, startNs INTEGER, endNs INTEGER, kind INTEGER)")
-    end = start + ops["dur"][index]
-    for lo in range(0, len(index), CHUNK):  # Python lists of a chunk at a time, not of every op at once
-        db.executemany("INSERT INTO temp.ops (startNs, endNs, kind) VALUES (?, ?, ?)",
-                       zip(start[lo:lo + CHUNK].tolist(), end[lo:lo + CHUNK].tolist(), code[lo:lo + CHUNK].tolist()))
+    _insert_rows(db, "temp.ops (startNs, endNs, kind)", np.stack((start, start + ops["dur"][index], code), axis=1))
     device = int(data.meta.get("device_id") or 0)
     rows = "FROM temp.ops o CROSS JOIN temp.kinds k ON k.id = o.kind"  # CROSS: ops outer, in id order
     db.execute("INSERT INTO TASK (startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, streamId, taskId) "
