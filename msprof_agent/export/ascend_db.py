@@ -14,7 +14,7 @@ import tempfile
 
 import numpy as np
 
-from ..analysis.operators import profiled_op_mask
+from ..analysis.operators import counted_op_mask
 from ..analysis.opevents import groups
 from .ascend_text import OUTPUT, step_table
 from .overlap import GROUP, collectives
@@ -176,7 +176,7 @@ def _ops(db, data, strings, pid, torch):
     if not data.op_count:
         return 0
     ops = data.ops
-    index = np.flatnonzero(profiled_op_mask(data))
+    index = np.flatnonzero(counted_op_mask(data))
     if not len(index):
         return 0
     start = ops["start"][index]
