@@ -153,7 +153,7 @@ def op_statistic(data):
     type_ids, _, durs = _device_tables(data, counted_op_mask(data), "cpu")
     if not len(durs):
         return []
-    order = np.argsort(type_ids, kind="stable")
+    order = np.argsort(type_ids.astype(np.uint16) if len(data.op_types) <= 1 << 16 else type_ids, kind="stable")  # 16 bits: a radix sort
     codes, durs = type_ids[order], durs[order]
     firsts = np.flatnonzero(np.append(True, codes[1:] != codes[:-1]))
     counts = np.diff(np.append(firsts, len(codes)))

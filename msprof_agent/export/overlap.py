@@ -20,6 +20,8 @@ def merge(starts, ends):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     reach = np.maximum.accumulate(ends)
     new = np.append(True, starts[1:] > reach[:-1])
+    if new.all():  # already disjoint (ops one after another on a host thread): nothing to merge
+        return starts, ends
     firsts = np.flatnonzero(new)
     return starts[firsts], np.maximum.reduceat(ends, firsts)
 
