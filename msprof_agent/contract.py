@@ -101,14 +101,17 @@ def summary_ranks(profiler_dir: str) -> list[int]:
 # -- timeline time base ---------------------------------------------------------------------------
 
 TIME_BASE = "time_base"  # the ``M`` event whose args give the epoch instant a timeline's ``ts`` count from
-_HOUR_NS = 3_600_000_000_000
+_DAY_NS = 86_400_000_000_000
 
 
-def hour_base(first_ns: int) -> int:
-    """The start of the UTC hour holding ``first_ns`` (epoch ns): timestamps counted from it stay under
-    about 1e10 us for runs of days, where a double holds them to well under a nanosecond (epoch
-    microseconds, about 1.8e15, only to 0.25 us, so slices that touch would overlap once parsed)."""
-    return int(first_ns) // _HOUR_NS * _HOUR_NS
+def day_base(first_ns: int) -> int:
+    """The start of the UTC day holding ``first_ns`` (epoch ns): the base every trace of a job counts
+    ``ts`` from. Its ranks start seconds apart, so they share it (an hour's start would split a job
+    that began across one; ``msprof-agent analyse`` of several ranks also gives each the job's
+    earliest start). Timestamps counted from it stay under about 1e11 us for runs of days, where a
+    double holds them to well under a nanosecond (epoch microseconds, about 1.8e15, only to 0.25 us,
+    so slices that touch would overlap once parsed)."""
+    return int(first_ns) // _DAY_NS * _DAY_NS
 
 
 def time_base_event(base_ns: int, pid: int) -> dict[str, Any]:

@@ -84,7 +84,7 @@ def test_timeline_is_trace_event_json_matching_the_step_trace(run, request):
     _, rows, _ = step_trace(profiler_dir)
     assert sorted(steps) == [int(r[0]) for r in rows]
     base = [e["args"]["epoch_ns"] for e in events if e["ph"] == "M" and e["name"] == "time_base"]
-    assert len(base) == 1 and base[0] % 3_600_000_000_000 == 0  # the start of a UTC hour
+    assert len(base) == 1 and base[0] % 86_400_000_000_000 == 0  # the start of a UTC day
     for row in rows:  # the step trace's 10 ns units, exactly: the times count from the base
         event = steps[int(row[0])]
         start_ns = round(event["ts"] * 1000) + base[0]

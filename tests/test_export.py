@@ -200,6 +200,35 @@ def test_hta_loads_every_rank_and_step(torch_job, hta_python):
     assert result["diff_ops"] > 0 and result["unchanged"]
 
 
+HTA_DIFF = """
+import json, sys
+from hta.trace_diff import LabeledTrace, TraceDiff
+diff = TraceDiff.compare_traces(LabeledTrace("plain", trace_dir=sys.argv[1]), LabeledTrace("busier", trace_dir=sys.argv[2]),
+                                control_rank=0, test_rank=0, control_iteration=2, test_iteration=2)
+print(json.dumps(diff.reset_index().fillna(0).to_dict("records"), default=str))
+"""
+
+
+@pytest.mark.torch
+def test_hta_trace_diff_shows_the_extra_work_of_another_run(torch_job, hta_python, tmp_path):
+    """TraceDiff between two runs: the job's rank 0 (no extra work) and a one-rank run of the same script
+    whose rank 0 also runs the busy loop's matmul + tanh every step: tanh appears, only in the second."""
+    out = str(tmp_path / "busier")
+    proc = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc_per_node", "1", SLOW_RANK, "--steps", str(STEPS),
+                           "--busy-rank", "0", "--busy-ms", "60"], env=hook_env({"start": True, "output_path": out, "export_type": ["text"]}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = subprocess.run([hta_python, "-c", HTA_DIFF, os.path.join(torch_job, "hta_trace"), os.path.join(out, "hta_trace")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["name"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
+    tanh, mm = rows["aten::tanh"], rows["aten::mm"]  # count columns are named by the traces' labels
+    assert tanh["plain_counts"] == 0 and tanh["busier_counts"] > 0 and tanh["counts_change_categories"] == "+", tanh
+    assert mm["diff_counts"] == tanh["busier_counts"] and mm["counts_change_categories"] == "+", mm  # one matmul per tanh
+    assert tanh["diff_duration"] + mm["diff_duration"] > 0.3 * 60_000, (tanh, mm)  # the busy loop's 60 ms, mostly these (µs)
+    assert rows["aten::mse_loss"]["diff_counts"] == 0  # the training step itself is the same in both runs
+
+
 @pytest.mark.mindspore
 def test_mindspore_run_is_found_as_ascend_ms(msprof_analyze, tmp_path):
     pytest.importorskip("mindspore")

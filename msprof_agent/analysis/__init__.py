@@ -11,7 +11,7 @@ import time
 from .. import contract, export, log
 from ..store import raw_ranks
 from . import communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline, warmup
-from .rundata import load_rank
+from .rundata import load_rank, started_ns
 
 
 class Context:
@@ -28,11 +28,14 @@ class Context:
         return os.path.join(self.profiler_dir, contract.name(template, self.rank, **fields))
 
 
-def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None):
+def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None, job_started_ns=None):
     """Analyse one rank's raw data in ``profiler_dir`` into ``output_dir`` (default: beside the raw
     data); returns the summary dict. ``export_type`` (default: the run's option) names the exports
-    written beside it (``export``)."""
+    written beside it (``export``); ``job_started_ns``: the earliest start of the job's ranks, which
+    every rank's traces then count from (``timeline.time_base``)."""
     data = load_rank(profiler_dir, rank)
+    if job_started_ns:
+        data.meta["job_started_ns"] = job_started_ns
     data.cpu = cpu_util.measured(data.cpu)  # every page (CPU file, timeline counters, memory) reads only samples that cover time
     if step_list:
         data.restrict_to_steps(step_list)
@@ -109,11 +112,12 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
     if overwritten:
         raise ValueError(f"output {output} would overwrite the run's analysis in {overwritten[0]}; choose another directory")
     jobs = [(d, r) for d in directories for r in raw_ranks(d)]
+    starts = [s for s in (started_ns(d, r) for d, r in jobs) if s] if len(jobs) > 1 else []
     results = []
     for number, (directory, rank) in enumerate(jobs, 1):
         began = time.perf_counter()
         results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty, export_type=export_type,
-                                    output_dir=targets[directory]))
+                                    output_dir=targets[directory], job_started_ns=min(starts, default=None)))
         sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {targets[directory]}\n")
     for directory, rank in jobs:  # now that every rank is analysed, each rank's report gets the cluster page of its directory
         if len(contract.summary_ranks(targets[directory])) > 1:

@@ -76,6 +76,12 @@ def profiled_op_mask(data):
     return in_window[steps]
 
 
+def counted_op_mask(data):
+    """The ops the op tables count: ops (not ``record_function`` ranges or other kinds) in a profiled step.
+    The exports' op tables count the same."""
+    return profiled_op_mask(data) & (op_kinds(data) == OP)
+
+
 def shapes_known(data, mask):
     """Whether each op under MASK has input shapes: a lookup on the shape codes, not a pass over strings."""
     known = np.array([s is not None for s in data.ops.values["shape"]], dtype=bool)
@@ -147,10 +153,8 @@ def write(data, ctx):
     result = {"types": [], "total_ms": 0.0, "annotations": []}
     if not data.op_count:
         return result
-    kinds = op_kinds(data)
-    profiled = profiled_op_mask(data)
-    mask = profiled & (kinds == OP)
-    result["annotations"] = annotations(data, profiled, kinds, steps)
+    mask = counted_op_mask(data)
+    result["annotations"] = annotations(data, profiled_op_mask(data), op_kinds(data), steps)
     tables = _tables(data, mask, "cpu")
     if tables:
         types, ops, total = tables

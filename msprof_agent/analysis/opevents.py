@@ -42,7 +42,7 @@ class OpEvents:
         values = ops.values
         cuda = ops.device_is("cuda")
         columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
-        self.texts, first = _groups(columns)  # the code of each op's head and tail
+        self.texts, first = groups(columns)  # the code of each op's head and tail
         samples = list(zip(*(column[first].tolist() for column in columns)))
         tids = [_track(values["name"][n], values["tid"][i]) for n, _, _, i, _ in samples]
         self.python_tracks = sorted({(tid, values["tid"][i]) for tid, (*_, i, _) in zip(tids, samples) if tid != values["tid"][i]}, key=str)
@@ -90,7 +90,7 @@ class OpEvents:
         rank = np.empty(len(by_length), dtype=np.int32)
         rank[by_length] = np.arange(len(by_length))
         number_widths = widths[0] * np.uint16(1024) + widths[1] * np.uint16(32) + widths[2]  # each is under 32
-        key, first = _groups([number_widths, rank[texts]])  # numbered in that order: a layout's keys are consecutive
+        key, first = groups([number_widths, rank[texts]])  # numbered in that order: a layout's keys are consecutive
         order = np.argsort(key.astype(np.uint16) if len(first) <= 1 << 16 else key, kind="stable")
         index = order if every else keep[order]
         run_ends = np.cumsum(np.bincount(key, minlength=len(first))).tolist()  # where each key's ops end in that order
@@ -220,7 +220,7 @@ def _tail(shape):
     return b"}}" if shape is None else b',"shape":%s}}' % orjson.dumps(shape)
 
 
-def _groups(columns):
+def groups(columns):
     """(dense code per op of each distinct combination of the integer columns, numbered in the order of
     the columns' values; one op of each code)."""
     codes, count = np.zeros(len(columns[0]), dtype=np.int64), 1

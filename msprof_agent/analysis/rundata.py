@@ -5,6 +5,7 @@ Ops become numpy columns sorted by start time (their names, types, threads... as
 rather than Python loops over millions of events.
 """
 import collections
+import contextlib
 
 import numpy as np
 import orjson
@@ -63,6 +64,15 @@ class RunData:
 _LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "stack": "stacks",
           "hostio": "host_io", "mstx": "mstx", "window": "windows", "note": "notes", "pause": "pauses", "probe": "probes"}
 _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
+
+
+def started_ns(profiler_dir, rank):
+    """When the rank's run started (its meta record's ``started_ns``), read without loading the rank; None if unrecorded."""
+    for line in raw_lines(profiler_dir, rank):
+        if len(line) < 1 << 16 and b'"k":"meta"' in line:  # not an ops line of megabytes
+            with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                return int(orjson.loads(line)["started_ns"])
+    return None
 
 
 def load_rank(profiler_dir, rank):

@@ -7,8 +7,8 @@ least useful detail, and the summary says how many went. The op events, millions
 formatted in blocks (``opevents``) and streamed into a temporary file that replaces the timeline
 once complete: neither their texts nor the whole file are ever held in memory.
 
-Times are microseconds from the start of the UTC hour the run began (``contract.hour_base``, recorded
-in a ``time_base`` metadata event), written from integer nanoseconds with three decimals: a parser's
+Times are microseconds from the start of the UTC day the job began (``contract.day_base``, recorded
+in a ``time_base`` metadata event; the same on every rank of a job), written from integer nanoseconds with three decimals: a parser's
 double holds them exactly, so slices that touch on a track stay touching, not overlapping.
 """
 import numpy as np
@@ -32,13 +32,18 @@ def _us(ns, base):
 
 def time_base(data, stages):
     """The epoch ns a run's traces count ``ts`` from (the timeline's and the exports'): the start of the
-    hour holding the earliest time any of their events has."""
-    candidates = [stages[0]["start"]] if stages else []
+    UTC day holding the job's start (``job_started_ns``, set when several ranks are analysed together;
+    else the rank's own start), or any earlier event. Every rank of a job gets the same base, so their
+    traces line up in the tools that read several ranks at once (HTA, msprof-analyze)."""
+    meta = data.meta
+    started = meta.get("job_started_ns") or meta.get("started_ns")
+    candidates = [int(started)] if started else []
+    candidates += [stages[0]["start"]] if stages else []
     if data.op_count:
         candidates.append(int(data.ops["start"].min()))
     candidates += [p["start"] for p in data.pauses] + [c["start"] for c in data.comm] + [m["start"] for m in data.mstx]
     candidates += [s["ts"] * 1_000_000 for s in list(data.cpu) + list(data.host_io)] + [s["ts"] for s in data.stacks]
-    return contract.hour_base(min(candidates, default=0))
+    return contract.day_base(min(candidates, default=0))
 
 
 def _fixed_events(data, base, ops=None):

@@ -19,7 +19,7 @@ import os
 import numpy as np
 import orjson
 
-from ..analysis.operators import _device_tables, profiled_op_mask
+from ..analysis.operators import _device_tables, counted_op_mask
 from ..analysis.opevents import OpEvents
 from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, _step_events, time_base, write_trace
 from ..writers import write_csv, write_json
@@ -150,10 +150,10 @@ def op_statistic(data):
     """Host op types in the profiled steps: count and self time (µs), as the rank's op tables count them."""
     if not data.op_count:
         return []
-    type_ids, _, durs = _device_tables(data, profiled_op_mask(data), "cpu")
+    type_ids, _, durs = _device_tables(data, counted_op_mask(data), "cpu")
     if not len(durs):
         return []
-    order = np.argsort(type_ids, kind="stable")
+    order = np.argsort(type_ids.astype(np.uint16) if len(data.op_types) <= 1 << 16 else type_ids, kind="stable")  # 16 bits: a radix sort
     codes, durs = type_ids[order], durs[order]
     firsts = np.flatnonzero(np.append(True, codes[1:] != codes[:-1]))
     counts = np.diff(np.append(firsts, len(codes)))

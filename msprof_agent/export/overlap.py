@@ -20,6 +20,8 @@ def merge(starts, ends):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     reach = np.maximum.accumulate(ends)
     new = np.append(True, starts[1:] > reach[:-1])
+    if new.all():  # already disjoint (ops one after another on a host thread): nothing to merge
+        return starts, ends
     firsts = np.flatnonzero(new)
     return starts[firsts], np.maximum.reduceat(ends, firsts)
 
@@ -91,18 +93,22 @@ class Overlap:
                               "comm_alone": a, "overlapped": m - a, "free": max(0, total - c - a), "preparing": stage["interval"]})
 
     def first_free(self):
-        """Where each step's first free gap starts: its start, or the end of the busy stretch covering it."""
-        busy_starts, busy_ends = merge(*_sorted_union(self.computing, self.comm_alone))
-        lo = np.array([r["start"] for r in self.rows], dtype=np.int64)
-        at = np.searchsorted(busy_starts, lo, side="right") - 1
-        covering = busy_ends[np.maximum(at, 0)] if len(busy_ends) else lo
-        return np.where((at >= 0) & (covering > lo), covering, lo).tolist()
+        """Where each step's first free gap starts: its start, or the end of the busy stretch covering it.
 
-
-def _sorted_union(a, b):
-    starts, ends = np.concatenate((a[0], b[0])), np.concatenate((a[1], b[1]))
-    order = np.argsort(starts, kind="stable")
-    return starts[order], ends[order]
+        The stretch is followed end to end from set to set (computing, then lone communication, which
+        touches computing but never overlaps it), a few vectorised look-ups per collective, rather than
+        by sorting the union of every op interval."""
+        at = np.array([r["start"] for r in self.rows], dtype=np.int64)
+        while True:
+            moved = at
+            for starts, ends in (self.computing, self.comm_alone):
+                if len(starts):
+                    inside = np.searchsorted(starts, moved, side="right") - 1
+                    end = ends[np.maximum(inside, 0)]
+                    moved = np.where((inside >= 0) & (end > moved), end, moved)
+            if np.array_equal(moved, at):
+                return at.tolist()
+            at = moved
 
 
 GROUP = "world"  # gloo and the host wrappers record no process group: every call is on the default one
