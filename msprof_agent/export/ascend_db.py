@@ -15,7 +15,6 @@ import tempfile
 import numpy as np
 
 from ..analysis.operators import counted_op_mask
-from ..analysis.opevents import groups
 from .ascend_text import OUTPUT, step_table
 from .overlap import GROUP, collectives
 
@@ -106,6 +105,7 @@ def _write_db(path, fill, indexes):
             db.execute("PRAGMA journal_mode=OFF")
             db.execute("PRAGMA synchronous=OFF")
             db.execute("PRAGMA temp_store=MEMORY")
+            db.execute("PRAGMA locking_mode=EXCLUSIVE")
             db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # fewer, larger pages: a fifth less time for millions of rows
             db.execute(f"PRAGMA threads={SORT_THREADS}")  # the index builds sort with helper threads
             db.execute("BEGIN")
@@ -155,49 +155,54 @@ def _fill(db, data, overlap):
     return {"tasks": tasks, "collectives": len(calls)}
 
 
-def _insert_rows(db, table, rows):
-    """Insert the rows of an int64 matrix, ``ROWS_PER_INSERT`` rows per statement: SQLite's cost is per
-    statement run far more than per value bound, so this is several times faster than a row per statement."""
-    width = rows.shape[1]
-    one = f"({', '.join('?' * width)})"
-    whole = len(rows) // ROWS_PER_INSERT * ROWS_PER_INSERT
-    many = f"INSERT INTO {table} VALUES {', '.join([one] * ROWS_PER_INSERT)}"
+def _insert_rows(db, table, row, values, first_id):
+    """Insert one row per line of the int64 matrix ``values`` into ``table``, ``ROWS_PER_INSERT`` rows per
+    statement: SQLite's cost is per statement run far more than per value bound. ``row`` is the SQL of one
+    row, ``{0}``, ``{1}``... standing for the line's values and ``{id}`` for its id (``first_id`` counting up,
+    one parameter per statement rather than one per row)."""
+    width = values.shape[1]
+
+    def statement(rows):
+        marks = [row.format(*(f"?{r * width + c + 1}" for c in range(width)), id=f"?{rows * width + 1} + {r}") for r in range(rows)]
+        return f"INSERT INTO {table} VALUES {', '.join(marks)}"
+
+    whole = len(values) // ROWS_PER_INSERT * ROWS_PER_INSERT
+    many = statement(ROWS_PER_INSERT)
     for lo in range(0, whole, CHUNK):  # Python lists of a chunk at a time, not of every op at once
-        db.executemany(many, rows[lo:min(lo + CHUNK, whole)].reshape(-1, width * ROWS_PER_INSERT).tolist())
-    db.executemany(f"INSERT INTO {table} VALUES {one}", rows[whole:].tolist())
+        block = values[lo:min(lo + CHUNK, whole)].reshape(-1, width * ROWS_PER_INSERT)
+        ids = np.arange(first_id + lo, first_id + lo + len(block) * ROWS_PER_INSERT, ROWS_PER_INSERT, dtype=np.int64)
+        db.executemany(many, np.column_stack((block, ids)).tolist())
+    if whole < len(values):
+        db.execute(statement(len(values) - whole), values[whole:].reshape(-1).tolist() + [first_id + whole])
 
 
 def _ops(db, data, strings, pid, torch):
     """TASK + COMPUTE_TASK_INFO (and PYTORCH_API) rows of the host ops in the profiled steps, as the op tables count them.
 
-    Binding values from Python is the cost: each op binds only its start, end and the code of its
-    (name, type, shape, thread), a few thousand distinct combinations kept in a small table, many ops
-    per statement (``_insert_rows``); SQLite then fills the three tables from these two scratch tables itself."""
+    Binding values from Python is the cost: each row binds only the values that differ between ops
+    (ids count up from one parameter per statement, the values every op shares are written into the
+    statement), many rows per statement (``_insert_rows``)."""
     if not data.op_count:
         return 0
     ops = data.ops
     index = np.flatnonzero(counted_op_mask(data))
     if not len(index):
         return 0
-    start = ops["start"][index]
-    columns = [ops[c][index].astype(np.int64) for c in ("name_id", "type_id", "shape_id", "tid_id")]
-    code, first = groups(columns)
-    name, op_type, shape, tid_id = (column[first].tolist() for column in columns)
-    tids = [int(t) if str(t).isdigit() else 0 for t in ops.values["tid"]]
+    start = ops["start"][index].astype(np.int64)
+    end = start + ops["dur"][index]
+    name = ops["name_id"][index].astype(np.int64) + strings.name_base
+    op_type = ops["type_id"][index].astype(np.int64) + strings.type_base
+    shape = ops["shape_id"][index].astype(np.int64) + strings.shape_base
+    tids = np.array([int(t) if str(t).isdigit() else 0 for t in ops.values["tid"]], dtype=np.int64)
+    tid = tids[ops["tid_id"][index]]
     host = strings(HOST_TASK)
-    db.execute("CREATE TEMP TABLE kinds (id INTEGER PRIMARY KEY, name INTEGER, opType INTEGER, shape INTEGER, tid INTEGER)")
-    db.executemany("INSERT INTO temp.kinds VALUES (?, ?, ?, ?, ?)", zip(range(len(first)), [n + strings.name_base for n in name],
-                   [t + strings.type_base for t in op_type], [s + strings.shape_base for s in shape], [tids[t] for t in tid_id]))
-    db.execute("CREATE TEMP TABLE ops (id INTEGER PRIMARY KEY, startNs INTEGER, endNs INTEGER, kind INTEGER)")
-    _insert_rows(db, "temp.ops (startNs, endNs, kind)", np.stack((start, start + ops["dur"][index], code), axis=1))
     device = int(data.meta.get("device_id") or 0)
-    rows = "FROM temp.ops o CROSS JOIN temp.kinds k ON k.id = o.kind"  # CROSS: ops outer, in id order
-    db.execute("INSERT INTO TASK (startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, streamId, taskId) "
-               f"SELECT o.startNs, o.endNs, ?, o.id, o.id, ?, ?, k.tid, o.id {rows}", (device, pid, host))
-    db.execute(f"INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType, inputShapes) SELECT k.name, o.id, ?, k.opType, k.shape {rows}", (host,))
+    _insert_rows(db, "TASK (startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, streamId, taskId)",
+                 f"({{0}}, {{1}}, {device}, {{id}}, {{id}}, {pid}, {host}, {{2}}, {{id}})", np.stack((start, end, tid), axis=1), 1)
+    _insert_rows(db, "COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType, inputShapes)",
+                 f"({{0}}, {{id}}, {host}, {{1}}, {{2}})", np.stack((name, op_type, shape), axis=1), 1)
     if torch:
-        db.execute("INSERT INTO PYTORCH_API (startNs, endNs, globalTid, connectionId, name, inputShapes, type) "
-                   f"SELECT o.startNs, o.endNs, (? << 32) | k.tid, o.id, k.name, k.shape, ? {rows}", (pid, API_TYPE_OP))
-    db.execute("DROP TABLE temp.ops")
-    db.execute("DROP TABLE temp.kinds")
+        _insert_rows(db, "PYTORCH_API (startNs, endNs, globalTid, connectionId, name, inputShapes, type)",
+                     f"({{0}}, {{1}}, {pid << 32} | {{2}}, {{id}}, {{3}}, {{4}}, {API_TYPE_OP})",
+                     np.stack((start, end, tid, name, shape), axis=1), 1)
     return len(index)
