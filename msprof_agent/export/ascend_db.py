@@ -105,7 +105,6 @@ def _write_db(path, fill, indexes):
             db.execute("PRAGMA journal_mode=OFF")
             db.execute("PRAGMA synchronous=OFF")
             db.execute("PRAGMA temp_store=MEMORY")
-            db.execute("PRAGMA locking_mode=EXCLUSIVE")
             db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # fewer, larger pages: a fifth less time for millions of rows
             db.execute(f"PRAGMA threads={SORT_THREADS}")  # the index builds sort with helper threads
             db.execute("BEGIN")
@@ -155,12 +154,13 @@ def _fill(db, data, overlap):
     return {"tasks": tasks, "collectives": len(calls)}
 
 
-def _insert_rows(db, table, row, values, first_id):
-    """Insert one row per line of the int64 matrix ``values`` into ``table``, ``ROWS_PER_INSERT`` rows per
-    statement: SQLite's cost is per statement run far more than per value bound. ``row`` is the SQL of one
-    row, ``{0}``, ``{1}``... standing for the line's values and ``{id}`` for its id (``first_id`` counting up,
-    one parameter per statement rather than one per row)."""
+def _insert_rows(db, table, row, values):
+    """Insert a row per line of the int64 matrix ``values`` into ``table``, ``ROWS_PER_INSERT`` rows per statement:
+    SQLite's cost is per statement run far more than per value bound. ``row`` is the SQL of one row, ``{0}``,
+    ``{1}``... standing for the line's values and ``{id}`` for its line number counted from 1 (one parameter
+    per statement rather than one per row)."""
     width = values.shape[1]
+    numbered = "{id}" in row  # a statement's parameters are exactly those it names
 
     def statement(rows):
         marks = [row.format(*(f"?{r * width + c + 1}" for c in range(width)), id=f"?{rows * width + 1} + {r}") for r in range(rows)]
@@ -170,18 +170,20 @@ def _insert_rows(db, table, row, values, first_id):
     many = statement(ROWS_PER_INSERT)
     for lo in range(0, whole, CHUNK):  # Python lists of a chunk at a time, not of every op at once
         block = values[lo:min(lo + CHUNK, whole)].reshape(-1, width * ROWS_PER_INSERT)
-        ids = np.arange(first_id + lo, first_id + lo + len(block) * ROWS_PER_INSERT, ROWS_PER_INSERT, dtype=np.int64)
-        db.executemany(many, np.column_stack((block, ids)).tolist())
+        if numbered:
+            block = np.column_stack((block, np.arange(lo + 1, lo + 1 + len(block) * ROWS_PER_INSERT, ROWS_PER_INSERT)))
+        db.executemany(many, block.tolist())
     if whole < len(values):
-        db.execute(statement(len(values) - whole), values[whole:].reshape(-1).tolist() + [first_id + whole])
+        db.execute(statement(len(values) - whole), values[whole:].reshape(-1).tolist() + [whole + 1] * numbered)
 
 
 def _ops(db, data, strings, pid, torch):
     """TASK + COMPUTE_TASK_INFO (and PYTORCH_API) rows of the host ops in the profiled steps, as the op tables count them.
 
-    Binding values from Python is the cost: each row binds only the values that differ between ops
-    (ids count up from one parameter per statement, the values every op shares are written into the
-    statement), many rows per statement (``_insert_rows``)."""
+    Rows go straight into the tables, many per statement (``_insert_rows``), each binding only the values
+    that differ between ops: the values every op shares are written into the statement, and an op's id
+    (globalTaskId) is left to SQLite, which numbers a new table's rows 1, 2, ... as given (an explicit
+    INTEGER PRIMARY KEY costs a uniqueness check per row: a quarter of the time)."""
     if not data.op_count:
         return 0
     ops = data.ops
@@ -198,11 +200,11 @@ def _ops(db, data, strings, pid, torch):
     host = strings(HOST_TASK)
     device = int(data.meta.get("device_id") or 0)
     _insert_rows(db, "TASK (startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, streamId, taskId)",
-                 f"({{0}}, {{1}}, {device}, {{id}}, {{id}}, {pid}, {host}, {{2}}, {{id}})", np.stack((start, end, tid), axis=1), 1)
+                 f"({{0}}, {{1}}, {device}, {{id}}, NULL, {pid}, {host}, {{2}}, {{id}})", np.stack((start, end, tid), axis=1))
     _insert_rows(db, "COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType, inputShapes)",
-                 f"({{0}}, {{id}}, {host}, {{1}}, {{2}})", np.stack((name, op_type, shape), axis=1), 1)
+                 f"({{0}}, NULL, {host}, {{1}}, {{2}})", np.stack((name, op_type, shape), axis=1))
     if torch:
         _insert_rows(db, "PYTORCH_API (startNs, endNs, globalTid, connectionId, name, inputShapes, type)",
                      f"({{0}}, {{1}}, {pid << 32} | {{2}}, {{id}}, {{3}}, {{4}}, {API_TYPE_OP})",
-                     np.stack((start, end, tid, name, shape), axis=1), 1)
+                     np.stack((start, end, tid, name, shape), axis=1))
     return len(index)
