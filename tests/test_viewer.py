@@ -4,6 +4,7 @@
 escaping and path safety only. The tests over real profiled MindSpore and PyTorch runs are at the end
 and run once ``msprof_agent.analysis`` can analyse them.
 """
+import contextlib
 import csv
 import json
 import os
@@ -182,11 +183,27 @@ def base(tmp_path):
     return root
 
 
+@contextlib.contextmanager
+def served(root):
+    """A live viewer over ROOT for the requests of a with-block, shut down after them."""
+    server = Live(root)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def fixture_run(tmp_path, job, **fixture):
+    """One run's fixture files in ``tmp_path/s/JOB/profiler``: (the summary base, the profiler dir)."""
+    root = tmp_path / "s"
+    make_fixture(str(root / job / "profiler"), **fixture)
+    return root, root / job / "profiler"
+
+
 @pytest.fixture
 def live(base):
-    server = Live(base)
-    yield server
-    server.close()
+    with served(base) as server:
+        yield server
 
 
 @pytest.mark.unit
@@ -260,19 +277,14 @@ def test_cluster_marks_the_slowest_rank(live):
 
 @pytest.mark.unit
 def test_missing_files_say_not_collected(tmp_path):
-    root = tmp_path / "s"
-    d = root / "job" / "profiler"
-    make_fixture(str(d))
+    root, d = fixture_run(tmp_path, "job")
     for name in os.listdir(d):
         if not name.startswith(("profiler_info", "summary")):
             os.remove(d / name)
-    server = Live(root)
-    try:
+    with served(root) as server:
         for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
             status, _, body = server.get(f"/run/{page}?run=job&rank=0")
             assert status == 200 and "not collected" in body, page
-    finally:
-        server.close()
 
 
 @pytest.mark.unit
@@ -407,13 +419,10 @@ MINDSPORE_ONLY = ("ms_version", "context_mode", "MindSpore version", "hccl", "su
 def test_torch_pages_speak_torch_and_name_the_options(tmp_path):
     """A torch run (no pipeline, one rank, no memory files) shows its torch version and eager mode, no MindSpore
     word, and each empty section says in one sentence what fills it (or why torch has none)."""
-    root = tmp_path / "s"
-    d = root / "torch_job" / "profiler"
-    make_fixture(str(d), framework="torch")
+    root, d = fixture_run(tmp_path, "torch_job", framework="torch")
     for name in ("minddata_pipeline_raw_0.csv", "hccl_raw_0.csv", "memory_usage_summary_0.json", "memory_usage_details_0.json"):
         os.remove(d / name)
-    server = Live(root)
-    try:
+    with served(root) as server:
         for page in ("overview", "steps", "operators", "data", "resources", "cluster"):
             body = server.get(f"/run/{page}?run=torch_job&rank=0")[2]
             assert [w for w in MINDSPORE_ONLY if w in body] == [], page
@@ -427,48 +436,36 @@ def test_torch_pages_speak_torch_and_name_the_options(tmp_path):
         for page in ("overview", "steps"):
             body = server.get(f"/run/{page}?run=torch_job&rank=0")[2]
             assert "No step was profiled: check start_step / stop_step" in body and "st-steps" not in charts_of(body), page
-    finally:
-        server.close()
 
 
 @pytest.mark.unit
 def test_mindspore_empty_sections_name_their_option_and_draw_no_empty_chart(tmp_path):
-    root = tmp_path / "s"
-    d = root / "ms_job" / "profiler"
-    make_fixture(str(d))
+    root, d = fixture_run(tmp_path, "ms_job")
     os.remove(d / "minddata_pipeline_raw_0.csv")
     with open(d / "dataset_iterator_profiling_0.txt", "w") as f:  # waits, no queue records
         f.write("0 0 1 0.5 1700000000001\n")
-    server = Live(root)
-    try:
+    with served(root) as server:
         body = server.get("/run/data?run=ms_job&rank=0")[2]
         assert "data_process: true" in body and "not found" not in body
         assert list(charts_of(body)) == ["dp-fetch"]
         overview = server.get("/run/overview?run=ms_job&rank=0")[2]
         assert 'data-key="MindSpore version">2.10.0<' in overview and 'data-key="mode">graph<' in overview
         assert "merge multiple subgraphs" in overview
-    finally:
-        server.close()
 
 
 @pytest.mark.unit
 def test_one_sample_draws_no_empty_axes(tmp_path):
-    root = tmp_path / "s"
-    d = root / "short" / "profiler"
-    make_fixture(str(d))
+    root, d = fixture_run(tmp_path, "short")
     cpu = read_json(str(d / "minddata_cpu_utilization_0.json"))
     cpu["time_stamp"] = cpu["time_stamp"][:1]
     with open(d / "minddata_cpu_utilization_0.json", "w") as f:
         json.dump(cpu, f)
     with open(d / "memory_usage_details_0.json", "w") as f:
         json.dump({"0": {"graph_id": 0, "lines": [512.0]}}, f)
-    server = Live(root)
-    try:
+    with served(root) as server:
         body = server.get("/run/resources?run=short&rank=0")[2]
         assert charts_of(body) == {} and "One sample only: the run was shorter than cpu_sampling_interval (1000 ms)" in body
         assert 'id="mem-peak">512.000<' in body
-    finally:
-        server.close()
 
 
 @pytest.mark.unit
@@ -478,8 +475,7 @@ def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
     root = tmp_path / "s"
     make_fixture(str(root / "warm" / "profiler"), steps=12, warmup=3)
     make_fixture(str(root / "cold" / "profiler"), steps=12)
-    server = Live(root)
-    try:
+    with served(root) as server:
         warm = server.get("/run/steps?run=warm&rank=0")[2]
         spec = charts_of(warm)["st-steps"]
         traces = {t["name"]: t for t in spec["data"]}
@@ -500,8 +496,6 @@ def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
         bars = [(y, base, x) for t in timeline["data"] for y, base, x in zip(t["y"], t["base"], t["x"])]
         assert len(bars) == 12 and {t["name"] for t in timeline["data"]} == {"Step"}
         assert min(b[1] for b in bars) == 0.0
-    finally:
-        server.close()
 
 
 @pytest.mark.unit
