@@ -194,6 +194,9 @@ def test_jitter_needs_a_period():
     assert finding["evidence"]["excess_ms"] == 60.0
     scattered = [10.0 + (60.0 if n in (3, 4, 11, 19) else 0.0) for n in range(1, 25)]
     assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(scattered)]) is None
+    alternate = [10.0 + (100.0 if n % 4 == 1 else 30.0 if n % 4 == 3 else 0.0) for n in range(2, 22)]  # load on the odd steps between
+    finding = advisor.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(alternate)])
+    assert finding["evidence"]["period"] == 4 and finding["evidence"]["steps"] == [4, 8, 12, 16, 20]  # the pause explains most excess
     small = [10.0 + (15.0 if n % 5 == 0 else 0.0) for n in range(1, 25)]  # under 20 ms: noise on a shared machine
     assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(small)]) is None
 
