@@ -151,14 +151,20 @@ def cmd_run(args):
 
 def cmd_analyse(args):
     from .analysis import offline_analyse
+    from .analysis.fanout import SchedulerError
     from .export import kinds as export_kinds
 
     try:
         step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None
         export_kinds(args.export)  # a wrong name is said before any analysis
+        if args.scheduler and args.scheduler_file:
+            raise ValueError("give --scheduler or --scheduler-file, not both")
+        if args.scheduler and args.scheduler != "local" and "://" not in args.scheduler:
+            raise ValueError(f"--scheduler: got {args.scheduler!r}; accepted: local, or a Dask scheduler address such as tcp://host:8786")
         offline_analyse(args.path, pretty=args.pretty, step_list=step_list, data_simplification=args.data_simplification, announce=True,
-                        export_type=args.export, output=args.output)
-    except (ValueError, FileNotFoundError) as exc:
+                        export_type=args.export, output=args.output, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
+                        keep_summaries=False)
+    except (ValueError, FileNotFoundError, SchedulerError, RuntimeError) as exc:
         log.say(f"analyse: {exc}")
         return 2
     return 0
@@ -206,6 +212,9 @@ def build_parser():
     analyse.add_argument("--output", help="write the analysis here, laid out as PATH (profiler/ or rank_*/profiler/)")
     analyse.add_argument("--no-data-simplification", dest="data_simplification", action="store_false")
     analyse.add_argument("--export", help="also write these exports: text (Ascend layout, HTA trace), db (Ascend SQLite), e.g. text,db")
+    analyse.add_argument("--scheduler", help="analyse the ranks on Dask (the [cluster] extra): local (a LocalCluster here) or the address "
+                                             "of a running scheduler, tcp://host:8786; default: a process pool of this machine's cores")
+    analyse.add_argument("--scheduler-file", help="analyse the ranks on the Dask cluster this scheduler file describes (dask-jobqueue, ...)")
     analyse.set_defaults(func=cmd_analyse)
 
     view = sub.add_parser("view", help="serve the analysed profiles under a directory")

@@ -7,7 +7,7 @@ names are templates with a ``{rank}`` field (``name(SUMMARY, 0)`` is ``summary_0
 
 Readers take the file's bytes and return plain dicts and lists (the viewer's section data); a
 malformed file raises ``ValueError`` (or the JSON / CSV parser's own error) for the caller to show.
-The rules that read these files (the pipeline bottleneck, the slowest rank, where profiler
+The rules that read these files (the pipeline bottleneck, where profiler
 directories are) live here too, so the summary and the viewer cannot name different answers.
 """
 from __future__ import annotations
@@ -493,16 +493,30 @@ def step_samples(profiler_dir: str, rank: int | str, summary: Mapping[str, Any])
 
 # -- rules over several ranks --------------------------------------------------------------------
 
-SLOWEST_RANK_WHY = "largest step interval + forward/backward (its own work, before waiting for peers)"
+RANK_DIR_RE = re.compile(r"^rank_?\d+$")  # job/rank_N/profiler: each rank of a job its own output path
 
 
-def slowest_rank(stages: Mapping[Any, Mapping[str, Any]]) -> Any:
-    """The rank with the most work of its own per step (interval + forward/backward, before the tail where it
-    waits for its peers), or None unless two or more ranks have both. ``stages``: each rank's average stage
-    times. Total step time cannot tell: synchronised ranks all wait for the slowest."""
-    own = {rank: s["iteration_interval"] + s["fp_and_bp"] for rank, s in stages.items()
-           if s.get("iteration_interval") is not None and s.get("fp_and_bp") is not None}
-    return max(own, key=lambda rank: own[rank]) if len(own) > 1 else None
+def is_rank_layout(profiler_dir: str) -> bool:
+    """Whether the directory is one rank's ``job/rank_N/profiler``."""
+    profiler_dir = os.path.abspath(profiler_dir)
+    return os.path.basename(profiler_dir) == "profiler" and RANK_DIR_RE.match(os.path.basename(os.path.dirname(profiler_dir))) is not None
+
+
+def cluster_dir(profiler_dir: str) -> str:
+    """Where the job's ``CLUSTER_SUMMARY`` goes: the profiler directory its ranks share, or for the
+    ``job/rank_N/profiler`` layout the job directory above them (one place either way)."""
+    profiler_dir = os.path.abspath(profiler_dir)
+    return os.path.dirname(os.path.dirname(profiler_dir)) if is_rank_layout(profiler_dir) else profiler_dir
+
+
+def job_dirs(profiler_dir: str) -> list[str]:
+    """The profiler directories of the job ``profiler_dir`` belongs to: itself, or every ``rank_N/profiler`` beside it."""
+    profiler_dir = os.path.abspath(profiler_dir)
+    if not is_rank_layout(profiler_dir):
+        return [profiler_dir]
+    job = cluster_dir(profiler_dir)
+    return sorted(os.path.join(job, d, "profiler") for d in os.listdir(job)
+                  if RANK_DIR_RE.match(d) and os.path.isdir(os.path.join(job, d, "profiler")))
 
 
 def summaries(profiler_dir: str) -> Iterator[tuple[int, dict[str, Any]]]:

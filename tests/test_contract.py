@@ -28,12 +28,6 @@ def test_pipeline_bottleneck_rule(usages, marked):
     assert [m["op_id"] for m in contract.pipeline_bottlenecks(_ops(*usages))] == marked
 
 
-def test_slowest_rank_needs_two_ranks_with_stages():
-    stages = {0: {"iteration_interval": 1.0, "fp_and_bp": 5.0}, 1: {"iteration_interval": 2.0, "fp_and_bp": 6.0}}
-    assert contract.slowest_rank(stages) == 1
-    assert contract.slowest_rank({0: stages[0], 1: {"iteration_interval": None, "fp_and_bp": 9.0}}) is None
-
-
 def test_step_trace_table_adds_up_and_reads_back():
     rows = [{"n": 1, "start": 1_000_000_005, "end": 1_003_000_017, "fp": 1_000_400_009, "bp": 1_002_500_003}]
     table = contract.step_trace_table(rows)

@@ -21,6 +21,7 @@ import urllib.request
 import pytest
 
 from conftest import EXAMPLES, ROOT, SCRIPTS, overlapping_slices, profile_into, read_csv, read_json, run_script
+from msprof_agent.analysis import cluster
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_SCRIPT = "</script><script>alert(2)</script>"
@@ -134,6 +135,8 @@ def make_fixture(profiler_dir, rank=0, steps=20, rank_size=1, slow=1.0, framewor
                "suggestions": [{"id": "data_queue_empty", "text": "Queue empty in 25% of steps " + EVIL_SCRIPT,
                                 "evidence": {"empty_ratio": 0.25, EVIL: 1, "threshold": 0.3}}],
                "timeline": {"file": f"cpu_timeline_display_{r}.json", "events": len(events), "truncated": False, "dropped": None},
+               "host": "node0", "rank_size": rank_size, "communication": {"steps": steps, "mean_ms": 0.25},
+               "per_step_ms": {"step": [row[0] for row in rows[:-1]], "total": step_ms, "communication": [0.25] * steps},
                "notes": ["note with " + EVIL], "not_applicable": ["AI Core metrics: CPU run"],
                "python_hot_spots": [{"function": "metric (train.py)", "self_ms": 40.0, "total_ms": 45.0, "self_ms_per_step": 2.0, "steps": [3, steps]},
                                     {"function": EVIL, "self_ms": 90.0, "total_ms": 95.0, "self_ms_per_step": 45.0, "steps": [1, 2]}]}
@@ -179,7 +182,8 @@ def base(tmp_path):
     root = tmp_path / "summary"
     make_fixture(str(root / "job_a" / "profiler"), rank=0, steps=20)
     make_fixture(str(root / "cluster" / "rank_0" / "profiler"), rank=0, steps=12, rank_size=2)
-    make_fixture(str(root / "cluster" / "rank_1" / "profiler"), rank=1, steps=12, rank_size=2, slow=1.5)
+    make_fixture(str(root / "cluster" / "rank_1" / "profiler"), rank=1, steps=12, rank_size=2, slow=2.0)
+    cluster.write_when_complete(str(root / "cluster" / "rank_1" / "profiler"), 2)  # the job's roll-up, as rank 1's exit writes it
     return root
 
 
@@ -268,11 +272,14 @@ def test_operators_flops_and_pipeline_and_resources(live, base):
 
 
 @pytest.mark.unit
-def test_cluster_marks_the_slowest_rank(live):
-    cluster = live.api("cluster", "cluster", 0)
-    assert cluster["slowest"] == 1
+def test_cluster_marks_the_slow_rank(live, base):
+    cluster = live.api("cluster", "cluster", 0)["cluster_summary"]
+    assert cluster["file"] == "cluster_summary.json" and os.path.isfile(base / "cluster" / "cluster_summary.json")
+    assert cluster["data"]["slow_ranks"] == [1]
     html = live.get("/run/cluster?run=cluster&rank=0")[2]
-    assert "rank 1 (slowest)" in html
+    assert "rank 1 (slow)" in html and 'data-col="slow" data-v="slow rank"' in html
+    heatmap = charts_of(html)["cl-heat-step_ms"]["data"][0]
+    assert heatmap["type"] == "heatmap" and heatmap["y"] == ["rank 0", "rank 1 (slow)"] and len(heatmap["z"][1]) == 12
 
 
 @pytest.mark.unit
@@ -547,7 +554,8 @@ def test_index_shows_each_runs_numbers(live, base):
 
 
 @pytest.mark.unit
-def test_report_carries_the_cluster_page_of_ranks_analysed_together(tmp_path):
+def test_a_rank_report_leaves_the_cluster_to_the_viewer(tmp_path):
+    """A report carries its rank's pages, not the cluster's: the same size whatever the number of ranks."""
     from msprof_agent.viewer import write_report
 
     d = str(tmp_path / "multi" / "profiler")
@@ -555,9 +563,9 @@ def test_report_carries_the_cluster_page_of_ranks_analysed_together(tmp_path):
     make_fixture(d, rank=1, rank_size=2, slow=1.5)
     with open(write_report(d, 1), encoding="utf-8") as f:
         text = f.read()
-    for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources", "Cluster"):
+    for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources"):
         assert f">{title}</h1>" in text
-    assert "rank 1 (slowest)" in text
+    assert ">Cluster</h1>" not in text
 
 
 @pytest.mark.unit
@@ -741,12 +749,9 @@ def test_real_torch_two_ranks(tmp_path):
         _check_real_run(str(out), run, rank)
     server = Live(out)
     try:
-        cluster = server.api("cluster", run.id, 0)
-        assert cluster["slowest"] == 1
-        written = os.path.join(run.ranks[0], "cluster_summary.json")  # the analysis' own verdict, when it writes one
-        if os.path.isfile(written):
-            assert read_json(written)["slowest_rank"] == 1
-        assert "rank 1 (slowest)" in server.get("/run/cluster?" + urllib.parse.urlencode({"run": run.id, "rank": 0}))[2]
+        cluster = server.api("cluster", run.id, 0)["cluster_summary"]  # written at exit by whichever rank finished last
+        assert cluster["data"]["slow_ranks"] == [1] and [r["rank_id"] for r in cluster["data"]["ranks"]] == [0, 1]
+        assert "rank 1 (slow)" in server.get("/run/cluster?" + urllib.parse.urlencode({"run": run.id, "rank": 0}))[2]
         events = json.loads(server.get("/timeline?" + urllib.parse.urlencode({"run": run.id, "kind": "summary"}))[2])
         names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
         assert {"Rank 0: Step Trace", "Rank 1: Step Trace"} <= names
@@ -755,13 +760,12 @@ def test_real_torch_two_ranks(tmp_path):
         assert overlapping_slices(detail) == []
     finally:
         server.close()
-    assert len(set(run.ranks.values())) == 1, run.ranks  # both ranks in one directory: a multi-card analyse writes the cluster page
+    assert len(set(run.ranks.values())) == 1, run.ranks  # both ranks in one directory
+    written = os.path.join(run.ranks[0], "cluster_summary.json")
+    at_exit = read_json(written)
     proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for rank, directory in run.ranks.items():  # every rank's report, not only the last one analysed, has the cluster page
-        with open(os.path.join(directory, f"report_{rank}.html"), encoding="utf-8") as f:
-            text = f.read()
-        assert ">Cluster</h1>" in text and "rank 1 (slowest)" in text, rank
+    assert read_json(written) == at_exit  # analyse writes the roll-up the ranks wrote at exit
 
 
 FINDINGS = [{"id": "host_work", "category": "host", "severity": "high", "ms_per_step": 50.0, "text": "Host-bound " + EVIL, "action": "move it",
@@ -845,7 +849,7 @@ def test_cluster_page_shows_the_cluster_findings(tmp_path):
     straggler = {"id": "straggler", "category": "straggler", "severity": "high", "ms_per_step": 4.2, "text": "Straggler: rank 1 " + EVIL,
                  "action": "look at rank 1", "evidence": {"rank": 1, "extra_ms": 4.2}}
     with open(os.path.join(d, "cluster_summary.json"), "w") as f:
-        json.dump({"rank_size": 2, "ranks": [], "slowest_rank": 1, "findings": [straggler]}, f)
+        json.dump({"rank_size": 2, "ranks": [], "slow_ranks": [1], "findings": [straggler]}, f)
     server = Live(tmp_path)
     try:
         cluster = server.get("/run/cluster?run=multi&rank=0")[2]
@@ -853,11 +857,6 @@ def test_cluster_page_shows_the_cluster_findings(tmp_path):
         assert _links(cluster, "straggler") == [("/run/steps?run=multi&amp;rank=1", "rank")]
     finally:
         server.close()
-    from msprof_agent.viewer import write_report
-
-    with open(write_report(d, 1), encoding="utf-8") as f:
-        report = f.read()
-    assert _links(report.split('<h1 id="cluster">', 1)[1], "straggler") == [("#steps", "rank")]
 
 
 @pytest.mark.torch

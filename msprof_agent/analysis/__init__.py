@@ -5,12 +5,27 @@ the same code later on whatever raw data a job left, killed jobs included, and i
 the raw store is never modified, so analysing twice gives the same files.
 """
 import os
-import sys
-import time
 
 from .. import contract, export, log
 from ..store import raw_ranks
-from . import communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline, warmup
+from . import (
+    cluster,
+    communication,
+    cpu_util,
+    data_prep,
+    dynamic_shape,
+    fanout,
+    flops,
+    host_io,
+    info,
+    memory,
+    mstx,
+    operators,
+    step_trace,
+    summary,
+    timeline,
+    warmup,
+)
 from .rundata import load_rank, started_ns
 
 
@@ -28,11 +43,13 @@ class Context:
         return os.path.join(self.profiler_dir, contract.name(template, self.rank, **fields))
 
 
-def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None, job_started_ns=None):
+def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None, job_started_ns=None,
+                 roll_up=True):
     """Analyse one rank's raw data in ``profiler_dir`` into ``output_dir`` (default: beside the raw
     data); returns the summary dict. ``export_type`` (default: the run's option) names the exports
     written beside it (``export``); ``job_started_ns``: the earliest start of the job's ranks, which
-    every rank's traces then count from (``timeline.time_base``)."""
+    every rank's traces then count from (``timeline.time_base``). ``roll_up`` (at exit): write the job's
+    cluster summary if this rank's is the last summary it waited for (``cluster.write_when_complete``)."""
     data = load_rank(profiler_dir, rank)
     if job_started_ns:
         data.meta["job_started_ns"] = job_started_ns
@@ -56,8 +73,12 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     results["timeline"] = _page("timeline", None, timeline.write, data, ctx, results["step_trace"]["rows"])
     results["export"] = _page("export", None, export.write, data, ctx, results, export_type)
     headline = summary.build(data, ctx, results)
-    communication.write_cluster(profiler_dir, [headline], pretty)
     _write_report(profiler_dir, rank)
+    if roll_up:
+        try:
+            cluster.write_when_complete(profiler_dir, int(data.meta.get("rank_size") or 1), pretty)
+        except Exception as exc:
+            log.report_error("the cluster summary", exc)
     if announce:
         summary.print_table(headline)
     return headline
@@ -90,14 +111,18 @@ def profiler_dirs(path):
     return contract.profiler_dirs(path, raw_ranks)
 
 
-def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None, output=None):
-    """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
+def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None, output=None,
+                    scheduler=None, scheduler_file=None, keep_summaries=True):
+    """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns
+    the summaries (none with ``keep_summaries`` false: a thousand ranks' summaries need not stay in memory).
 
     The whole run is analysed in place (the files the job wrote at exit, again). A ``step_list``
     analysis is a different one: it goes to ``output`` (default ``PATH/steps_{first}-{last}``),
     laid out as PATH is (``profiler/`` or ``rank_*/profiler/``), and never over the run's files.
     ``data_simplification`` is accepted for compatibility: the raw store is what a second analysis
-    needs, so it is always kept; nothing else is left to simplify.
+    needs, so it is always kept; nothing else is left to simplify. The ranks are analysed in parallel
+    (``fanout``: a process pool, or Dask with ``scheduler`` / ``scheduler_file``), then each job's cluster
+    summary is written from their summaries.
     """
     if step_list is not None:
         ordered = sorted(step_list)
@@ -113,15 +138,29 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
         raise ValueError(f"output {output} would overwrite the run's analysis in {overwritten[0]}; choose another directory")
     jobs = [(d, r) for d in directories for r in raw_ranks(d)]
     starts = [s for s in (started_ns(d, r) for d, r in jobs) if s] if len(jobs) > 1 else []
-    results = []
-    for number, (directory, rank) in enumerate(jobs, 1):
-        began = time.perf_counter()
-        results.append(analyse_rank(directory, rank, announce=announce, step_list=step_list, pretty=pretty, export_type=export_type,
-                                    output_dir=targets[directory], job_started_ns=min(starts, default=None)))
-        sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {targets[directory]}\n")
-    for directory, rank in jobs:  # now that every rank is analysed, each rank's report gets the cluster page of its directory
-        if len(contract.summary_ranks(targets[directory])) > 1:
-            _write_report(targets[directory], rank)
+    common = {"announce": announce and len(jobs) == 1, "step_list": step_list, "pretty": pretty, "export_type": export_type,
+              "job_started_ns": min(starts, default=None), "roll_up": False}
+    tasks = [(d, r, dict(common, output_dir=targets[d])) for d, r in jobs]
+    engine = f"Dask {scheduler_file or scheduler}" if scheduler or scheduler_file else f"{min(fanout.cores(), len(tasks))} processes"
+    progress = fanout.Progress(len(tasks), engine)
+    entries, results, failed = {}, [], []
+    for (directory, rank, _), outcome in fanout.run(tasks, scheduler, scheduler_file):
+        if isinstance(outcome, BaseException):
+            failed.append(rank)
+            log.say(f"analyse: rank {rank} in {directory} failed: {type(outcome).__name__}: {outcome}")
+        else:
+            entries.setdefault(contract.cluster_dir(targets[directory]), []).append(cluster.entry(outcome))
+            if keep_summaries:
+                results.append(outcome)
+        progress.step(rank, failed=isinstance(outcome, BaseException))
+    for where, ranks in sorted(entries.items()):
+        rolled = cluster.write(where, ranks, pretty)
+        if rolled and len(jobs) > 1:
+            log.say(f"cluster: {rolled['ranks_analysed']} of {rolled['rank_size']} ranks -> {os.path.join(where, contract.CLUSTER_SUMMARY)}; "
+                    f"slow ranks {rolled['slow_ranks'] or 'none'}, slow nodes {rolled['slow_nodes'] or 'none'}")
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(tasks)} ranks could not be analysed: {sorted(failed)}")
+    results.sort(key=lambda s: s.get("rank_id", 0))
     return results
 
 

@@ -62,6 +62,8 @@ ACTIONS = {
                         "precision, or larger fused ops",
     ("straggler", "any"): "rank {rank} is slower ({kind} time): give it the same data shard size and host work as the others, "
                           "check its machine for other load, or rebalance the work across ranks",
+    ("slow_node", "any"): "every rank on {host} is slower: check that machine (other jobs, CPU frequency, thermal limits, its "
+                          "data source or disk), or move its ranks to another node",
     ("communication", "any"): "communication takes much of the step: overlap it with compute (DDP bucket size, "
                               "gradient accumulation), or reduce what is exchanged (lower precision, fewer syncs)",
 }
@@ -85,6 +87,14 @@ def _mad(values: list[float]) -> float:
     return float(1.4826 * np.median(np.abs(array - np.median(array))))
 
 
+def collective_ms(comm: list[Row]) -> dict[int, float]:
+    """Time (ms) in recorded collective calls, per step: where a rank waits for its peers."""
+    per_step: dict[int, float] = {}
+    for call in comm:
+        per_step[call.get("step", 0)] = per_step.get(call.get("step", 0), 0.0) + call["dur"] / 1e6
+    return per_step
+
+
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
     """Per step (ms): total, data wait, compute (some op running, outside the wait), host (the rest) and
     communication (time in collectives, inside compute or host)."""
@@ -97,9 +107,7 @@ def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
         starts = ends = np.zeros(0, dtype=np.int64)
     reach_before = np.maximum.accumulate(ends) if len(ends) else ends  # the latest end of the ops started so far
     steps = {s["n"]: s for s in data.window_steps}
-    in_collectives: dict[int, float] = {}
-    for call in data.comm:
-        in_collectives[call.get("step", 0)] = in_collectives.get(call.get("step", 0), 0.0) + call["dur"] / 1e6
+    in_collectives = collective_ms(data.comm)
     out = []
     for row in rows:
         waits = np.array(steps.get(row["n"], {}).get("waits") or np.zeros((0, 2)), dtype=np.int64).reshape(-1, 2)
@@ -312,33 +320,6 @@ def communication_finding(steady: list[Row], step_ms: float) -> Finding | None:
     evidence = {"communication_ms": round(ms, 3), "share": round(ms / step_ms, 4)}
     text = f"Communication-bound: collectives take {ms:.1f} ms of a {step_ms:.1f} ms step"
     return _finding("communication", "communication", _share_severity(ms / step_ms), ms, evidence, text, action("communication", None))
-
-
-def straggler_finding(summaries: list[dict[str, Any]]) -> Finding | None:
-    """The rank whose own work per step (its steady step minus its time in collectives, where the others
-    wait for it) exceeds the other ranks' median by 5 ms and 10 %."""
-    own = {}
-    for summary in summaries:
-        breakdown = summary.get("step_breakdown_ms") or {}
-        if breakdown.get("total") is not None:
-            own[summary.get("rank_id")] = breakdown["total"] - (breakdown.get("communication") or 0.0)
-    if len(own) < 2:
-        return None
-    slow = max(own, key=lambda rank: own[rank])
-    others = _median([ms for rank, ms in own.items() if rank != slow])
-    extra = own[slow] - others
-    if extra < MIN_STAKE_MS or extra < MIN_SHARE * max(others, 1e-9):
-        return None
-    by_rank = {s.get("rank_id"): s for s in summaries}
-    breakdown = by_rank[slow]["step_breakdown_ms"]
-    evidence = {"rank": slow, "extra_ms": round(extra, 3), "own_work_ms": {str(r): round(ms, 3) for r, ms in sorted(own.items())},
-                "slow_rank_breakdown_ms": breakdown,
-                "others_in_communication_ms": {str(r): s["step_breakdown_ms"].get("communication") for r, s in by_rank.items() if r != slow}}
-    kind = max(("host", "compute", "wait"), key=lambda key: breakdown.get(key) or 0.0)
-    text = f"Straggler: rank {slow} works {extra:.0f} ms more per step than the others (mostly {kind}), who wait for it in collectives"
-    framework = by_rank[slow].get("framework")
-    return _finding("straggler", "straggler", _share_severity(extra / max(others + extra, 1e-9)), extra, evidence, text,
-                    action("straggler", framework, rank=slow, kind=kind))
 
 
 def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:

@@ -1,16 +1,13 @@
-"""Communication per rank (``hccl_raw_{r}.csv``) and the cluster view across the ranks of one directory.
+"""Communication per rank (``hccl_raw_{r}.csv``); the view across ranks is the cluster step's (``cluster``).
 
 The hccl file keeps MindInsight's columns. Its ``wait_cost``, the time a rank waits inside a collective
 for its slowest peer, needs every rank's calls side by side, which one rank's analysis does not have:
 it is left empty (read back as "not measured"), never written as a 0 that would read as "no wait".
 """
-import os
-
 import orjson
 
 from .. import contract
-from ..writers import write_csv, write_json
-from . import advisor
+from ..writers import write_csv
 
 
 def write_rank(data, ctx):
@@ -30,25 +27,3 @@ def write_rank(data, ctx):
         rows.append([contract.AVERAGE_ROW, round(sum(r[1] for r in rows) / len(rows), 4), contract.NOT_MEASURED, "{}", "{}"])
     write_csv(ctx.path(contract.HCCL), contract.HCCL_HEADER, rows)
     return {"steps": len(per_step), "mean_ms": rows[-1][1] if rows else 0.0}
-
-
-def write_cluster(profiler_dir, rank_results, pretty=False):
-    """Side-by-side stages and communication of every rank analysed into this directory; names the slowest."""
-    summaries = [summary for _, summary in contract.summaries(profiler_dir)]
-    summaries.extend(s for s in rank_results if s["rank_id"] not in {x.get("rank_id") for x in summaries})
-    if len(summaries) < 2:
-        return None
-    ranks = []
-    for s in sorted(summaries, key=lambda x: x.get("rank_id", 0)):
-        stages = s.get("stages_ms") or {}
-        ranks.append({"rank_id": s.get("rank_id"), "step_time_ms": (s.get("step_time_ms") or {}).get("mean"),
-                      "iteration_interval": stages.get("iteration_interval"), "fp_and_bp": stages.get("fp_and_bp"),
-                      "tail": stages.get("tail"), "communication_ms": (s.get("communication") or {}).get("mean_ms"), "steps": s.get("steps_profiled")})
-    slowest = contract.slowest_rank({r["rank_id"]: r for r in ranks})
-    straggler = advisor.straggler_finding(summaries)
-    result = {"rank_size": len(ranks), "ranks": ranks, "slowest_rank": slowest,
-              "why": contract.SLOWEST_RANK_WHY if slowest is not None else None, "findings": [straggler] if straggler else []}
-    write_json(os.path.join(profiler_dir, contract.CLUSTER_SUMMARY), result, pretty)
-    write_csv(os.path.join(profiler_dir, contract.CLUSTER_ANALYSE.format(ranks=len(ranks))), contract.CLUSTER_HEADER,
-              [[r["rank_id"], r["step_time_ms"], r["iteration_interval"], r["fp_and_bp"], r["tail"], r["communication_ms"]] for r in ranks])
-    return result

@@ -69,7 +69,8 @@ def build(data, ctx, results):
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
-        "per_step_ms": results["step_trace"]["per_step_ms"],
+        "host": meta.get("host"), "rank_size": meta.get("rank_size", 1),
+        "per_step_ms": dict(results["step_trace"]["per_step_ms"], **_per_step_cluster(data, window)),
         "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
     }
     if advice["hot_spots"]:
@@ -77,6 +78,12 @@ def build(data, ctx, results):
                   [[*spot["steps"], spot["function"], spot["self_ms"], spot["total_ms"], spot["self_ms_per_step"]] for spot in advice["hot_spots"]])
     write_json(ctx.path(contract.SUMMARY), summary, ctx.pretty)
     return summary
+
+
+def _per_step_cluster(data, window):
+    """Per window step, what the cluster step compares across ranks: time in collectives (ms) and the step's end (epoch ns)."""
+    in_collectives = advisor.collective_ms(data.comm)
+    return {"communication": [round(in_collectives.get(r["n"], 0.0), 4) for r in window], "end_ns": [r["end"] for r in window]}
 
 
 def _pause_notes(pauses):

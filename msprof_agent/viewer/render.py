@@ -643,42 +643,31 @@ def memory(page, sections):
 
 # ---- cluster ----------------------------------------------------------------------------------------
 
-CLUSTER_COLUMNS = (("rank", "Rank", "count"), ("total", "Step (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"),
-                   ("fp_and_bp", "Fwd+bwd (ms)", "num"), ("tail", "Tail (ms)", "num"), ("communication", "Communication (ms)", "num"),
-                   ("wait", "Comm. wait (ms)", "num"), ("slowest", "", "text"))
+CLUSTER_COLUMNS = (("rank_id", "Rank", "count"), ("host", "Host", "text"), ("step_time_ms", "Step (ms)", "num"),
+                   ("own_work_ms", "Own work (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"), ("fp_and_bp", "Fwd+bwd (ms)", "num"),
+                   ("tail", "Tail (ms)", "num"), ("communication_ms", "Communication (ms)", "num"), ("slow", "", "text"))
+HEATMAPS = (("step_ms", "Step time (ms)"), ("own_ms", "Own work: step minus collectives (ms)"), ("comm_ms", "Waiting in collectives (ms)"))
 
 
 def cluster_page(page, run, rank, loaded, report=False):
-    ranks, slowest = loaded["ranks"], loaded["slowest"]
+    """The job's ranks from its cluster summary alone: findings, a rank x step heatmap of each figure, the rank table."""
     cluster = loaded["cluster_summary"]
-    findings = findings_view(cluster["data"].get("findings"), run, rank, report) if ok(cluster) and isinstance(cluster["data"], dict) else []
-    timeline = timeline_chart(page, "cl-timeline", loaded["step_timeline"])
-    rows, problems = [], []
-    for r, sections in ranks.items():
-        st, hccl = sections["step_trace"], sections["hccl"]
-        row = {"rank": r}
-        if ok(st) and st["data"]["average"]:
-            row.update({k: st["data"]["average"].get(k) for k in ("total", "iteration_interval", "fp_and_bp", "tail")})
-        elif st["status"] == "error":
-            problems.append((r, st))
-        if ok(hccl) and hccl["data"]["average"]:
-            row.update({"communication": hccl["data"]["average"]["communication_ms"], "wait": hccl["data"]["average"]["wait_ms"]})
-        elif hccl["status"] == "error":
-            problems.append((r, hccl))
-        row["slowest"] = "slowest" if r == slowest else ""
-        rows.append(row)
-    labels = [f"rank {row['rank']}" + (" (slowest)" if row["slowest"] else "") for row in rows]
-    stage_traces = [{"type": "bar", "x": labels, "y": [row.get(k) for row in rows], "name": label, "marker": {"color": STAGE_COLORS[k]}}
-                    for k, label in STAGES]
-    context = {"several": len(ranks) > 1, "problems": problems, "findings": findings, "cluster_summary": cluster,
-               "table": table("cluster-ranks", CLUSTER_COLUMNS, rows), "timeline": timeline,
-               "stage_chart": page.chart("cl-stages", stage_traces, {"barmode": "stack", "title": {"text": "Mean stage times per rank (ms)"}}),
-               "comm_chart": None}
-    if any(row.get("communication") is not None for row in rows):
-        comm = [{"type": "bar", "x": labels, "y": [row.get(k) for row in rows], "name": label}
-                for k, label in (("communication", "communication"), ("wait", "wait"))]
-        context["comm_chart"] = page.chart("cl-comm", comm, {"barmode": "group", "title": {"text": "Communication per step per rank (ms)"}})
-    return context
+    data = cluster["data"] if ok(cluster) and isinstance(cluster["data"], dict) else {}
+    findings = findings_view(data.get("findings"), run, rank, report)
+    slow, nodes = set(data.get("slow_ranks") or []), set(data.get("slow_nodes") or [])
+    rows = [dict(r, slow="slow rank" if r.get("rank_id") in slow else "slow node" if r.get("host") in nodes else "")
+            for r in data.get("ranks") or [] if isinstance(r, dict)]
+    per_step = data.get("per_step") or {}
+    labels = [f"rank {r}" + (" (slow)" if r in slow else "") for r in per_step.get("rank") or []]
+    heatmaps = [page.chart(f"cl-heat-{key}", [{"type": "heatmap", "z": per_step[key], "x": per_step.get("step"), "y": labels,
+                                               "colorscale": "YlOrRd", "hoverongaps": False}],
+                           {"title": {"text": title}, "height": min(900, 120 + 12 * len(labels)), "yaxis": {"autorange": "reversed"}})
+                for key, title in HEATMAPS if per_step.get(key)]
+    return {"several": len(run.ranks) > 1, "findings": findings, "cluster_summary": cluster, "rule": data.get("rule"),
+            "slow_ranks": sorted(slow), "slow_nodes": sorted(nodes), "missing": data.get("missing_ranks") or [],
+            "table": table("cluster-ranks", CLUSTER_COLUMNS, rows, search_keys=("rank_id", "host", "slow")), "heatmaps": heatmaps,
+            "communication": ok(loaded["hccl"]) or any(r.get("communication_ms") for r in rows),
+            "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"])}
 
 
 VIEWS = {"overview": overview, "steps": steps_page, "operators": operators_page, "data": data_page,
@@ -727,8 +716,9 @@ def error_page(status, message):
 
 
 def report_pages(run):
-    """The viewer's pages the report of a run carries: all, the cluster page only where the run has several ranks."""
-    return tuple(name for name in PAGES if name != "cluster" or len(run.ranks) > 1)
+    """The viewer's pages one rank's report carries: all but the cluster page, which lives once in the job's
+    cluster summary and the viewer, so a report is the same size whatever the number of ranks."""
+    return tuple(name for name in PAGES if name != "cluster")
 
 
 def report(run, rank, loaded_pages, plotly_js):

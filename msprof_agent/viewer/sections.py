@@ -6,13 +6,11 @@ bad file never takes down a page or the server. Nothing here writes.
 """
 import contextlib
 import os
-import re
 import time
 
 from .. import contract
 
 _INFO_RE = contract.rank_pattern(contract.PROFILER_INFO)
-_RANK_DIR_RE = re.compile(r"^rank_?\d+$")
 MAX_TABLE_ROWS = 5000  # per table on a page; the API still returns every row
 
 
@@ -37,7 +35,7 @@ def _run_key(directory):
     parent, name = os.path.split(directory)
     if name == "profiler":
         grand, parent_name = os.path.split(parent)
-        return grand if _RANK_DIR_RE.match(parent_name) else parent
+        return grand if contract.RANK_DIR_RE.match(parent_name) else parent
     return directory
 
 
@@ -143,7 +141,7 @@ PAGE_SECTIONS = {
     "operators": ("info", "op_types", "op_detail", "op_shapes", "flops", "flops_summary"),
     "data": ("info", "summary", "queue", "pipeline"),
     "resources": ("info", "summary", "cpu", "memory_summary", "memory_details"),
-    "cluster": ("info",),
+    "cluster": ("info", "hccl"),  # this rank's communication: whether to say how to collect it
 }
 PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
 
@@ -178,16 +176,15 @@ def load_section(profiler_dir, rank, name):
 
 
 def load_page(run, rank, page):
-    """The sections one page of one rank shows; the cluster page reads every rank's step trace and hccl,
-    and the step trace and cluster pages the step-level timeline of their ranks."""
+    """The sections one page of one rank shows; the cluster page reads the job's cluster summary (no rank's
+    own files), and the step trace and cluster pages the step-level timeline of their ranks."""
     directory = run.ranks[rank]
     out = {name: load_section(directory, rank, name) for name in PAGE_SECTIONS[page]}
     if page == "cluster":
-        ranks = {}
-        for r, rank_dir in sorted(run.ranks.items()):
-            ranks[r] = {"step_trace": load_section(rank_dir, r, "step_trace"), "hccl": load_section(rank_dir, r, "hccl")}
-        out.update(ranks=ranks, slowest=slowest_rank(ranks), step_timeline=step_timeline(run, sorted(run.ranks)),
-                   cluster_summary=cluster_summary(run, rank))
+        cluster = cluster_summary(run)
+        slow = cluster["data"].get("slow_ranks") or [] if cluster["status"] == "ok" and isinstance(cluster["data"], dict) else []
+        shown = sorted(run.ranks) if len(run.ranks) <= CLUSTER_TIMELINE_RANKS else sorted({rank, *(r for r in slow if r in run.ranks)})
+        out.update(cluster_summary=cluster, step_timeline=step_timeline(run, shown))
     if page == "steps":
         out["step_timeline"] = step_timeline(run, [rank])
     if page == "overview":
@@ -195,6 +192,7 @@ def load_page(run, rank, page):
     return out
 
 
+CLUSTER_TIMELINE_RANKS = 8  # the cluster page draws every rank's step timeline up to this many; past it, this rank's and the slow ones'
 TIMELINE_DRAW_MAX_BYTES = 64 << 20  # a larger timeline file is only offered as a download
 TIMELINE_DRAW_MAX_EVENTS = 4000  # complete events drawn per page (steps first, then stages, waits, communication)
 
@@ -230,15 +228,6 @@ def step_timeline(run, ranks):
     return {"events": drawn[:TIMELINE_DRAW_MAX_EVENTS], "left_out": max(0, len(drawn) - TIMELINE_DRAW_MAX_EVENTS), "problems": problems + more}
 
 
-def cluster_summary(run, rank):
-    """cluster_summary.json (the cross-rank findings a multi-card analysis writes) from this rank's directory,
-    else from the first other rank's directory that has one."""
-    directories = [run.ranks[rank]] + [d for r, d in sorted(run.ranks.items()) if r != rank]
-    sections = [_read_file(d, contract.CLUSTER_SUMMARY, contract.read_json) for d in dict.fromkeys(directories)]
-    return next((section for section in sections if section["status"] != "missing"), sections[0])
-
-
-def slowest_rank(ranks):
-    """The slowest rank (``contract.slowest_rank``) from each rank's step trace section, or None."""
-    averages = {r: sections["step_trace"]["data"]["average"] for r, sections in ranks.items() if sections["step_trace"]["status"] == "ok"}
-    return contract.slowest_rank({r: average for r, average in averages.items() if average})
+def cluster_summary(run):
+    """The job's cluster_summary.json (``contract.cluster_dir``: one place for all its ranks)."""
+    return _read_file(contract.cluster_dir(next(iter(run.ranks.values()))), contract.CLUSTER_SUMMARY, contract.read_json)

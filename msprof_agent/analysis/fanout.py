@@ -1,0 +1,119 @@
+"""Many ranks analysed at once: one task per rank, on a local process pool or on a Dask cluster.
+
+A task reads one rank's raw store from the (shared) file system, writes that rank's files beside it and
+sends back only the rank's summary; the cluster step then runs on the summaries in the caller. Every
+engine runs the same task, so they write the same files. Dask is an optional extra (``[cluster]``):
+``local`` starts a LocalCluster on this machine; a ``tcp://host:port`` address or a scheduler file
+(dask-jobqueue, Kubernetes) joins a cluster the user runs, whose workers import msprof_agent themselves.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+Task = tuple[str, int, dict[str, Any]]  # (profiler dir, rank, analyse_rank's keyword arguments)
+INSTALL_CLUSTER = "pip install 'msprof-agent[cluster]'"
+
+
+def analyse_task(task: Task) -> dict[str, Any]:
+    """One rank's analysis in a worker; its summary is all that travels back."""
+    from . import analyse_rank
+
+    directory, rank, kwargs = task
+    summary: dict[str, Any] = analyse_rank(directory, rank, **kwargs)
+    return summary
+
+
+def cores() -> int:
+    """The CPUs this process may run on (a container's or a job's share, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class SchedulerError(Exception):
+    """A Dask scheduler was asked for and cannot be used (Dask missing, or the address does not answer)."""
+
+
+def run(tasks: list[Task], scheduler: str | None = None, scheduler_file: str | None = None) -> Iterator[tuple[Task, Any]]:
+    """(task, summary or the exception it raised) for every task, in the order they finish."""
+    if scheduler or scheduler_file:
+        yield from _on_dask(tasks, scheduler, scheduler_file)
+    elif len(tasks) == 1 or cores() == 1:
+        for task in tasks:
+            yield task, _called(task)
+    else:
+        yield from _on_pool(tasks)
+
+
+def _called(task: Task) -> Any:
+    try:
+        return analyse_task(task)
+    except Exception as exc:
+        return exc
+
+
+def _on_pool(tasks: list[Task]) -> Iterator[tuple[Task, Any]]:
+    # spawn: a fresh interpreter per worker, never a fork of a parent that may hold threads (workers.py)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=min(cores(), len(tasks)), mp_context=context) as pool:
+        futures = {pool.submit(analyse_task, task): task for task in tasks}
+        for future in concurrent.futures.as_completed(futures):
+            exc = future.exception()
+            yield futures[future], exc if exc is not None else future.result()
+
+
+def _on_dask(tasks: list[Task], scheduler: str | None, scheduler_file: str | None) -> Iterator[tuple[Task, Any]]:
+    try:
+        import logging
+
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:
+        raise SchedulerError(f"a Dask scheduler needs dask[distributed] ({INSTALL_CLUSTER}): {exc}") from None
+    cluster = None
+    try:
+        if scheduler == "local":
+            cluster = LocalCluster(n_workers=min(cores(), len(tasks)), threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None, silence_logs=logging.ERROR)
+            client = Client(cluster)
+        else:
+            client = Client(scheduler_file=scheduler_file, timeout=30) if scheduler_file else Client(scheduler, timeout=30)
+    except (OSError, TimeoutError, ValueError) as exc:
+        if cluster is not None:
+            cluster.close()
+        raise SchedulerError(f"cannot reach the Dask scheduler {scheduler_file or scheduler}: {type(exc).__name__}: {exc}") from None
+    try:
+        futures = client.map(analyse_task, tasks, pure=False)
+        by_key = {future.key: task for future, task in zip(futures, tasks)}
+        for future in as_completed(futures):
+            error = future.exception()
+            yield by_key[future.key], error if error is not None else future.result()
+            future.release()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+class Progress:
+    """``analysed 12/128 ranks (3.1 ranks/s)`` on stderr: every rank for a few, at most one line a second for many."""
+
+    def __init__(self, total: int, engine: str):
+        self.total, self.engine, self.done = total, engine, 0
+        self.began = self.said = time.perf_counter()
+
+    def step(self, rank: int, failed: bool = False) -> None:
+        self.done += 1
+        now = time.perf_counter()
+        if self.total <= 16 or self.done == self.total or now - self.said >= 1.0 or failed:
+            self.said = now
+            rate = self.done / max(now - self.began, 1e-9)
+            sys.stderr.write(f"msprof-agent: analysed {self.done}/{self.total} ranks ({rate:.1f} ranks/s, {self.engine}); "
+                             f"last: rank {rank}{' FAILED' if failed else ''}\n")
+            sys.stderr.flush()

@@ -1,0 +1,146 @@
+"""The cluster step and the fan-out: many ranks' raw stores analysed in parallel, one roll-up from their summaries.
+
+The stores are written with the agent's own ``EventWriter``: each rank works its own time per step and
+then waits in one all-reduce for the slowest, as synchronised data-parallel ranks do.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, read_json
+from msprof_agent import contract
+from msprof_agent.analysis import analyse_rank, cluster, offline_analyse
+from msprof_agent.store import EventWriter, coded
+
+pytestmark = pytest.mark.unit
+
+BASE = 1_700_000_000_000_000_000
+MS = 1_000_000
+STEPS = 6
+
+
+def write_job(profiler_dir, own_ms, hosts=None):
+    """One raw store per rank: OWN_MS[r] ms of ops per step, then an all-reduce until the slowest rank is done."""
+    step_ms = max(own_ms) + 2
+    for rank, own in enumerate(own_ms):
+        writer = EventWriter(profiler_dir, rank, BASE)
+        writer.add({"k": "meta", "framework": "torch", "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank, "rank_size": len(own_ms),
+                    "host": (hosts or {}).get(rank, "node0"), "started_ns": BASE, "cpus": 2, "options": {"cpu_sampling_interval": 1000}})
+        starts, durs = [], []
+        for n in range(1, STEPS + 1):
+            start = BASE + (n - 1) * step_ms * MS
+            writer.add({"k": "step", "n": n, "start": start, "end": start + step_ms * MS, "wait": 0, "waits": [], "fp": None, "bp": None, "win": True})
+            writer.add({"k": "comm", "step": n, "name": "allreduce", "start": start + int(own * MS), "dur": int((step_ms - own) * MS), "bytes": 4096})
+            starts.append(start)
+            durs.append(int(own * MS))
+        record = {"k": "ops", "source": "test", "device": "cpu", "start": starts, "dur": durs, "tid": [1] * len(starts)}
+        record["name_codes"], record["name_table"] = coded(["aten::mm"] * len(starts))
+        record["type_codes"], record["type_table"] = coded(["aten::mm"] * len(starts))
+        writer.add(record)
+        writer.add({"k": "end", "reason": "exit", "steps": STEPS})
+        writer.close()
+
+
+def analysed_files(profiler_dir):
+    """Every analysed file's bytes (the raw store left out)."""
+    return {name: open(os.path.join(profiler_dir, name), "rb").read() for name in sorted(os.listdir(profiler_dir))
+            if os.path.isfile(os.path.join(profiler_dir, name))}
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """Six ranks on one host, rank 4 working 40 ms more a step, analysed by ``msprof-agent analyse`` (a process pool)."""
+    profiler_dir = str(tmp_path_factory.mktemp("job") / "profiler")
+    write_job(profiler_dir, [20, 21, 20, 22, 60, 21])
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", os.path.dirname(profiler_dir)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return profiler_dir, proc.stderr
+
+
+def test_the_pool_analyses_every_rank_and_says_its_progress(job):
+    profiler_dir, stderr = job
+    assert "analysed 6/6 ranks" in stderr and "processes" in stderr and "ranks/s" in stderr
+    summary = read_json(os.path.join(profiler_dir, contract.CLUSTER_SUMMARY))
+    assert [r["rank_id"] for r in summary["ranks"]] == list(range(6)) and summary["missing_ranks"] == []
+    assert summary["slow_ranks"] == [4] and summary["slow_nodes"] == []
+    straggler = summary["findings"][0]
+    assert (straggler["id"], straggler["evidence"]["rank"]) == ("straggler", 4)
+    assert 38 <= straggler["ms_per_step"] <= 40.5
+    assert summary["per_step"]["own_ms"][4] == [60.0] * STEPS and summary["per_step"]["comm_ms"][4] == [2.0] * STEPS
+
+
+def test_the_roll_up_is_the_same_in_any_order_and_at_exit(job, tmp_path):
+    profiler_dir, _ = job
+    written = open(os.path.join(profiler_dir, contract.CLUSTER_SUMMARY), "rb").read()
+    entries = [cluster.entry(s) for _, s in contract.summaries(profiler_dir)]
+    random.Random(7).shuffle(entries)
+    cluster.write(str(tmp_path), entries)
+    assert open(tmp_path / contract.CLUSTER_SUMMARY, "rb").read() == written
+    # at exit: each rank analyses itself; the roll-up appears with the last summary, and is the same file
+    exit_dir = str(tmp_path / "exit" / "profiler")
+    write_job(exit_dir, [20, 21, 20, 22, 60, 21])
+    for rank in (5, 0, 3, 1, 4):
+        analyse_rank(exit_dir, rank)
+        assert not os.path.exists(os.path.join(exit_dir, contract.CLUSTER_SUMMARY)), rank
+    analyse_rank(exit_dir, 2)
+    exit_summary = read_json(os.path.join(exit_dir, contract.CLUSTER_SUMMARY))
+    assert exit_summary == json.loads(written.decode().replace(profiler_dir, exit_dir))
+
+
+def test_each_report_is_the_same_size_whatever_the_number_of_ranks(tmp_path):
+    """Rank 0 of a 2-rank and of an 8-rank job works alike; its report is the same size (the cluster lives in one place)."""
+    sizes = []
+    for ranks in (2, 8):
+        profiler_dir = str(tmp_path / f"job{ranks}" / "profiler")
+        write_job(profiler_dir, [20] + [60] * (ranks - 1))
+        offline_analyse(os.path.dirname(profiler_dir))
+        sizes.append(os.path.getsize(os.path.join(profiler_dir, contract.REPORT.format(rank=0))))
+    assert sizes[0] == sizes[1], sizes
+
+
+def test_dask_local_cluster_writes_the_same_files_as_the_pool(job, tmp_path):
+    pytest.importorskip("distributed", reason="DASK NOT INSTALLED: the [cluster] extra (pip install 'msprof-agent[cluster]')")
+    profiler_dir, _ = job
+    pool_files = analysed_files(profiler_dir)
+    offline_analyse(os.path.dirname(profiler_dir), scheduler="local", keep_summaries=False)
+    dask_files = analysed_files(profiler_dir)
+    assert sorted(dask_files) == sorted(pool_files)
+    assert [name for name in pool_files if dask_files[name] != pool_files[name]] == []
+
+
+def test_an_unreachable_scheduler_is_said_in_one_line(job):
+    profiler_dir, _ = job
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", os.path.dirname(profiler_dir), "--scheduler", "tcp://127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("msprof-agent: analyse:")]
+    assert len(lines) == 1 and "tcp://127.0.0.1:9" in lines[0], proc.stderr[-2000:]
+
+
+def _entries(own_by_rank, hosts):
+    return [{"rank_id": r, "host": hosts[r], "rank_size": len(own_by_rank), "framework": "torch", "steps": [1], "step_ms": [ms], "own_ms": [ms],
+             "comm_ms": [0.0], "end_ns": [], "own_work_ms": ms, "step_time_ms": ms, "iteration_interval": None, "fp_and_bp": None, "tail": None,
+             "communication_ms": None, "breakdown_ms": None} for r, ms in own_by_rank.items()]
+
+
+def test_one_slow_rank_and_one_slow_node_among_noisy_ranks():
+    """1 024 ranks, 8 a node, own work 100 ms with 2 % noise; rank 77 is 30 ms slower, node 9's ranks all 25 ms slower."""
+    noise = random.Random(3)
+    hosts = {r: f"node{r // 8:03d}" for r in range(1024)}
+    own = {r: 100.0 * (1 + noise.gauss(0, 0.02)) + (30.0 if r == 77 else 0.0) + (25.0 if hosts[r] == "node009" else 0.0) for r in range(1024)}
+    slow_ranks, slow_nodes, findings = cluster.stragglers(_entries(own, hosts))
+    assert (slow_ranks, slow_nodes) == ([77], ["node009"])
+    assert sorted(f["id"] for f in findings) == ["slow_node", "straggler"]
+    quiet = {r: 100.0 * (1 + noise.gauss(0, 0.02)) for r in range(1024)}
+    assert cluster.stragglers(_entries(quiet, hosts))[:2] == ([], [])
+
+
+def test_two_ranks_name_the_slower_only_past_the_minimum():
+    hosts = {0: "a", 1: "a"}
+    assert cluster.stragglers(_entries({0: 50.0, 1: 250.0}, hosts))[0] == [1]
+    assert cluster.stragglers(_entries({0: 50.0, 1: 53.0}, hosts))[0] == []
