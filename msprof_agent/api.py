@@ -12,6 +12,7 @@ import os
 
 from . import log
 from . import session as S
+from .contract.names import run_dir
 from .options import OptionsError, from_mapping
 from .windows import ASYNC, SYNC
 
@@ -30,7 +31,7 @@ class Profiler:
 
     def _writable_output(self):
         try:
-            os.makedirs(os.path.join(self.options.output_path, "profiler"), exist_ok=True)
+            os.makedirs(run_dir(self.options.output_path), exist_ok=True)
         except OSError as exc:
             raise OptionsError(f'key "output_path": cannot write to {self.options.output_path!r} ({exc.strerror}); '
                                "accepted: a directory this process can create and write") from None

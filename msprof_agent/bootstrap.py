@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from . import log
+from .contract.names import WRITE_PROBE, run_dir
 from .frameworks import mindspore_env_guard
 from .options import ENV_VAR, OptionsError, parse_text
 
@@ -60,10 +61,10 @@ def activate_from_environment() -> Session | None:
 def output_path_error(output_path: str) -> str | None:
     """The one-line error (without a final full stop) when OUTPUT_PATH/profiler cannot be made and written
     by this process, else None. ``run`` asks too, before it launches the job."""
-    profiler_dir = os.path.join(output_path, "profiler")
+    profiler_dir = run_dir(output_path)
     try:
         os.makedirs(profiler_dir, exist_ok=True)
-        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
+        probe = os.path.join(profiler_dir, WRITE_PROBE.format(pid=os.getpid()))
         with open(probe, "wb"):
             pass
         os.remove(probe)

@@ -8,6 +8,7 @@ import os
 import shutil
 
 from . import log
+from .contract.names import RUN_FOLDER, SUMMARY, rank_file, run_dir, summary_ranks
 
 
 def _prepend_path(value, entries):
@@ -83,9 +84,10 @@ def _say_outcome(output_path, before_ns):
     start-up in the job changes it again, so a later time means the agent started there."""
     import glob
 
-    profiler_dir = os.path.join(output_path, "profiler")
-    dirs = [profiler_dir] + sorted(glob.glob(os.path.join(output_path, "*", "profiler")))
-    summaries = sorted(f for d in dirs for f in glob.glob(os.path.join(d, "summary_*.json")) if os.stat(f).st_mtime_ns > before_ns)
+    profiler_dir = run_dir(output_path)
+    dirs = [profiler_dir] + sorted(glob.glob(os.path.join(output_path, "*", RUN_FOLDER)))
+    written = (os.path.join(d, rank_file(SUMMARY, rank)) for d in dirs for rank in summary_ranks(d))
+    summaries = sorted(f for f in written if os.stat(f).st_mtime_ns > before_ns)
     if summaries:
         where = sorted({os.path.dirname(f) for f in summaries})
         log.say(f"profile written: {', '.join(where)} ({', '.join(os.path.basename(f) for f in summaries)})")
@@ -141,7 +143,7 @@ def cmd_run(args):
         from .compare import run_with_baseline
 
         return run_with_baseline(executable, command, env, args)
-    before_ns = None if problem else os.stat(os.path.join(opts.output_path, "profiler")).st_mtime_ns
+    before_ns = None if problem else os.stat(run_dir(opts.output_path)).st_mtime_ns
     status = supervise.run_job(executable, command, env)
     written = not problem and _say_outcome(opts.output_path, before_ns)
     if status == 0 and args.require_profile and not written:

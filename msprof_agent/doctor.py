@@ -10,6 +10,7 @@ import platform
 import sys
 
 from . import doors
+from .contract.names import DYNAMIC_CONFIG, run_dir
 from .options import ENV_VAR, OptionsError, not_applicable, parse_text
 
 FRAMEWORKS = ("mindspore", "torch")
@@ -73,7 +74,7 @@ def main():
     dynamic = os.environ.get("MSPROF_DYNAMIC_CFG")
     show(ENV_VAR, "not set" if text is None else text)
     if dynamic:
-        show("MSPROF_DYNAMIC_CFG", f"{dynamic} (windows from {os.path.join(dynamic, 'profiler_config.json')})")
+        show("MSPROF_DYNAMIC_CFG", f"{dynamic} (windows from {os.path.join(dynamic, DYNAMIC_CONFIG)})")
     try:
         opts = parse_text(text if text and text.strip() else "{}")
     except OptionsError as exc:
@@ -82,7 +83,7 @@ def main():
     show("rank", f"{opts.rank_id} of {opts.world_size}, device {opts.device_id}")
     target = _device_target()
     show("not applicable", "; ".join(not_applicable(opts.to_dict(), target)) or f"nothing (device: {target})")
-    profiler_dir = os.path.join(opts.output_path, "profiler")
+    profiler_dir = run_dir(opts.output_path)
     writable = _writable(profiler_dir)
     show("output", f"{profiler_dir} ({'writable' if writable else 'NOT writable by this user'})")
     if text is None and not dynamic:

@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from conftest import ROOT, read_json
-from msprof_agent import contract
 from msprof_agent.analysis import analyse_rank, cluster, offline_analyse
+from msprof_agent.contract import names
+from msprof_agent.contract.summary import summaries
 from msprof_agent.store import EventWriter, coded
 
 pytestmark = pytest.mark.unit
@@ -65,7 +66,7 @@ def job(tmp_path_factory):
 def test_the_pool_analyses_every_rank_and_says_its_progress(job):
     profiler_dir, stderr = job
     assert "analysed 6/6 ranks" in stderr and "processes" in stderr and "ranks/s" in stderr
-    summary = read_json(os.path.join(profiler_dir, contract.CLUSTER_SUMMARY))
+    summary = read_json(os.path.join(profiler_dir, names.CLUSTER_SUMMARY))
     assert [r["rank_id"] for r in summary["ranks"]] == list(range(6)) and summary["missing_ranks"] == []
     assert summary["slow_ranks"] == [4] and summary["slow_nodes"] == []
     straggler = summary["findings"][0]
@@ -76,19 +77,19 @@ def test_the_pool_analyses_every_rank_and_says_its_progress(job):
 
 def test_the_roll_up_is_the_same_in_any_order_and_at_exit(job, tmp_path):
     profiler_dir, _ = job
-    written = open(os.path.join(profiler_dir, contract.CLUSTER_SUMMARY), "rb").read()
-    entries = [cluster.entry(s) for _, s in contract.summaries(profiler_dir)]
+    written = open(os.path.join(profiler_dir, names.CLUSTER_SUMMARY), "rb").read()
+    entries = [cluster.entry(s) for _, s in summaries(profiler_dir)]
     random.Random(7).shuffle(entries)
     cluster.write(str(tmp_path), entries)
-    assert open(tmp_path / contract.CLUSTER_SUMMARY, "rb").read() == written
+    assert open(tmp_path / names.CLUSTER_SUMMARY, "rb").read() == written
     # at exit: each rank analyses itself; the roll-up appears with the last summary, and is the same file
     exit_dir = str(tmp_path / "exit" / "profiler")
     write_job(exit_dir, [20, 21, 20, 22, 60, 21])
     for rank in (5, 0, 3, 1, 4):
         analyse_rank(exit_dir, rank)
-        assert not os.path.exists(os.path.join(exit_dir, contract.CLUSTER_SUMMARY)), rank
+        assert not os.path.exists(os.path.join(exit_dir, names.CLUSTER_SUMMARY)), rank
     analyse_rank(exit_dir, 2)
-    exit_summary = read_json(os.path.join(exit_dir, contract.CLUSTER_SUMMARY))
+    exit_summary = read_json(os.path.join(exit_dir, names.CLUSTER_SUMMARY))
     assert exit_summary == json.loads(written.decode().replace(profiler_dir, exit_dir))
 
 
@@ -99,7 +100,7 @@ def test_each_report_is_the_same_size_whatever_the_number_of_ranks(tmp_path):
         profiler_dir = str(tmp_path / f"job{ranks}" / "profiler")
         write_job(profiler_dir, [20] + [60] * (ranks - 1))
         offline_analyse(os.path.dirname(profiler_dir))
-        sizes.append(os.path.getsize(os.path.join(profiler_dir, contract.REPORT.format(rank=0))))
+        sizes.append(os.path.getsize(os.path.join(profiler_dir, names.REPORT.format(rank=0))))
     assert sizes[0] == sizes[1], sizes
 
 

@@ -6,7 +6,8 @@ the raw store is never modified, so analysing twice gives the same files.
 """
 import os
 
-from .. import contract, export, log
+from .. import export, log
+from ..contract import names
 from ..store import raw_ranks
 from . import (
     cluster,
@@ -40,7 +41,7 @@ class Context:
 
     def path(self, template, **fields):
         """Where this rank's file of a ``contract`` name template goes."""
-        return os.path.join(self.profiler_dir, contract.name(template, self.rank, **fields))
+        return os.path.join(self.profiler_dir, names.rank_file(template, self.rank, **fields))
 
 
 def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None, job_started_ns=None,
@@ -107,8 +108,8 @@ def _write_report(profiler_dir, rank):
 
 
 def profiler_dirs(path):
-    """The profiler directories under PATH holding raw data (``contract.profiler_dirs``)."""
-    return contract.profiler_dirs(path, raw_ranks)
+    """The profiler directories under PATH holding raw data (``names.profiler_dirs``)."""
+    return names.profiler_dirs(path, raw_ranks)
 
 
 def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None, output=None,
@@ -128,7 +129,7 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
         ordered = sorted(step_list)
         if ordered != list(range(ordered[0], ordered[-1] + 1)):
             raise ValueError(f"step_list must be consecutive steps, got {step_list}")
-        output = output or os.path.join(os.path.abspath(path), f"steps_{ordered[0]}-{ordered[-1]}")
+        output = output or os.path.join(os.path.abspath(path), names.STEP_LIST_FOLDER.format(first=ordered[0], last=ordered[-1]))
     directories = profiler_dirs(path)
     if not directories:
         raise FileNotFoundError(f"no msprof-agent raw data under {path} (looked for profiler/raw/rank_*/ and rank_*/profiler/)")
@@ -149,14 +150,14 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
             failed.append(rank)
             log.say(f"analyse: rank {rank} in {directory} failed: {type(outcome).__name__}: {outcome}")
         else:
-            entries.setdefault(contract.cluster_dir(targets[directory]), []).append(cluster.entry(outcome))
+            entries.setdefault(names.cluster_dir(targets[directory]), []).append(cluster.entry(outcome))
             if keep_summaries:
                 results.append(outcome)
         progress.step(rank, failed=isinstance(outcome, BaseException))
     for where, ranks in sorted(entries.items()):
         rolled = cluster.write(where, ranks, pretty)
         if rolled and len(jobs) > 1:
-            log.say(f"cluster: {rolled['ranks_analysed']} of {rolled['rank_size']} ranks -> {os.path.join(where, contract.CLUSTER_SUMMARY)}; "
+            log.say(f"cluster: {rolled['ranks_analysed']} of {rolled['rank_size']} ranks -> {os.path.join(where, names.CLUSTER_SUMMARY)}; "
                     f"slow ranks {rolled['slow_ranks'] or 'none'}, slow nodes {rolled['slow_nodes'] or 'none'}")
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(tasks)} ranks could not be analysed: {sorted(failed)}")

@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import contract
+from ..contract import names
+from ..contract.columns import CLUSTER_HEADER
+from ..contract.summary import Summary, summaries, warmup_step_numbers
 from ..writers import write_csv, write_json
 from .advisor import action
 
@@ -37,13 +39,13 @@ RULE = (f"own work per step (step time minus time in collectives, median of the 
         f"against the other hosts is a slow node")
 
 
-def entry(summary: dict[str, Any]) -> Entry:
+def entry(summary: Summary | dict[str, Any]) -> Entry:
     """What the roll-up keeps of one rank's summary: its per-step times (ms) and means."""
     per_step = summary.get("per_step_ms") or {}
     steps = list(per_step.get("step") or [])
     totals = list(per_step.get("total") or [])
     comm = list(per_step.get("communication") or [0.0] * len(steps))
-    warm = contract.warmup_step_numbers(summary)
+    warm = warmup_step_numbers(summary)
     steady = [i for i, n in enumerate(steps) if n not in warm] or list(range(len(steps)))
     own = [round(t - c, 4) for t, c in zip(totals, comm)]
     stages = summary.get("stages_ms") or {}
@@ -171,23 +173,23 @@ def write(directory: str, entries: Iterable[Entry], pretty: bool = False) -> dic
     result = roll_up(entries)
     if result["ranks_analysed"] < 2:
         return None
-    write_json(os.path.join(directory, contract.CLUSTER_SUMMARY), result, pretty)
-    write_csv(os.path.join(directory, contract.CLUSTER_ANALYSE.format(ranks=len(result["ranks"]))), contract.CLUSTER_HEADER,
+    write_json(os.path.join(directory, names.CLUSTER_SUMMARY), result, pretty)
+    write_csv(os.path.join(directory, names.CLUSTER_ANALYSE.format(ranks=len(result["ranks"]))), CLUSTER_HEADER,
               [[r["rank_id"], r["step_time_ms"], r["iteration_interval"], r["fp_and_bp"], r["tail"], r["communication_ms"]] for r in result["ranks"]])
     return result
 
 
 def _entries(directories: list[str]) -> Iterator[Entry]:
     for directory in directories:
-        for _, summary in contract.summaries(directory):
+        for _, summary in summaries(directory):
             yield entry(summary)
 
 
 def write_when_complete(profiler_dir: str, rank_size: int, pretty: bool = False) -> dict[str, Any] | None:
     """At a rank's exit: the job's roll-up, once every one of its ``rank_size`` ranks has a summary (else None)."""
-    directories = contract.job_dirs(profiler_dir)
-    present = {rank for d in directories for rank in contract.summary_ranks(d)}
+    directories = names.job_dirs(profiler_dir)
+    present = {rank for d in directories for rank in names.summary_ranks(d)}
     if len(present) < 2 or not set(range(rank_size)) <= present:
         return None
-    return write(contract.cluster_dir(profiler_dir), _entries(directories), pretty)
+    return write(names.cluster_dir(profiler_dir), _entries(directories), pretty)
 

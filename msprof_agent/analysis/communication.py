@@ -6,7 +6,8 @@ it is left empty (read back as "not measured"), never written as a 0 that would 
 """
 import orjson
 
-from .. import contract
+from ..contract.columns import AVERAGE_ROW, HCCL_HEADER, NOT_MEASURED
+from ..contract.names import HCCL
 from ..writers import write_csv
 
 
@@ -21,9 +22,9 @@ def write_rank(data, ctx):
         op = entry["ops"].setdefault(call.get("name", "comm"), [0, 0.0])
         op[0] += 1
         op[1] += call["dur"] / 1e6
-    rows = [[step, round(e["cost"], 4), contract.NOT_MEASURED, "{}", orjson.dumps({k: [v[0], round(v[1], 4)] for k, v in e["ops"].items()}).decode()]
+    rows = [[step, round(e["cost"], 4), NOT_MEASURED, "{}", orjson.dumps({k: [v[0], round(v[1], 4)] for k, v in e["ops"].items()}).decode()]
             for step, e in sorted(per_step.items())]
     if rows:
-        rows.append([contract.AVERAGE_ROW, round(sum(r[1] for r in rows) / len(rows), 4), contract.NOT_MEASURED, "{}", "{}"])
-    write_csv(ctx.path(contract.HCCL), contract.HCCL_HEADER, rows)
+        rows.append([AVERAGE_ROW, round(sum(r[1] for r in rows) / len(rows), 4), NOT_MEASURED, "{}", "{}"])
+    write_csv(ctx.path(HCCL), HCCL_HEADER, rows)
     return {"steps": len(per_step), "mean_ms": rows[-1][1] if rows else 0.0}

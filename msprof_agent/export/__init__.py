@@ -11,6 +11,8 @@ second directory for the rank (msprof-analyze keeps only the one with the larges
 """
 import os
 
+from ..contract.names import ASCEND_FOLDER, ASCEND_SUFFIX, HTA_FOLDER
+
 KINDS = ("text", "db")
 
 
@@ -34,14 +36,15 @@ def ascend_dir(data, profiler_dir):
     """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside ``profiler_dir``, from the run's meta."""
     meta = data.meta
     started_ms = int(meta.get("started_ns") or 0) // 1_000_000
-    suffix = "ascend_pt" if is_torch(data) else "ascend_ms"
+    suffix = ASCEND_SUFFIX["torch" if is_torch(data) else "mindspore"]
     host = str(meta.get("host") or "localhost").replace(os.sep, "-")
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), f"{host}_{meta.get('pid', 0)}_{started_ms}_{suffix}")
+    folder = ASCEND_FOLDER.format(host=host, pid=meta.get("pid", 0), started_ms=started_ms, suffix=suffix)
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), folder)
 
 
 def hta_dir(profiler_dir):
     """The run's (or window's) directory of PyTorch-style traces, holding nothing else (HTA reads every JSON there)."""
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), "hta_trace")
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), HTA_FOLDER)
 
 
 def write(data, ctx, results, names=None):
