@@ -61,6 +61,8 @@ def parse_args(argv=None):
     p.add_argument("--ddp", action="store_true", help="with WORLD_SIZE > 1: DistributedDataParallel instead of explicit all_reduce")
     p.add_argument("--sleep-rank", type=int, default=-1)
     p.add_argument("--sleep-ms", type=float, default=0.0)
+    p.add_argument("--stop-rank", type=int, default=-1, help="this rank stops for good (sleeps) before --stop-step's forward")
+    p.add_argument("--stop-step", type=int, default=0)
     p.add_argument("--torch-profiler", default=None, help="write torch.profiler's own op counts to this JSON file")
     return p.parse_args(argv)
 
@@ -92,6 +94,8 @@ def train(args, rank, world):
         for index, (x, y) in enumerate(loader):
             if rank == args.sleep_rank and args.sleep_ms:
                 time.sleep(args.sleep_ms / 1000)
+            if rank == args.stop_rank and index + 1 == args.stop_step:
+                time.sleep(3600)  # a hung rank: the others wait for it in the step's first collective
             loss = loss_fn(net(x), y) / args.accumulate
             loss.backward()
             if (index + 1) % args.accumulate:

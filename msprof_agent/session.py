@@ -118,6 +118,11 @@ class Session:
         if not target.analysed:
             target.writer.add(record)
 
+    def writer_now(self):
+        """The recording collection's writer, for a record that must be on disk at once (``EventWriter.write_now``); None when off."""
+        target = None if self.disabled else self.owner or self.run
+        return None if target is None or target.analysed else target.writer
+
     # -- step boundaries -------------------------------------------------------------------------
     def _step_opened(self, n, start_ns):
         if self.disabled or self.finished:

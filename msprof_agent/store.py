@@ -85,11 +85,18 @@ class EventWriter:
         if not self._pending:
             return
         batch, self._pending, self._pending_bytes = self._pending, [], 0
+        self._write(b"".join(batch))
+
+    def write_now(self, record: Record) -> None:
+        """A record that must be on disk before the caller goes on (a collective's entry, before it can
+        block): written at once, one line in one append, so a SIGKILL later keeps it."""
+        self._write(orjson.dumps(record) + b"\n")
+
+    def _write(self, data: bytes) -> None:
         if self._fd is None:
             os.makedirs(self.directory, exist_ok=True)
             self._clear_earlier_runs()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        data = b"".join(batch)
         while data:
             written = os.write(self._fd, data)
             data = data[written:]

@@ -4,11 +4,14 @@ steps and value (within 15 % of the injected amount); clean runs give no data, h
 CPU-contention finding. Each job runs once per module (``scenario``), however many tests read it.
 """
 import os
+import signal
 import subprocess
+import sys
+import time
 
 import pytest
 
-from conftest import EXAMPLES, PY, SCRIPTS, hook_env, profile_into, read_csv, read_json, run_script
+from conftest import EXAMPLES, PY, ROOT, SCRIPTS, hook_env, profile_into, read_csv, read_json, read_records, run_script
 from msprof_agent import compare
 from msprof_agent.analysis import advisor
 
@@ -213,3 +216,32 @@ def test_slowed_rank_of_a_two_rank_gloo_job_is_the_straggler(tmp_path):
     finding = cluster["findings"][0]
     assert (finding["id"], finding["category"], finding["evidence"]["rank"]) == ("straggler", "straggler", 1)
     near(finding["ms_per_step"], 200.0)
+
+
+@pytest.mark.torch
+def test_a_rank_that_stops_before_a_collective_is_named_by_the_hang_finding(tmp_path):
+    """Rank 1 stops for good before step 10's forward; rank 0 waits in step 10's first all_reduce; the job is
+    SIGKILLed with all its processes, then analysed: the hang finding names 1 as missing, 0 as waiting."""
+    out = str(tmp_path / "prof")
+    job = subprocess.Popen([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", os.path.join(EXAMPLES, "torch_cnn.py"), "--steps", "12",
+                            "--stop-rank", "1", "--stop-step", "10"], env=hook_env(profile_into(out), {"OMP_NUM_THREADS": "1"}),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    profiler_dir = os.path.join(out, "profiler")
+    waiting = lambda: [r for r in read_records(profiler_dir, 0) if r.get("k") == "enter" and r["step"] == 10]  # noqa: E731
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and job.poll() is None and not waiting():
+            time.sleep(0.2)
+        time.sleep(0.5)  # rank 0 is inside the all_reduce by now
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    assert waiting(), "rank 0 never entered step 10's collective"
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", out], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cluster = read_json(os.path.join(profiler_dir, "cluster_summary.json"))
+    hang = [f for f in cluster["findings"] if f["id"] == "hang"]
+    assert len(hang) == 1, cluster["findings"]
+    evidence = hang[0]["evidence"]
+    assert (evidence["step"], evidence["ranks_missing"], evidence["ranks_waiting"]) == (10, [1], [0])
+    assert evidence["collective"].startswith("all_reduce #") and evidence["group"] == "world" and hang[0]["text"] and hang[0]["action"]

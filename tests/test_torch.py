@@ -121,6 +121,9 @@ def test_torchrun_two_ranks_with_gloo(out_dir, ddp):
         assert {c["step"] for c in reduces} == set(range(1, 6))
         assert len(reduces) == 5 * (1 if ddp else 6)  # DDP: one bucket; explicit: one call per parameter, none twice
         assert all(c["bytes"] > 0 and (c.get("source") == "profiler") == ddp for c in reduces)
+        if not ddp:  # each call's entry, in the group's order, before the call; the group's ranks with the first
+            assert [(e["group"], e["seq"], e["step"]) for e in data.entered] == [("world", i + 1, c["step"]) for i, c in enumerate(reduces)]
+            assert data.entered[0]["ranks"] == [0, 1] and [c["seq"] for c in reduces] == list(range(1, 31))
     slow = [s["end"] - s["start"] for s in ranks[1].steps[1:]]
     assert min(slow) >= 200e6
     wait_in_comm = statistics.median(sum(c["dur"] for c in ranks[0].comm if c["step"] == n) for n in range(2, 6))

@@ -62,6 +62,9 @@ ACTIONS = {
                         "precision, or larger fused ops",
     ("straggler", "any"): "rank {rank} is slower ({kind} time): give it the same data shard size and host work as the others, "
                           "check its machine for other load, or rebalance the work across ranks",
+    ("hang", "any"): "find what rank(s) {ranks} did instead of entering the collective of step {step}: their last lines on stderr, an "
+                     "exception, a stuck data loader or a branch only they took; give the process group a timeout (init_process_group(timeout=...)) "
+                     "so the job fails fast",
     ("slow_node", "any"): "every rank on {host} is slower: check that machine (other jobs, CPU frequency, thermal limits, its "
                           "data source or disk), or move its ranks to another node",
     ("communication", "any"): "communication takes much of the step: overlap it with compute (DDP bucket size, "

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..contract import names
 from ..contract.columns import CLUSTER_HEADER
-from ..contract.summary import Summary, summaries, warmup_step_numbers
+from ..contract.summary import NO_END_RECORD, Summary, summaries, warmup_step_numbers
 from ..writers import write_csv, write_json
 from .advisor import action
 
@@ -55,7 +55,8 @@ def entry(summary: Summary | dict[str, Any]) -> Entry:
             "own_work_ms": round(float(np.median([own[i] for i in steady])), 4) if steady else None,
             "step_time_ms": (summary.get("step_time_ms") or {}).get("mean"), "iteration_interval": stages.get("iteration_interval"),
             "fp_and_bp": stages.get("fp_and_bp"), "tail": stages.get("tail"),
-            "communication_ms": (summary.get("communication") or {}).get("mean_ms"), "breakdown_ms": summary.get("step_breakdown_ms")}
+            "communication_ms": (summary.get("communication") or {}).get("mean_ms"), "breakdown_ms": summary.get("step_breakdown_ms"),
+            "closed": summary.get("end_reason") != NO_END_RECORD, "collectives": summary.get("collectives") or {}}
 
 
 def _mad(values: np.ndarray) -> float:
@@ -117,6 +118,40 @@ def stragglers(entries: list[Entry]) -> tuple[list[int], list[str], list[dict[st
     return sorted(slow), sorted(slow_nodes), findings
 
 
+def hangs(entries: list[Entry], rank_size: int) -> list[dict[str, Any]]:
+    """For a job whose ranks ended without closing: per communication group, the ranks that entered its
+    latest collective and never left it (waiting) while other members never entered it (missing)."""
+    if all(e["closed"] for e in entries):
+        return []
+    groups: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        for name, state in e["collectives"].items():
+            group = groups.setdefault(name, {"ranks": state.get("ranks"), "state": {}})
+            group["ranks"] = group["ranks"] or state.get("ranks")
+            group["state"][e["rank_id"]] = state
+    findings = []
+    for name, group in sorted(groups.items()):
+        members = sorted(group["ranks"] or range(rank_size))
+        top = max(s["entered"] for s in group["state"].values())
+        waiting = [r for r in members if r in group["state"] and group["state"][r]["entered"] == top and group["state"][r]["completed"] < top]
+        missing = [r for r in members if r not in group["state"] or group["state"][r]["entered"] < top]
+        if not waiting or not missing:
+            continue
+        last = group["state"][waiting[0]]["last"] or {}
+        collective = f"{last.get('name')} #{top} of group {name}"
+        evidence = {"step": last.get("step"), "collective": collective, "group": name, "seq": top, "ranks_missing": missing, "ranks_waiting": waiting,
+                    "missing_last_entered": {str(r): group["state"][r]["entered"] if r in group["state"] else None for r in missing[:16]}}
+        text = (f"Hang: {len(waiting)} rank(s) ({_few(waiting)}) wait in {collective} at step {last.get('step')}; "
+                f"{len(missing)} rank(s) ({_few(missing)}) never entered it")
+        findings.append({"id": "hang", "category": "communication", "severity": "high", "ms_per_step": 0.0, "evidence": evidence,
+                         "text": text, "action": action("hang", None, ranks=_few(missing), step=last.get("step"))})
+    return findings
+
+
+def _few(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+
+
 def clock_offsets(entries: list[Entry]) -> dict[str, float | None]:
     """Each host's clock against the first host's (ms): the median over common steps of the gap between the
     median step end of its ranks and of the first host's. Synchronised ranks end a step in the same collective."""
@@ -163,7 +198,7 @@ def roll_up(entries: Iterable[Entry]) -> dict[str, Any]:
     return {"rank_size": rank_size, "ranks_analysed": len(ranks), "missing_ranks": [r for r in range(rank_size) if r not in present],
             "ranks": [{key: (len(e["steps"]) if key == "steps" else e[key]) for key in RANK_COLUMNS} for e in ranks],
             "hosts": [{"host": h, "ranks": len(rs), "clock_offset_ms": offsets.get(h)} for h, rs in sorted(hosts.items())],
-            "rule": RULE, "slow_ranks": slow_ranks, "slow_nodes": slow_nodes, "findings": findings,
+            "rule": RULE, "slow_ranks": slow_ranks, "slow_nodes": slow_nodes, "findings": hangs(ranks, rank_size) + findings,
             "per_step": {"step": steps, "rank": [e["rank_id"] for e in ranks], "step_ms": matrix("step_ms"), "own_ms": matrix("own_ms"),
                          "comm_ms": matrix("comm_ms")}}
 

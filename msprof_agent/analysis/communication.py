@@ -28,3 +28,19 @@ def write_rank(data, ctx):
         rows.append([AVERAGE_ROW, round(sum(r[1] for r in rows) / len(rows), 4), NOT_MEASURED, "{}", "{}"])
     write_csv(ctx.path(HCCL), HCCL_HEADER, rows)
     return {"steps": len(per_step), "mean_ms": rows[-1][1] if rows else 0.0}
+
+
+def collectives(data):
+    """Per communication group: its ranks, and this rank's last collective entered and completed (the
+    group's sequence numbers). A rank that entered a collective it never completed was waiting in it."""
+    groups = {}
+    for entry in data.entered:
+        group = groups.setdefault(entry["group"], {"ranks": None, "entered": 0, "completed": 0, "last": None})
+        group["ranks"] = entry.get("ranks") or group["ranks"]
+        if entry["seq"] > group["entered"]:
+            group["entered"], group["last"] = entry["seq"], {"name": entry.get("name"), "step": entry.get("step")}
+    for call in data.comm:
+        group = groups.get(call.get("group"))
+        if group is not None and call.get("seq", 0) > group["completed"]:
+            group["completed"] = call["seq"]
+    return {name: groups[name] for name in sorted(groups)}

@@ -1,5 +1,6 @@
 """``profiler_info_{r}.json``: how MindInsight finds ranks, plus what we collected and with which options."""
 from ..contract.names import PROFILER_INFO
+from ..contract.summary import NO_END_RECORD
 from ..writers import write_json
 
 
@@ -13,7 +14,7 @@ def write(data, ctx):
         "stage_num": meta.get("stage_num", 1), "rank_size": meta.get("rank_size", 1), "is_heterogeneous": False,
         "diff_time": 0, "framework": meta.get("framework"), "framework_version": meta.get("ms_version") or meta.get("torch_version"),
         "device_target": meta.get("device_target", "CPU"), "device_id": meta.get("device_id", 0), "pid": meta.get("pid"),
-        "analyse_reason": (data.end or {}).get("reason", "killed (no end record)"),
+        "analyse_reason": (data.end or {}).get("reason", NO_END_RECORD),
         "profiler_parameters": options, "agent": "msprof-agent",
     }
     write_json(ctx.path(PROFILER_INFO), info, ctx.pretty)

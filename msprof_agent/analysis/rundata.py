@@ -27,6 +27,7 @@ class RunData:
         self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
         self.host_io, self.mstx = [], []  # host_sys disk/network samples; the user's mstx marks and ranges
         self.windows, self.notes, self.pauses, self.probes = [], [], [], []
+        self.entered = []  # collectives as entered, before they could block (with their group's ranks the first time)
         self.end = None
 
     @property
@@ -62,7 +63,8 @@ class RunData:
 
 
 _LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "stack": "stacks",
-          "hostio": "host_io", "mstx": "mstx", "window": "windows", "note": "notes", "pause": "pauses", "probe": "probes"}
+          "hostio": "host_io", "mstx": "mstx", "window": "windows", "note": "notes", "pause": "pauses", "probe": "probes",
+          "enter": "entered"}
 _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
 
 

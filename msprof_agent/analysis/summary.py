@@ -7,10 +7,10 @@ import numpy as np
 from .. import log
 from ..contract.columns import PYTHON_HOT_SPOTS_HEADER
 from ..contract.names import PYTHON_HOT_SPOTS, SUMMARY
-from ..contract.summary import SUMMARY_VERSION, Summary
+from ..contract.summary import NO_END_RECORD, SUMMARY_VERSION, Summary
 from ..options import not_applicable
 from ..writers import write_csv, write_json
-from . import advisor, warmup
+from . import advisor, communication, warmup
 
 
 def _percentiles(values):
@@ -71,8 +71,8 @@ def build(data, ctx, results):
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
-        "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
-        "host": meta.get("host"), "rank_size": meta.get("rank_size", 1),
+        "end_reason": (data.end or {}).get("reason", NO_END_RECORD),
+        "host": meta.get("host"), "rank_size": meta.get("rank_size", 1), "collectives": communication.collectives(data),
         "per_step_ms": dict(results["step_trace"]["per_step_ms"], **_per_step_cluster(data, window)),
         "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
     }

@@ -16,6 +16,7 @@ from .names import STEP_TRACE, SUMMARY, rank_file, summary_ranks
 from .readers import read_step_trace
 
 SUMMARY_VERSION = 1
+NO_END_RECORD = "killed (no end record)"  # end_reason of a rank whose process ended without closing its store
 
 
 class Percentiles(TypedDict):
@@ -65,6 +66,7 @@ class Summary(TypedDict, total=False):
     not_applicable: list[str]
     end_reason: str
     host: str | None  # the machine's name: the cluster step groups ranks by it
+    collectives: dict[str, Any]  # per communication group: ranks, last sequence number entered and completed, the last entered
     rank_size: int
     per_step_ms: dict[str, list[float]]  # step, total, iteration_interval, fp_and_bp, tail, communication (ms in collectives),
     # end_ns (the step's end, epoch ns): one entry per profiled step

@@ -122,6 +122,7 @@ class _Integration:
         self._handover_from = None  # end of the step whose close asks for a hand-over, until it happens
         self._patches = Patches()
         self._in_comm = threading.local()
+        self._groups = {}  # id(ProcessGroup) -> [name, ranks, sequence number, the stores its ranks were written to]
 
     # -- installing ------------------------------------------------------------------------------
     def install(self):
@@ -296,6 +297,7 @@ class _Integration:
             if self.session.disabled or getattr(self._in_comm, "busy", False):
                 return wrapped(*args, **kwargs)  # nested calls (all_gather_object -> all_gather) count once
             self._in_comm.busy = True
+            group, seq = self._entered(name, args, kwargs)
             start = time.time_ns()
             try:
                 return wrapped(*args, **kwargs)
@@ -305,7 +307,7 @@ class _Integration:
                 try:
                     if self.device.active:
                         self.device.wrapped_comm.append((start, end))
-                    record = {"k": "comm", "step": self.steps.completed + 1, "name": name,
+                    record = {"k": "comm", "step": self.steps.completed + 1, "name": name, "group": group, "seq": seq,
                               "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs)}
                     if kwargs.get("async_op"):
                         record["async"] = True  # the time is the launch only; the wait happens in Work.wait()
@@ -313,6 +315,36 @@ class _Integration:
                 except Exception as exc:
                     log.report_error("timing a communication call", exc)
         return timed_comm
+
+
+    def _entered(self, name, args, kwargs):
+        """Before a collective can block: its entry (group, that group's sequence number, step) on disk, so the
+        ranks of a job killed while waiting in it say who entered and who never did. The group's ranks go
+        into its first entry in each store. Returns (group name, sequence number)."""
+        try:
+            dist = sys.modules["torch.distributed"]
+            group = kwargs.get("group")
+            if group is None:  # by type, not isinstance: the pybind check costs microseconds per argument
+                kind = dist.ProcessGroup
+                group = next((a for a in args if type(a) is kind), None) or dist.group.WORLD
+            if group is None:  # no process group yet: torch raises its own error
+                return None, None
+            known = self._groups.get(id(group))
+            if known is None:
+                name_of = "world" if group is dist.group.WORLD else group.group_name  # the default group: "world", as the exports call it
+                known = self._groups[id(group)] = [name_of, dist.get_process_group_ranks(group), 0, set()]
+            known[2] += 1
+            writer = self.session.writer_now()
+            if writer is not None:
+                entry = {"k": "enter", "group": known[0], "seq": known[2], "name": name, "step": self.steps.completed + 1, "ts": time.time_ns()}
+                if writer not in known[3]:  # the group's ranks once per store
+                    entry["ranks"] = known[1]
+                    known[3].add(writer)
+                writer.write_now(entry)
+            return known[0], known[2]
+        except Exception as exc:
+            log.report_error("recording a collective's entry", exc)
+            return None, None
 
 
 class _ReArmableHook:
