@@ -123,10 +123,17 @@ def test_an_unreachable_scheduler_is_said_in_one_line(job):
     assert len(lines) == 1 and "tcp://127.0.0.1:9" in lines[0], proc.stderr[-2000:]
 
 
-def _entries(own_by_rank, hosts):
-    return [{"rank_id": r, "host": hosts[r], "rank_size": len(own_by_rank), "framework": "torch", "steps": [1], "step_ms": [ms], "own_ms": [ms],
-             "comm_ms": [0.0], "end_ns": [], "own_work_ms": ms, "step_time_ms": ms, "iteration_interval": None, "fp_and_bp": None, "tail": None,
-             "communication_ms": None, "breakdown_ms": None} for r, ms in own_by_rank.items()]
+def noisy_entries(own_by_rank, hosts, steps=1, seed=0):
+    """The cluster step's entries of ranks working OWN_BY_RANK ms a step (1 % noise from step to step), as HOSTS place them."""
+    noise = random.Random(seed)
+    entries = []
+    for r, ms in own_by_rank.items():
+        own = [ms * (1 + noise.gauss(0, 0.01)) if steps > 1 else ms for _ in range(steps)]
+        entries.append({"rank_id": r, "host": hosts[r], "rank_size": len(own_by_rank), "framework": "torch", "steps": list(range(1, steps + 1)),
+                        "step_ms": [max(own) + 1.0] * steps, "own_ms": own, "comm_ms": [max(own) + 1.0 - o for o in own], "end_ns": [],
+                        "own_work_ms": ms, "step_time_ms": max(own) + 1.0, "iteration_interval": None, "fp_and_bp": None, "tail": None,
+                        "communication_ms": 1.0, "breakdown_ms": None, "closed": True, "collectives": {}})
+    return entries
 
 
 def test_one_slow_rank_and_one_slow_node_among_noisy_ranks():
@@ -134,14 +141,14 @@ def test_one_slow_rank_and_one_slow_node_among_noisy_ranks():
     noise = random.Random(3)
     hosts = {r: f"node{r // 8:03d}" for r in range(1024)}
     own = {r: 100.0 * (1 + noise.gauss(0, 0.02)) + (30.0 if r == 77 else 0.0) + (25.0 if hosts[r] == "node009" else 0.0) for r in range(1024)}
-    slow_ranks, slow_nodes, findings = cluster.stragglers(_entries(own, hosts))
+    slow_ranks, slow_nodes, findings = cluster.stragglers(noisy_entries(own, hosts))
     assert (slow_ranks, slow_nodes) == ([77], ["node009"])
     assert sorted(f["id"] for f in findings) == ["slow_node", "straggler"]
     quiet = {r: 100.0 * (1 + noise.gauss(0, 0.02)) for r in range(1024)}
-    assert cluster.stragglers(_entries(quiet, hosts))[:2] == ([], [])
+    assert cluster.stragglers(noisy_entries(quiet, hosts))[:2] == ([], [])
 
 
 def test_two_ranks_name_the_slower_only_past_the_minimum():
     hosts = {0: "a", 1: "a"}
-    assert cluster.stragglers(_entries({0: 50.0, 1: 250.0}, hosts))[0] == [1]
-    assert cluster.stragglers(_entries({0: 50.0, 1: 53.0}, hosts))[0] == []
+    assert cluster.stragglers(noisy_entries({0: 50.0, 1: 250.0}, hosts))[0] == [1]
+    assert cluster.stragglers(noisy_entries({0: 50.0, 1: 53.0}, hosts))[0] == []

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import EXAMPLES, read_csv, read_json, run_script
 from msprof_agent.contract.readers import cpu_means
+from test_cluster import noisy_entries
 from test_viewer import EVIL, Live, make_fixture
 
 CHROMIUM = "/usr/bin/chromium"
@@ -420,3 +421,30 @@ def test_a_findings_link_highlights_its_steps(browser, real_live, artifacts):
         assert tab.errors == []
     finally:
         tab.close()
+
+
+def test_the_cluster_page_of_1024_ranks_draws_its_heatmaps_and_marks_the_slow_rank(browser, tmp_path, artifacts):
+    """1 024 ranks of 20 steps, 8 a node, rank 77 slow: the page, from its cluster summary alone, draws every heatmap and
+    marks the slow rank (its load time is bench/cluster_scale.py's to measure)."""
+    from msprof_agent.analysis import cluster
+
+    directory = tmp_path / "big" / "profiler"
+    directory.mkdir(parents=True)
+    for rank in range(1024):
+        (directory / f"profiler_info_{rank}.json").write_text(json.dumps({"rank_id": rank, "rank_size": 1024, "framework": "torch"}))
+    hosts = {r: f"node{r // 8:03d}" for r in range(1024)}
+    cluster.write(str(directory), noisy_entries({r: 100.0 + (40.0 if r == 77 else 0.0) for r in range(1024)}, hosts, steps=20))
+    server = Live(tmp_path)
+    tab = Tab(browser, server.url)
+    try:
+        page = tab.open(f"/run/cluster?{_q('big', 0)}")
+        for figure in ("step_ms", "own_ms", "comm_ms"):
+            assert page.locator(f"#chart-cl-heat-{figure} .heatmaplayer").count() == 1, figure
+        assert page.locator('td[data-col="slow"][data-v="slow rank"]').count() == 1
+        assert page.locator("tr", has=page.locator('td[data-col="slow"][data-v="slow rank"]')).locator('td[data-col="rank_id"]').inner_text() == "77"
+        assert "Slow ranks: 77;" in tab.text("main")
+        page.screenshot(path=os.path.join(artifacts, "cluster_1024_ranks.png"))
+        assert tab.errors == []
+    finally:
+        tab.close()
+        server.close()

@@ -186,11 +186,11 @@ def ok(section):
     return section is not None and section["status"] == "ok"
 
 
-def table(table_id, columns, rows, search_keys=()):
+def table(table_id, columns, rows, search_keys=(), limit=MAX_TABLE_ROWS):
     """A sortable table's cells: columns (key, title, kind) with kind 'text'|'num'|'count'|'pct'; rows: dicts.
-    Each cell carries its sort value (data-v) and its shown text; the page shows the first MAX_TABLE_ROWS rows."""
+    Each cell carries its sort value (data-v) and its shown text; the page shows the first ``limit`` rows."""
     shown_rows = []
-    for row in rows[:MAX_TABLE_ROWS]:
+    for row in rows[:limit]:
         cells = []
         for key, _, kind in columns:
             value = row.get(key)
@@ -202,7 +202,7 @@ def table(table_id, columns, rows, search_keys=()):
         search = " ".join(str(row.get(k) or "") for k in search_keys).lower()
         shown_rows.append((search, cells))
     return {"id": table_id, "columns": [(key, title, "text" if kind == "text" else "num") for key, title, kind in columns],
-            "rows": shown_rows, "total": len(rows), "limit": MAX_TABLE_ROWS}
+            "rows": shown_rows, "total": len(rows), "limit": limit}
 
 
 # ---- charts shared by pages -------------------------------------------------------------------------
@@ -649,6 +649,8 @@ def memory(page, sections):
 CLUSTER_COLUMNS = (("rank_id", "Rank", "count"), ("host", "Host", "text"), ("step_time_ms", "Step (ms)", "num"),
                    ("own_work_ms", "Own work (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"), ("fp_and_bp", "Fwd+bwd (ms)", "num"),
                    ("tail", "Tail (ms)", "num"), ("communication_ms", "Communication (ms)", "num"), ("slow", "", "text"))
+CLUSTER_TABLE_ROWS = 128  # the ranks with the most own work first; cluster_summary.json holds every rank
+RANK_BAR_ALL = 16  # up to this many ranks the bar links each; past it, the first, last and this rank's neighbours
 HEATMAPS = (("step_ms", "Step time (ms)"), ("own_ms", "Own work: step minus collectives (ms)"), ("comm_ms", "Waiting in collectives (ms)"))
 
 
@@ -660,6 +662,7 @@ def cluster_page(page, run, rank, loaded, report=False):
     slow, nodes = set(data.get("slow_ranks") or []), set(data.get("slow_nodes") or [])
     rows = [dict(r, slow="slow rank" if r.get("rank_id") in slow else "slow node" if r.get("host") in nodes else "")
             for r in data.get("ranks") or [] if isinstance(r, dict)]
+    rows.sort(key=lambda r: -(r.get("own_work_ms") or 0.0))
     per_step = data.get("per_step") or {}
     labels = [f"rank {r}" + (" (slow)" if r in slow else "") for r in per_step.get("rank") or []]
     heatmaps = [page.chart(f"cl-heat-{key}", [{"type": "heatmap", "z": per_step[key], "x": per_step.get("step"), "y": labels,
@@ -668,7 +671,8 @@ def cluster_page(page, run, rank, loaded, report=False):
                 for key, title in HEATMAPS if per_step.get(key)]
     return {"several": len(run.ranks) > 1, "findings": findings, "cluster_summary": cluster, "rule": data.get("rule"),
             "slow_ranks": sorted(slow), "slow_nodes": sorted(nodes), "missing": data.get("missing_ranks") or [],
-            "table": table("cluster-ranks", CLUSTER_COLUMNS, rows, search_keys=("rank_id", "host", "slow")), "heatmaps": heatmaps,
+            "table": table("cluster-ranks", CLUSTER_COLUMNS, rows, search_keys=("rank_id", "host", "slow"), limit=CLUSTER_TABLE_ROWS),
+            "heatmaps": heatmaps,
             "communication": ok(loaded["hccl"]) or any(r.get("communication_ms") for r in rows),
             "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"])}
 
@@ -689,10 +693,26 @@ def page_body(page, name, run, rank, sections, report=False):
     return Markup(render(f"{name}.html", run=run, rank=rank, framework=framework, hints=hints(framework), **context))
 
 
+def rank_bar(ranks, rank):
+    """The ranks the page's rank bar links, None where it skips some: all of a few, else the first and last
+    two and this rank's neighbours (a thousand links would outweigh the page)."""
+    ordered = sorted(ranks)
+    if len(ordered) <= RANK_BAR_ALL:
+        return ordered
+    at = ordered.index(rank)
+    keep = sorted(set(range(2)) | set(range(len(ordered) - 2, len(ordered))) | set(range(max(at - 2, 0), min(at + 3, len(ordered)))))
+    bar = []
+    for before, i in zip([None] + keep, keep):
+        if before is not None and i > before + 1:
+            bar.append(None)
+        bar.append(ordered[i])
+    return bar
+
+
 def run_page(run, rank, page_name, loaded):
     page = Page()
     body = page_body(page, page_name, run, rank, loaded)
-    return render("run.html", run=run, rank=rank, page_name=page_name, pages=PAGES, body=body, page=page)
+    return render("run.html", run=run, rank=rank, page_name=page_name, pages=PAGES, body=body, page=page, rank_bar=rank_bar(run.ranks, rank))
 
 
 def run_row(run):
