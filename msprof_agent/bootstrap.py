@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from . import log
-from .frameworks import mindspore_env_guard
+from .frameworks.mindspore import env_guard as mindspore_env_guard
 from .options import ENV_VAR, OptionsError, parse_text
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process

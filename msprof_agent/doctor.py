@@ -10,16 +10,15 @@ import platform
 import sys
 
 from . import doors
+from .frameworks import PROFILES
 from .options import ENV_VAR, OptionsError, not_applicable, parse_text
-
-FRAMEWORKS = ("mindspore", "torch")
 
 
 def _versions():
     from importlib import metadata
 
     found = []
-    for name in FRAMEWORKS:
+    for name in PROFILES:
         try:
             found.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:

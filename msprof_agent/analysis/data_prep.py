@@ -9,7 +9,7 @@ queue-usage rules (``contract.pipeline_bottlenecks``, the viewer's too).
 """
 import orjson
 
-from .. import contract
+from .. import contract, frameworks
 from ..writers import write_csv, write_json, write_text
 
 
@@ -53,7 +53,8 @@ def bottleneck(ops):
 
 def _write_pipeline(data, ctx):
     if not data.pipeline:
-        if data.meta.get("framework") == "mindspore":  # MindInsight's CPU utilization page needs the file, ops or none
+        profile = frameworks.profile_of(data.meta.get("framework"))
+        if profile is not None and profile.empty_pipeline_file:
             write_json(ctx.path(contract.PIPELINE_PROFILING), {"sampling_interval": ctx.sampling_interval_ms, "op_info": []}, ctx.pretty)
         return None
     ops = {}

@@ -23,6 +23,7 @@ from ..analysis.operators import _device_tables, counted_op_mask
 from ..analysis.opevents import OpEvents
 from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, _step_events, time_base, write_trace
 from ..writers import write_csv, write_json
+from . import framework_profile
 from .overlap import collectives
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -53,7 +54,7 @@ def write(data, ctx, root, overlap, results):
     write_json(os.path.join(out, "communication_matrix.json"), matrix, pretty)
     write_csv(os.path.join(out, "op_statistic.csv"), OP_HEADER, op_statistic(data))
     if data.mem:
-        component = "PTA" if data.meta.get("framework") == "torch" else "MindSpore"
+        component = framework_profile(data).component
         write_csv(os.path.join(out, "memory_record.csv"), MEMORY_HEADER,
                   [[component, _us(m["ts"]), round(m.get("allocated", 0) / MB, 4), "", "", "", m.get("device", "cpu").upper()]
                    for m in sorted(data.mem, key=lambda m: m["ts"])])

@@ -8,7 +8,7 @@ one module executes. It stays in ``os.environ`` for everything else, child proce
 import os
 import sys
 
-from .import_hooks import around_first_exec
+from ..import_hooks import around_first_exec
 
 TARGET = "mindspore.profiler.envprofiler"
 VARIABLE = "MS_PROFILER_OPTIONS"
