@@ -70,7 +70,7 @@ def build(data, ctx, results):
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
-        "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
+        "not_applicable": not_applicable(data.options, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],
         "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),

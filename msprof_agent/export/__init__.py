@@ -12,8 +12,7 @@ second directory for the rank (msprof-analyze keeps only the one with the larges
 import os
 
 from ..contract.names import ASCEND_FOLDER, ASCEND_SUFFIX, HTA_FOLDER
-
-KINDS = ("text", "db")
+from ..options import EXPORT_TYPES
 
 
 def kinds(value):
@@ -22,10 +21,10 @@ def kinds(value):
         return []
     names = value.split(",") if isinstance(value, str) else list(value)
     names = [str(n).strip().lower() for n in names if str(n).strip()]
-    wrong = [n for n in names if n not in KINDS]
+    wrong = [n for n in names if n not in EXPORT_TYPES]
     if wrong:
-        raise ValueError(f"export_type: {wrong[0]!r} is not an export; accepted: {', '.join(KINDS)}")
-    return [k for k in KINDS if k in names]
+        raise ValueError(f"export_type: {wrong[0]!r} is not an export; accepted: {', '.join(EXPORT_TYPES)}")
+    return [k for k in EXPORT_TYPES if k in names]
 
 
 def is_torch(data):
@@ -51,8 +50,7 @@ def write(data, ctx, results, names=None):
     """Write the exports ``names`` (default: the run's ``export_type``, when the user wrote that key: writing a
     second timeline on every run costs disk and time); returns what was written where."""
     if names is None:
-        options = data.meta.get("options") or {}
-        names = options.get("export_type") if "export_type" in (options.get("keys_given") or ()) else None
+        names = data.options.export_type if "export_type" in data.options.keys_given else None
     names = kinds(names)
     if not names:
         return None
