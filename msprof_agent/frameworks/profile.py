@@ -14,9 +14,9 @@ class FrameworkProfile:
     version_label: str  # the run card's row for that version
     fixed_mode: str | None  # the run card's mode where the framework has one only (torch: eager); else the run's context_mode
     default_context_mode: str  # profiler_info's context_mode where the run recorded none
-    export_suffix: str  # the Ascend layout's directory suffix: {host}_{pid}_{ms}_{suffix}
+    export_suffix: str  # the Ascend layout's directory suffix (contract.names.ASCEND_FOLDER)
     component: str  # memory_record.csv's component column
-    db_framework: str  # ascend_{db_framework}_profiler_{rank}.db
+    db_framework: str  # the framework word in the db export's name (contract.names.ASCEND_DB)
     api_tables: bool  # the db export's PYTORCH_API table and the analysis.db msprof-analyze reads steps from
     hta_trace: bool  # the text export adds HTA's PyTorch-style trace directory
     empty_pipeline_file: bool  # pipeline_profiling_{r}.json written without ops (MindInsight's CPU page needs it)

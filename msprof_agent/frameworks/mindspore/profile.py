@@ -1,9 +1,10 @@
 """MindSpore in the analysis, the exports and the viewer."""
+from ...contract.names import ASCEND_DB_FRAMEWORK, ASCEND_SUFFIX
 from ..profile import FrameworkProfile
 
 PROFILE = FrameworkProfile(
     name="mindspore", version_key="ms_version", version_label="MindSpore version", fixed_mode=None,
-    default_context_mode="graph", export_suffix="ascend_ms", component="MindSpore", db_framework="mindspore",
+    default_context_mode="graph", export_suffix=ASCEND_SUFFIX["mindspore"], component="MindSpore", db_framework=ASCEND_DB_FRAMEWORK["mindspore"],
     api_tables=False, hta_trace=False, empty_pipeline_file=True, merges_subgraphs=True, profiler_bytes_per_event=0,
     advice={
         "data_wait": "raise num_parallel_workers of the dataset's slow op (map / GeneratorDataset) and "

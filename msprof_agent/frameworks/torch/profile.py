@@ -1,9 +1,10 @@
 """PyTorch in the analysis, the exports and the viewer."""
+from ...contract.names import ASCEND_DB_FRAMEWORK, ASCEND_SUFFIX
 from ..profile import FrameworkProfile
 
 PROFILE = FrameworkProfile(
     name="torch", version_key="torch_version", version_label="torch version", fixed_mode="eager",
-    default_context_mode="pynative", export_suffix="ascend_pt", component="PTA", db_framework="pytorch",
+    default_context_mode="pynative", export_suffix=ASCEND_SUFFIX["torch"], component="PTA", db_framework=ASCEND_DB_FRAMEWORK["torch"],
     api_tables=True, hta_trace=True, empty_pipeline_file=False, merges_subgraphs=False,
     profiler_bytes_per_event=5 * 1024,  # with shapes, as measured for the profiler hand-overs (device.SESSION_EVENTS)
     advice={
