@@ -29,7 +29,7 @@ def main():
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args()
     from msprof_agent import options, session
-    from msprof_agent.frameworks import torch as integration
+    from msprof_agent.frameworks.torch import patch as integration
 
     torch.set_num_threads(1)
     with socket.socket() as probe:

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import log, supervise
+from . import environment, log, supervise
 from .contract.columns import STAGES
 from .contract.names import REPORT, STEP_TRACE, SUMMARY, queue_file, rank_file, summary_ranks
 from .contract.names import profiler_dirs as profiler_dirs_holding
@@ -354,7 +354,7 @@ def main(args):
     if getattr(args, "json_out", None):
         with open(args.json_out, "w") as handle:
             json.dump(result, handle, indent=1)
-    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    summary_file = os.environ.get(environment.GITHUB_STEP_SUMMARY)
     if summary_file:
         with open(summary_file, "a") as handle:
             handle.write(markdown + "\n")
@@ -367,7 +367,7 @@ def main(args):
 
 def _output_path(env):
     try:
-        path = json.loads(env.get("MS_PROFILER_OPTIONS") or "{}").get("output_path")
+        path = json.loads(env.get(environment.OPTIONS) or "{}").get("output_path")
     except (ValueError, AttributeError):
         path = None
     return os.path.abspath(path or "./data")

@@ -17,14 +17,12 @@ import time
 from typing import Any
 
 from .contract.names import run_dir, window_name
-from .options import Options
+from .options import PROCESS_FIELDS, Options
 from .store import EventWriter
 
 IDLE, RECORDING, STOPPED, ANALYSED = "idle", "recording", "stopped", "analysed"
 SYNC, ASYNC = "sync", "async"
 ANALYSE_MODES = (SYNC, ASYNC, None)  # None: raw data only, for ``msprof-agent analyse``
-# Who this process is (from the launcher's variables): a window's settings never change them.
-PROCESS_KEYS = ("rank_id", "device_id", "world_size", "fp_start", "bp_end")
 
 Record = dict[str, Any]
 
@@ -35,7 +33,7 @@ def window_folder(output_path: str, start: int, stop: int) -> str:
 
 def with_process_keys(options: Options, process: Options) -> Options:
     """OPTIONS (a window's settings) with the rank, device and FP/BP names of PROCESS."""
-    for key in PROCESS_KEYS:
+    for key in PROCESS_FIELDS:  # who this process is: a window's settings never change it
         setattr(options, key, getattr(process, key))
     return options
 

@@ -57,10 +57,9 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     data.cpu = cpu_util.measured(data.cpu)  # every page (CPU file, timeline counters, memory) reads only samples that cover time
     if step_list:
         data.restrict_to_steps(step_list)
-    options = data.meta.get("options") or {}
     profiler_dir = output_dir or profiler_dir
     os.makedirs(profiler_dir, exist_ok=True)
-    ctx = Context(profiler_dir, rank, pretty, options.get("cpu_sampling_interval", 1000))
+    ctx = Context(profiler_dir, rank, pretty, data.options.cpu_sampling_interval)
     results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx)}
     rows = results["step_trace"]["rows"]
     ctx.warmup = warmup.detect([r["n"] for r in rows], [r["total"] / 1e6 for r in rows])

@@ -186,8 +186,7 @@ def compute(data, fp_name=None, bp_name=None):
 
 
 def write(data, ctx):
-    meta = data.meta
-    result = compute(data, meta.get("options", {}).get("fp_start"), meta.get("options", {}).get("bp_end"))
+    result = compute(data, data.options.fp_start, data.options.bp_end)
     table = step_trace_table(result["rows"])
     result["per_step_ms"] = per_step_ms(table)
     average = []

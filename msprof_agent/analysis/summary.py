@@ -70,7 +70,7 @@ def build(data, ctx, results):
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
-        "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
+        "not_applicable": not_applicable(data.options, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", NO_END_RECORD),
         "host": meta.get("host"), "rank_size": meta.get("rank_size", 1), "collectives": communication.collectives(data),
         "per_step_ms": dict(results["step_trace"]["per_step_ms"], **_per_step_cluster(data, window)),

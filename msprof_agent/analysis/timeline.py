@@ -130,7 +130,7 @@ def write_trace(path, head, tail, events, durations, limit_mb):
 
 def write(data, ctx, stages):
     device = timeline_device(data.meta.get("device_target", "CPU"))
-    limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
+    limit_mb = data.options.timeline_limit
     base = time_base(data, stages)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
     fixed = (_fixed_events(data, base, events) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)

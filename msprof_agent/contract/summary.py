@@ -66,8 +66,8 @@ class Summary(TypedDict, total=False):
     not_applicable: list[str]
     end_reason: str
     host: str | None  # the machine's name: the cluster step groups ranks by it
-    collectives: dict[str, Any]  # per communication group: ranks, last sequence number entered and completed, the last entered
     rank_size: int
+    collectives: dict[str, Any]  # per communication group: ranks, last sequence number entered and completed, the last entered
     per_step_ms: dict[str, list[float]]  # step, total, iteration_interval, fp_and_bp, tail, communication (ms in collectives),
     # end_ns (the step's end, epoch ns): one entry per profiled step
     warmup_steps: list[WarmupStep]
