@@ -46,7 +46,7 @@ import sys
 import time
 import weakref
 
-from .. import log
+from .. import log, records
 from ..contract import names
 from ..store import rank_raw_dir
 from . import mindspore_profiler_files as profiler_files
@@ -162,7 +162,7 @@ def _with_step_callback(state, args, kwargs):
     import mindspore as ms
 
     if sink and ms.get_context("device_target") == "CPU":
-        state.session.record({"k": "note", "ts": time.time_ns(),
+        state.session.record({records.KIND: records.NOTE, "ts": time.time_ns(),
                               "text": "dataset_sink_mode=True on CPU: MindSpore ran without sinking; one step per batch"})
     return tuple(args), kwargs
 
@@ -414,7 +414,7 @@ def _call_ends(state, role, now, what):
     state.session.steps.close(now, epoch=state.loop_epoch)
     if not state.steps_explained:
         state.steps_explained = True
-        state.session.record({"k": "note", "ts": now, "text": _steps_explained(role, what)})
+        state.session.record({records.KIND: records.NOTE, "ts": now, "text": _steps_explained(role, what)})
 
 
 def _steps_explained(role, what):

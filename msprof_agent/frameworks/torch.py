@@ -31,7 +31,7 @@ import weakref
 
 import orjson
 
-from .. import environment, log
+from .. import environment, log, records
 from ..store import coded
 from .patching import Patches, after_call
 
@@ -222,7 +222,7 @@ class _Integration:
         try:
             now = time.time_ns()
             if self.steps.completed == 0:
-                self.session.record({"k": "note", "ts": now, "text": "inference loop (no optimizer step): one step per "
+                self.session.record({records.KIND: records.NOTE, "ts": now, "text": "inference loop (no optimizer step): one step per "
                                      f"forward of the root module {type(module).__name__}"})
             self._step_ends(now)
             self._hand_over_if_due()
@@ -251,7 +251,7 @@ class _Integration:
         except Exception as exc:
             log.report_error("handing the profiler's events over", exc)
         resumed = time.time_ns()
-        self.session.record({"k": "pause", "start": began, "end": resumed, "what": "torch.profiler hand-over"})
+        self.session.record({records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"})
         self.steps.start_next_at(resumed)
 
     def _timed_fetch(self, wrapped, _instance, args, kwargs):
@@ -303,7 +303,7 @@ class _Integration:
                 try:
                     if self.device.active:
                         self.device.wrapped_comm.append((start, end))
-                    record = {"k": "comm", "step": self.steps.completed + 1, "name": name,
+                    record = {records.KIND: records.COMM, "step": self.steps.completed + 1, "name": name,
                               "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs)}
                     if kwargs.get("async_op"):
                         record["async"] = True  # the time is the launch only; the wait happens in Work.wait()
@@ -551,7 +551,7 @@ class TorchDeviceSession:
         if comm:
             self._emit_comm(session, comm, offset)
         if skipped:
-            session.record({"k": "note", "text": f"torch.profiler: {skipped} unreadable events were skipped"})
+            session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
 
     def _emit_comm(self, session, comm, offset):
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
@@ -568,9 +568,9 @@ class TorchDeviceSession:
             i = bisect.bisect_right(wrapped_starts, start) - 1
             if i >= 0 and start <= wrapped[i][1]:
                 continue
-            session.record({"k": "comm", "step": self._first_step + bisect.bisect_right(ends, start),
+            session.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start),
                             "name": name.split(":", 1)[1], "start": start, "dur": dur,
-                            "bytes": _tensor_bytes(shapes, dtypes), "source": "profiler"})
+                            "bytes": _tensor_bytes(shapes, dtypes), "source": records.COMM_FROM_PROFILER})
 
     def _clock_offset(self, trace_start_ns):
         """Kineto stamps epoch ns in torch 2.x (checked: its trace start falls inside our start() call);
@@ -604,7 +604,7 @@ class TorchDeviceSession:
             first = np.flatnonzero(np.append(True, bucket[1:] != bucket[:-1]))
             peaks = np.maximum.reduceat(allocated, first)
             for when, value in zip(ts[first].tolist(), peaks.tolist()):
-                session.record({"k": "mem", "ts": when, "allocated": value, "device": device})
+                session.record({records.KIND: records.MEM, "ts": when, "allocated": value, "device": device})
 
 
 def _session_events():
@@ -645,7 +645,7 @@ def _new_batch(shapes_on, device):
 def _flush_batch(session, batch, offset):
     if not batch["start"]:
         return
-    record = {"k": "ops", "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
+    record = {records.KIND: records.OPS, "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
     codes, table = coded(batch.pop("name"))
     stable = [ADDRESS.sub("", name) for name in table]
     if stable != table:  # names that differ only by an address are one op
