@@ -17,8 +17,8 @@ import os
 import re
 import time
 
-from ..records import KIND, MEM, OPS, PIPELINE, QUEUE
-from ..store import coded
+from ...records import KIND, MEM, OPS, PIPELINE, QUEUE
+from ...store import coded
 
 OPS_PER_RECORD = 50_000
 _SHAPE = re.compile(r"input_\d+:(\[[^\]]*\]|NoShape)")
