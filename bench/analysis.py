@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from msprof_agent.contract.names import RAW_FOLDER  # noqa: E402
-from msprof_agent.frameworks.mindspore_profiler_files import op_batches  # noqa: E402
+from msprof_agent.frameworks.mindspore.profiler_files import op_batches  # noqa: E402
 from msprof_agent.store import EventWriter  # noqa: E402
 
 TARGET = 2e6  # op events per second

@@ -22,6 +22,7 @@ import time
 
 from . import environment, log
 from .collectors.steps import StepRecorder
+from .frameworks.device_session import DeviceSession
 from .windows import ASYNC, Windows
 
 _current = None
@@ -49,7 +50,7 @@ class Session:
         self.started_ns = time.time_ns()
         self.owner_pid = os.getpid()
         self.framework = None
-        self.device = None  # start(options) / stop(session): ops for the recording collection
+        self.device: DeviceSession | None = None  # ops for the recording collection
         self.disabled = False
         self.finished = False
         self.meta = {
@@ -94,7 +95,7 @@ class Session:
         return None
 
     # -- wiring by integrations -------------------------------------------------------------
-    def attach(self, framework, device=None, **meta):
+    def attach(self, framework, device: DeviceSession | None = None, **meta):
         """The first framework to attach owns the step stream; a second one is refused."""
         if self.framework not in (None, framework):
             return False

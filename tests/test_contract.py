@@ -101,7 +101,7 @@ FOLDER_PREFIX = re.compile(r"^window_|^rank_(\{|\*|$)|_?ascend_(ms|pt)$")
 FOLDERS = {names.RUN_FOLDER, names.RAW_FOLDER, names.HTA_FOLDER, names.ASCEND_OUTPUT}
 PACKAGE_FILES = ("render", "static_text")  # calls naming the viewer's templates and static files, shipped in the package
 # (file, literal): a word that is a folder's name elsewhere, used here as a value
-NOT_NAMES = {("frameworks/torch.py", "profiler")}  # comm records' source: seen in torch.profiler's events
+NOT_NAMES = {("frameworks/torch/device.py", "profiler")}  # comm records' source: seen in torch.profiler's events
 
 
 def _text(node):

@@ -24,6 +24,7 @@ from ..analysis.opevents import OpEvents
 from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, _step_events, time_base, write_trace
 from ..contract import names
 from ..writers import write_csv, write_json
+from . import framework_profile
 from .overlap import collectives
 
 STEP_HEADER = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
@@ -53,7 +54,7 @@ def write(data, ctx, root, overlap, results):
     write_json(os.path.join(out, names.ASCEND_COMMUNICATION_MATRIX), matrix, pretty)
     write_csv(os.path.join(out, names.ASCEND_OP_STATISTIC), OP_HEADER, op_statistic(data))
     if data.mem:
-        component = "PTA" if data.meta.get("framework") == "torch" else "MindSpore"
+        component = framework_profile(data).component
         write_csv(os.path.join(out, names.ASCEND_MEMORY_RECORD), MEMORY_HEADER,
                   [[component, _us(m["ts"]), round(m.get("allocated", 0) / MB, 4), "", "", "", m.get("device", "cpu").upper()]
                    for m in sorted(data.mem, key=lambda m: m["ts"])])
