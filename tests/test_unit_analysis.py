@@ -165,3 +165,25 @@ def test_analysing_twice_gives_the_same_files(analysed, tmp_path):
         with open(os.path.join(profiler_dir, name), "rb") as a, open(os.path.join(copy, name), "rb") as b:
             assert a.read() == b.read(), name
     assert json.loads(open(os.path.join(copy, "summary_0.json")).read())["steps_profiled"] == 3
+
+
+def test_interval_union_length_within_windows_matches_counting_each_ns():
+    """``intervals.merge`` + ``length_within`` (the advisor's compute time, the exports' Computing) against
+    a per-nanosecond count, on overlapping, nested, touching and zero-length intervals and windows
+    that start or end inside, between, before and after them."""
+    import numpy as np
+
+    from msprof_agent.analysis.intervals import length_within, merge
+
+    rng = np.random.default_rng(7)
+    starts = np.sort(rng.integers(0, 1000, 80))
+    ends = starts + rng.integers(0, 40, 80)
+    covered = np.zeros(1100, dtype=bool)
+    for s, e in zip(starts, ends):
+        covered[s:e] = True
+    lo = rng.integers(-20, 1080, 200)
+    hi = lo + rng.integers(0, 150, 200)
+    union = merge(starts, ends)
+    assert (union[0][1:] > union[1][:-1]).all()  # disjoint and sorted
+    expected = [int(covered[max(a, 0):max(b, 0)].sum()) for a, b in zip(lo, hi)]
+    assert length_within(*union, lo, hi).tolist() == expected

@@ -36,8 +36,12 @@ class OpColumns(dict):
         return array
 
     def device_is(self, device):
-        """Which ops ran on ``device`` ("cuda", "cpu"...), compared once per distinct device, not per op."""
-        return np.array([d == device for d in self.values["device"]], dtype=bool)[self["device_id"]]
+        """Which ops ran on ``device`` ("cuda", "cpu"...), compared once per distinct device, not per op;
+        a read-only view of one value when every op agrees (a host-only run: no pass over the ops)."""
+        matches = np.array([d == device for d in self.values["device"]], dtype=bool)
+        if len(matches) and (matches.all() or not matches.any()):
+            return np.broadcast_to(matches[0], self["device_id"].shape)
+        return matches[self["device_id"]]
 
     def take(self, index):
         """The ops at ``index``, as a new table sharing the code values."""
