@@ -15,6 +15,7 @@ from conftest import ROOT, read_json
 from msprof_agent.analysis import analyse_rank, cluster, offline_analyse
 from msprof_agent.contract import names
 from msprof_agent.contract.summary import summaries
+from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
 
 pytestmark = pytest.mark.unit
@@ -29,7 +30,7 @@ def write_job(profiler_dir, own_ms, hosts=None):
     step_ms = max(own_ms) + 2
     for rank, own in enumerate(own_ms):
         writer = EventWriter(profiler_dir, rank, BASE)
-        writer.add({"k": "meta", "framework": "torch", "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank, "rank_size": len(own_ms),
+        writer.add({"k": "meta", "format": FORMAT, "framework": "torch", "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank, "rank_size": len(own_ms),
                     "host": (hosts or {}).get(rank, "node0"), "started_ns": BASE, "cpus": 2, "options": {"cpu_sampling_interval": 1000}})
         starts, durs = [], []
         for n in range(1, STEPS + 1):
