@@ -3,6 +3,7 @@
 The stores are written with the agent's own ``EventWriter``: each rank works its own time per step and
 then waits in one all-reduce for the slowest, as synchronised data-parallel ranks do.
 """
+import glob
 import json
 import os
 import random
@@ -25,8 +26,9 @@ MS = 1_000_000
 STEPS = 6
 
 
-def write_job(profiler_dir, own_ms, hosts=None):
-    """One raw store per rank: OWN_MS[r] ms of ops per step, then an all-reduce until the slowest rank is done."""
+def write_job(profiler_dir, own_ms, hosts=None, group=None):
+    """One raw store per rank: OWN_MS[r] ms of ops per step, then an all-reduce until the slowest rank is done
+    (on process group GROUP = (name, ranks), entered before it, where given)."""
     step_ms = max(own_ms) + 2
     for rank, own in enumerate(own_ms):
         writer = EventWriter(profiler_dir, rank, BASE)
@@ -36,7 +38,12 @@ def write_job(profiler_dir, own_ms, hosts=None):
         for n in range(1, STEPS + 1):
             start = BASE + (n - 1) * step_ms * MS
             writer.add({"k": "step", "n": n, "start": start, "end": start + step_ms * MS, "wait": 0, "waits": [], "fp": None, "bp": None, "win": True})
-            writer.add({"k": "comm", "step": n, "name": "allreduce", "start": start + int(own * MS), "dur": int((step_ms - own) * MS), "bytes": 4096})
+            call = {"k": "comm", "step": n, "name": "allreduce", "start": start + int(own * MS), "dur": int((step_ms - own) * MS), "bytes": 4096}
+            if group:
+                writer.add({"k": "enter", "group": group[0], "seq": n, "name": "allreduce", "step": n, "ts": call["start"],
+                            **({"ranks": group[1]} if n == 1 else {})})
+                call.update(group=group[0], seq=n)
+            writer.add(call)
             starts.append(start)
             durs.append(int(own * MS))
         record = {"k": "ops", "source": "test", "device": "cpu", "start": starts, "dur": durs, "tid": [1] * len(starts)}
@@ -122,6 +129,18 @@ def test_an_unreachable_scheduler_is_said_in_one_line(job):
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.startswith("msprof-agent: analyse:")]
     assert len(lines) == 1 and "tcp://127.0.0.1:9" in lines[0], proc.stderr[-2000:]
+
+
+def test_a_process_group_keys_its_collectives_and_links_in_the_export(tmp_path):
+    profiler_dir = str(tmp_path / "job" / "profiler")
+    write_job(profiler_dir, [20, 21, 20], group=("tp_0", [0, 2]))
+    offline_analyse(os.path.dirname(profiler_dir), export_type="text")
+    matrix_file = next(glob.iglob(os.path.join(str(tmp_path / "job"), "*_ascend_pt", names.ASCEND_OUTPUT, names.ASCEND_COMMUNICATION_MATRIX)))
+    matrix = read_json(matrix_file)
+    assert sorted(matrix["step1"]["collective"]) == ["allreduce_0@tp_0"]
+    assert sorted(matrix["step1"]["collective"]["allreduce_0@tp_0"]) in (["0-0", "0-2"], ["1-0", "1-2"], ["2-0", "2-2"])
+    summary = read_json(os.path.join(profiler_dir, names.rank_file(names.SUMMARY, 0)))
+    assert summary["collectives"] == {"tp_0": {"ranks": [0, 2], "entered": STEPS, "completed": STEPS, "last": {"name": "allreduce", "step": STEPS}}}
 
 
 def noisy_entries(own_by_rank, hosts, steps=1, seed=0):

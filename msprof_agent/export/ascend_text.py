@@ -19,6 +19,7 @@ import os
 import numpy as np
 import orjson
 
+from ..analysis import communication
 from ..analysis.operators import _device_tables, counted_op_mask
 from ..analysis.opevents import OpEvents
 from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, _step_events, time_base, write_trace
@@ -120,6 +121,7 @@ def _trace_view(data, path, overlap):
 def _communication(data):
     """communication.json and communication_matrix.json from the recorded collectives."""
     rank, world = data.rank, int(data.meta.get("rank_size") or 1)
+    members = {name: group["ranks"] for name, group in communication.collectives(data).items() if group["ranks"]}
     comm, matrix = {}, {}
     for step, key, call in collectives(data):
         ms, size_mb = call["dur"] / 1e6, (call.get("bytes") or 0) / MB
@@ -139,7 +141,7 @@ def _communication(data):
                 total["Communication Time Info"][field] = round(total["Communication Time Info"][field] + value, 6)
         links = {f"{rank}-{peer}": {"Transport Type": "TCP" if peer != rank else "LOCAL", "Transit Size(MB)": round(size_mb, 6),
                                     "Transit Time(ms)": round(ms, 6), "Bandwidth(GB/s)": bandwidth, "Op Name": key.split("@")[0]}
-                 for peer in range(world)}
+                 for peer in members.get(key.split("@")[1], range(world))}
         matrix.setdefault(f"step{step}", {"collective": {}, "p2p": {}})["collective"][key] = links
     for per_step in comm.values():  # Total Op Info's start: the step's first call
         starts = [e["Communication Time Info"]["Start Timestamp(us)"] for k, e in per_step["collective"].items() if k != "Total Op Info"]

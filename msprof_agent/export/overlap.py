@@ -87,15 +87,15 @@ class Overlap:
             at = moved
 
 
-GROUP = "world"  # gloo and the host wrappers record no process group: every call is on the default one
+GROUP = "world"  # the default process group's name, and the group of calls recorded without one (seen only by the profiler)
 
 
 def collectives(data):
-    """(step, key, call) of every recorded collective in time order; ``key`` is ``{name}_{i}@world``
-    with ``i`` the call's index among the step's calls of that name, the same on every rank."""
+    """(step, key, call) of every recorded collective in time order; ``key`` is ``{name}_{i}@{group}``
+    with ``i`` the call's index among the step's calls of that name in that group, the same on every rank."""
     seen, out = {}, []
     for call in sorted(data.comm, key=lambda c: c["start"]):
-        step, name = call.get("step", 0), call.get("name", "comm")
-        index = seen[(step, name)] = seen.get((step, name), -1) + 1
-        out.append((step, f"{name}_{index}@{GROUP}", call))
+        step, name, group = call.get("step", 0), call.get("name", "comm"), call.get("group") or GROUP
+        index = seen[(step, name, group)] = seen.get((step, name, group), -1) + 1
+        out.append((step, f"{name}_{index}@{group}", call))
     return out
