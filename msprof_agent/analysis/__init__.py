@@ -141,8 +141,7 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
     common = {"announce": announce and len(jobs) == 1, "step_list": step_list, "pretty": pretty, "export_type": export_type,
               "job_started_ns": min(starts, default=None), "roll_up": False}
     tasks = [(d, r, dict(common, output_dir=targets[d])) for d, r in jobs]
-    engine = f"Dask {scheduler_file or scheduler}" if scheduler or scheduler_file else f"{min(fanout.cores(), len(tasks))} processes"
-    progress = fanout.Progress(len(tasks), engine)
+    progress = fanout.Progress(len(tasks), fanout.engine(tasks, scheduler, scheduler_file))
     entries, results, failed = {}, [], []
     for (directory, rank, _), outcome in fanout.run(tasks, scheduler, scheduler_file):
         if isinstance(outcome, BaseException):

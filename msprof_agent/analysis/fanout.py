@@ -41,11 +41,18 @@ class SchedulerError(Exception):
     """A Dask scheduler was asked for and cannot be used (Dask missing, or the address does not answer)."""
 
 
+def engine(tasks: list[Task], scheduler: str | None = None, scheduler_file: str | None = None) -> str:
+    """What ``run`` runs the tasks on, in words for the progress line."""
+    if scheduler or scheduler_file:
+        return f"Dask {scheduler_file or scheduler}"
+    return "in this process" if len(tasks) == 1 or cores() == 1 else f"{min(cores(), len(tasks))} processes"
+
+
 def run(tasks: list[Task], scheduler: str | None = None, scheduler_file: str | None = None) -> Iterator[tuple[Task, Any]]:
     """(task, summary or the exception it raised) for every task, in the order they finish."""
     if scheduler or scheduler_file:
         yield from _on_dask(tasks, scheduler, scheduler_file)
-    elif len(tasks) == 1 or cores() == 1:
+    elif engine(tasks) == "in this process":
         for task in tasks:
             yield task, _called(task)
     else:
