@@ -31,7 +31,7 @@ TARGET = 2e6  # op events per second
 TYPES = ["Conv2D", "MatMul", "BiasAdd", "ReLU", "MaxPool", "Conv2DBackpropInput", "Conv2DBackpropFilter", "ApplyMomentum"]
 CHILD = """
 import sys, time
-import msprof_agent.analysis  # start-up: imported before the clock starts
+import msprof_agent.pipeline  # start-up: imported before the clock starts
 from msprof_agent.cli import main
 began = time.perf_counter()
 status = main(["analyse"] + sys.argv[1:])

@@ -323,7 +323,7 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
     import decimal
     import json
 
-    from msprof_agent.analysis import offline_analyse
+    from msprof_agent.pipeline import offline_analyse
     from msprof_agent.store import EventWriter, coded
 
     count, base = 120_000, 1_700_000_000_123_456_789

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from conftest import ROOT, read_csv, read_json, step_trace
-from msprof_agent.analysis import analyse_rank
 from msprof_agent.contract.summary import SUMMARY_VERSION, Summary
+from msprof_agent.pipeline import analyse_rank
 from msprof_agent.store import EventWriter, coded
 
 pytestmark = pytest.mark.unit
