@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import frameworks
+from .intervals import length_within, merge
 from .operators import OP, op_kinds
 
 Finding = dict[str, Any]
@@ -73,36 +74,35 @@ def _mad(values: list[float]) -> float:
 
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
     """Per step (ms): total, data wait, compute (some op running, outside the wait), host (the rest) and
-    communication (time in collectives, inside compute or host)."""
+    communication (time in collectives, inside compute or host). Compute is the union of the ops'
+    intervals (ops started in the step before and still running included) clipped to the step, less
+    its part inside the step's waits: a few vectorised look-ups for all steps (``intervals``)."""
     ops = data.ops
     if data.op_count:
         select = (op_kinds(data) == OP) & ~ops.device_is("cuda")
-        starts = ops["start"][select]
-        ends = starts + ops["dur"][select]
+        starts, durations = (ops["start"], ops["dur"]) if select.all() else (ops["start"][select], ops["dur"][select])
+        busy_starts, busy_ends = merge(starts, starts + durations)
     else:
-        starts = ends = np.zeros(0, dtype=np.int64)
-    reach_before = np.maximum.accumulate(ends) if len(ends) else ends  # the latest end of the ops started so far
+        busy_starts = busy_ends = np.zeros(0, dtype=np.int64)
+    lo = np.array([row["start"] for row in rows], dtype=np.int64)
+    hi = np.array([row["end"] for row in rows], dtype=np.int64)
+    compute = length_within(busy_starts, busy_ends, lo, np.maximum(hi, lo))
     steps = {s["n"]: s for s in data.window_steps}
+    owner, wait_lo, wait_hi = [], [], []
+    for i, row in enumerate(rows):
+        for a, b in steps.get(row["n"], {}).get("waits") or ():
+            owner.append(i)
+            wait_lo.append(min(max(a, row["start"]), row["end"]))
+            wait_hi.append(max(min(b, row["end"]), wait_lo[-1]))
+    np.subtract.at(compute, owner, length_within(busy_starts, busy_ends, wait_lo, wait_hi))  # ops run while fetching data are the wait's
     in_collectives: dict[int, float] = {}
     for call in data.comm:
         in_collectives[call.get("step", 0)] = in_collectives.get(call.get("step", 0), 0.0) + call["dur"] / 1e6
     out = []
-    for row in rows:
-        waits = np.array(steps.get(row["n"], {}).get("waits") or np.zeros((0, 2)), dtype=np.int64).reshape(-1, 2)
-        lo, hi = np.searchsorted(starts, row["start"]), np.searchsorted(starts, row["end"])
-        s, e = starts[lo:hi], np.minimum(ends[lo:hi], row["end"])
-        if lo and reach_before[lo - 1] > row["start"]:  # an op started in the step before still runs (asynchronous graphs)
-            s, e = np.concatenate(([row["start"]], s)), np.concatenate(([min(int(reach_before[lo - 1]), row["end"])], e))
-        busy = 0.0
-        if len(s):
-            reach = np.maximum.accumulate(e)
-            firsts = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))
-            begin, finish = s[firsts], np.maximum.reduceat(e, firsts)
-            in_wait = sum(np.clip(np.minimum(finish, b) - np.maximum(begin, a), 0, None).sum() for a, b in waits.tolist())
-            busy = float((finish - begin).sum() - in_wait) / 1e6  # ops run while fetching data are the wait's
-        total, wait = row["total"] / 1e6, row.get("wait", 0) / 1e6
-        out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy,
-                    "host": max(total - wait - busy, 0.0), "communication": in_collectives.get(row["n"], 0.0)})
+    for row, ns in zip(rows, compute.tolist()):
+        total, wait, busy_ms = row["total"] / 1e6, row.get("wait", 0) / 1e6, float(ns) / 1e6
+        out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy_ms,
+                    "host": max(total - wait - busy_ms, 0.0), "communication": in_collectives.get(row["n"], 0.0)})
     return out
 
 
@@ -225,7 +225,7 @@ def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Findi
         return None
     first, last = steady[0], steady[-1]
     allocated = [(m["ts"], m.get("allocated", 0)) for m in data.mem]
-    samples = allocated or [(c["ts"] * 1_000_000, c["rss"]) for c in data.cpu if "rss" in c]
+    samples = allocated or [(c["ts"], c["rss"]) for c in data.cpu]
     starts = np.array([r["start"] for r in steady], dtype=np.int64)
     inside = [(t, v) for t, v in samples if first["start"] <= t <= last["end"]]
     if len(inside) < 4:
