@@ -29,6 +29,7 @@ sys.path.insert(0, ROOT)
 
 from msprof_agent.contract.names import RAW_FOLDER  # noqa: E402
 from msprof_agent.frameworks.mindspore.profiler_files import op_batches  # noqa: E402
+from msprof_agent.records import FORMAT  # noqa: E402
 from msprof_agent.store import EventWriter  # noqa: E402
 
 TARGET = 2e6  # op events per second
@@ -49,7 +50,7 @@ def generate(profiler_dir, ops_total, steps, profiled=None, batch=50_000):
     """A store of ``steps`` steps, the last ``profiled`` of them (all by default) in a window holding the ops."""
     profiled = steps if profiled is None else profiled
     writer = EventWriter(profiler_dir, 0, time.time_ns())
-    writer.add({"k": "meta", "pid": 1, "rank_id": 0, "framework": "mindspore", "device_target": "CPU", "cpus": 2, "memory_bytes": 16 << 30,
+    writer.add({"k": "meta", "format": FORMAT, "pid": 1, "rank_id": 0, "framework": "mindspore", "device_target": "CPU", "cpus": 2, "memory_bytes": 16 << 30,
                 "options": {"timeline_limit": 500, "cpu_sampling_interval": 1000}})
     per_step = ops_total // profiled
     names = [f"Default/network/{TYPES[i % len(TYPES)]}-op{i}" for i in range(40)]
@@ -72,7 +73,7 @@ def generate(profiler_dir, ops_total, steps, profiled=None, batch=50_000):
                 _write_ops(writer, pending)
                 pending = {k: [] for k in pending}
         if n % 1000 == 0:
-            writer.add({"k": "cpu", "ts": (begin + step_ns) // 1_000_000, "user": 50, "sys": 5, "io": 0, "idle": 45,
+            writer.add({"k": "cpu", "ts": (begin + step_ns) // 1_000_000 * 1_000_000, "span": 1000 * step_ns, "user": 50, "sys": 5, "io": 0, "idle": 45,
                         "ctx": 100, "run": 2, "puser": 48, "psys": 3, "rss": 1 << 30})
     if pending["start"]:
         _write_ops(writer, pending)

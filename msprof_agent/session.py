@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 
-from . import environment, log
+from . import environment, log, records
 from .collectors.steps import StepRecorder
 from .frameworks.device_session import DeviceSession
 from .windows import ASYNC, Windows
@@ -54,7 +54,7 @@ class Session:
         self.disabled = False
         self.finished = False
         self.meta = {
-            "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
+            "format": records.FORMAT, "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
             "started_ns": self.started_ns, "host": os.uname().nodename, "python": sys.version.split()[0],
             "argv": list(sys.argv), "device_target": "CPU", "cpus": os.cpu_count(), "memory_bytes": _physical_memory(),
         }
@@ -109,7 +109,7 @@ class Session:
         self.meta.update(values)
         if not self.disabled:
             for c in self.windows.live():
-                c.writer.add(dict(values, k="meta"))
+                c.writer.add({**values, records.KIND: records.META})
 
     def record(self, record):
         """Store one raw record (ops batch, queue sample, comm call...) in the recording collection, else the run."""
@@ -163,7 +163,7 @@ class Session:
         if self.owner is not None:
             return self.owner is c
         self.windows.begin(c, at_ns or time.time_ns(), explicit)
-        self.record({"k": "window", "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
+        self.record({records.KIND: records.WINDOW, "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
         if self._device_wanted(c.options):
             try:
                 self.device.start(c.options)
@@ -187,7 +187,7 @@ class Session:
         for sampler in self._samplers:
             sampler.stop()
         self._samplers = []
-        self.record({"k": "window", "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
+        self.record({records.KIND: records.WINDOW, "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
         self.windows.end(stopped_ns)
         c.writer.flush()
         return c
@@ -240,7 +240,7 @@ class Session:
             return c.summary
         if self.owner is c:
             self.stop_recording()
-        end = {"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
+        end = {records.KIND: records.END, "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
         if not self.windows.finish(c, end):
             if c is self.run and self.framework is not None and not self.steps.completed and c.options.start:
                 log.say(f"no step trace: no {self.framework} training or inference step was seen (no optimizer step, training-data "

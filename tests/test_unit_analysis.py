@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT, read_csv, read_json, step_trace
 from msprof_agent.analysis import analyse_rank
 from msprof_agent.contract.summary import SUMMARY_VERSION, Summary
+from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
 
 pytestmark = pytest.mark.unit
@@ -28,7 +29,7 @@ STEP_OPS = [("Default/net/Conv2D-op0", "Conv2D", 2, 3), ("Default/net/MatMul-op1
 def write_store(profiler_dir, steps, ops, meta=None, cpu=()):
     """A raw store for rank 0: meta, the step records, one coded ops batch, cpu samples, an end record."""
     writer = EventWriter(profiler_dir, 0, 0)
-    writer.add(dict({"k": "meta", "framework": "mindspore", "device_target": "CPU", "pid": 4242, "rank_id": 0, "cpus": 2,
+    writer.add(dict({"k": "meta", "format": FORMAT, "framework": "mindspore", "device_target": "CPU", "pid": 4242, "rank_id": 0, "cpus": 2,
                      "options": {"cpu_sampling_interval": 1000}}, **(meta or {})))
     for step in steps:
         writer.add(dict(step, k="step"))
@@ -55,7 +56,7 @@ def analysed(tmp_path_factory):
     profiler_dir = str(tmp_path_factory.mktemp("run") / "profiler")
     steps = [step_record(n, win=n <= 3) for n in range(1, 5)]
     ops = [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS]
-    cpu = [{"ts": BASE // MS + 10 * i, "user": 40 + i, "sys": 5, "io": 0, "idle": 55 - i, "ctx": 100, "run": 2,
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "io": 0, "idle": 55 - i, "ctx": 100, "run": 2,
             "puser": 30.4 + i, "psys": 2.6, "rss": 100 * MS} for i in range(4)]
     write_store(profiler_dir, steps, ops, cpu=cpu)
     return profiler_dir, analyse_rank(profiler_dir, 0)

@@ -226,7 +226,7 @@ def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Findi
         return None
     first, last = steady[0], steady[-1]
     allocated = [(m["ts"], m.get("allocated", 0)) for m in data.mem]
-    samples = allocated or [(c["ts"] * 1_000_000, c["rss"]) for c in data.cpu if "rss" in c]
+    samples = allocated or [(c["ts"], c["rss"]) for c in data.cpu]
     starts = np.array([r["start"] for r in steady], dtype=np.int64)
     inside = [(t, v) for t, v in samples if first["start"] <= t <= last["end"]]
     if len(inside) < 4:

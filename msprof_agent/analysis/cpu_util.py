@@ -1,11 +1,9 @@
 """CPU utilization of the machine, the process and the dataset pipeline ops (``minddata_cpu_utilization_{r}.json``).
 
-Samples that cover less than ``MIN_SPAN_MS`` since the one before (a last sample taken as sampling
-stopped, right after another) hold no measurement and are dropped; the means are
+Samples that cover less than ``MIN_SPAN_NS`` (a last sample taken as sampling stopped, right after
+another) hold no measurement and are dropped; the means are
 ``contract.readers.cpu_means`` of the written file, as the report and viewer compute them.
 """
-import os
-
 import numpy as np
 
 from ..contract.names import CPU_UTILIZATION
@@ -13,18 +11,12 @@ from ..contract.readers import cpu_means
 from ..writers import write_json
 from .stats import median
 
-MIN_SPAN_MS = 5
+MIN_SPAN_NS = 5_000_000
 
 
 def measured(samples):
-    """The samples that cover some time: their own ``span_ms`` where recorded, else the gap to the one before."""
-    kept, last = [], None
-    for sample in sorted(samples, key=lambda s: s["ts"]):
-        span = sample.get("span_ms", None if last is None else sample["ts"] - last)
-        if span is None or span >= MIN_SPAN_MS:
-            kept.append(sample)
-            last = sample["ts"]
-    return kept
+    """The samples that cover some time (their ``span``), in time order."""
+    return [sample for sample in sorted(samples, key=lambda s: s["ts"]) if sample["span"] >= MIN_SPAN_NS]
 
 
 def write(data, ctx, pipeline=None):
@@ -35,9 +27,9 @@ def write(data, ctx, pipeline=None):
     percent = lambda values: [int(round(v)) for v in values if v is not None]  # noqa: E731
     op_info = [{"op_id": op["op_id"], "metrics": {"user_utilization": percent(op["cpu_user"]), "sys_utilization": percent(op["cpu_sys"])}}
                for op in (pipeline or {}).get("op_cpu", [])]
-    stamps = [s["ts"] for s in samples]
+    stamps = [s["ts"] // 1_000_000 for s in samples]  # ms, as MindInsight reads them
     utilization = {
-        "cpu_processor_num": data.meta.get("cpus") or os.cpu_count() or 1,  # the profiled machine's (stores before "cpus": this one's)
+        "cpu_processor_num": data.meta.get("cpus") or 1,  # the profiled machine's
         # the typical gap: the default interval adapts to the window's length (collectors.cpu)
         "sampling_interval": int(round(median(np.diff(stamps)))) if len(stamps) > 1 else ctx.sampling_interval_ms,
         "time_stamp": stamps,

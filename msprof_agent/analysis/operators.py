@@ -8,11 +8,10 @@ Only ops inside the profiled steps are counted, so per-step frequencies divide b
 Aggregation is a sort plus ``np.add.reduceat``: linear in the number of ops with no Python loop per op.
 
 Compute means ops running: torch also reports ``record_function`` ranges (``Optimizer.step#SGD.step``,
-user ranges, a framework's closures) and, with ``with_stack``, Python function calls. Neither is an
-op: a range's self time is the Python code run inside it, not compute. ``op_kinds`` tells them
+user ranges, a framework's closures). They are not ops: a range's self time is the Python code run
+inside it, not compute. ``op_kinds`` tells them
 apart; the op tables rank ops only, and the ranges get their own table (``annotations``).
 """
-import re
 
 import numpy as np
 
@@ -40,22 +39,20 @@ def type_of_names(data):
     return types
 
 
-OP, ANNOTATION, PYTHON = 0, 1, 2  # what each recorded event is (``op_kinds``)
-_TORCH_PYTHON_EVENT = re.compile(r"^(<built-in |<frozen |<method )|\.py\(\d+\): |^[^:]*\(\d+\): ")
+OP, ANNOTATION = 0, 1  # what each recorded event is (``op_kinds``)
 
 
 def name_kinds(data):
-    """OP, ANNOTATION or PYTHON for each op-name code. Only torch records ranges and Python calls
-    among its events: its ops are ``namespace::op`` (``aten::addmm``, ``c10d::allreduce_``), CUDA
-    kernels and memcpy/memset; any other name is a ``record_function`` range or a Python call."""
+    """OP or ANNOTATION for each op-name code. Only torch records ranges among its events: its ops are
+    ``namespace::op`` (``aten::addmm``, ``c10d::allreduce_``), CUDA kernels and memcpy/memset; any
+    other name is a ``record_function`` range."""
     names = data.op_names.astype(str)
     kinds = np.full(len(names), OP, dtype=np.int8)
     if data.meta.get("framework") != "torch":
         return kinds
     for code, name in enumerate(names.tolist()):
-        if "::" in name:
-            continue
-        kinds[code] = PYTHON if _TORCH_PYTHON_EVENT.search(name) else ANNOTATION
+        if "::" not in name:
+            kinds[code] = ANNOTATION
     return kinds
 
 

@@ -146,11 +146,11 @@ def _fill(db, data, overlap):
     db.executemany("INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
         (strings(key.split("@")[0]), c["start"], c["start"] + c["dur"], -1, group, i, 0, 0, strings("UNKNOWN"), strings("gloo"),
          c.get("bytes") or 0, strings(c.get("name", "comm"))) for i, (_, key, c) in enumerate(calls)])
-    db.executemany("INSERT INTO CPU_USAGE VALUES (?, ?, ?)", [(c["ts"] * 1_000_000, "Avg", round(100 - c.get("idle", 0), 2)) for c in data.cpu])
+    db.executemany("INSERT INTO CPU_USAGE VALUES (?, ?, ?)", [(c["ts"], "Avg", round(100 - c["idle"], 2)) for c in data.cpu])
     capacity = meta.get("memory_bytes") or 0
     if capacity:
         db.executemany("INSERT INTO HOST_MEM_USAGE VALUES (?, ?)",
-                       [(c["ts"] * 1_000_000, round(100 * c["rss"] / capacity, 4)) for c in data.cpu if "rss" in c])
+                       [(c["ts"], round(100 * c["rss"] / capacity, 4)) for c in data.cpu])
     db.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", enumerate(strings.values))
     return {"tasks": tasks, "collectives": len(calls)}
 

@@ -111,7 +111,7 @@ def _trace_view(data, path, overlap):
     fixed, overlap_bytes = overlap_events(overlap, base)
     steps, _ = _step_events(data, overlap.stages, base)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base, category="cpu_op") if data.op_count else None
-    head = orjson.dumps(_fixed_events(data, base, events) + fixed)[:-1] + steps + overlap_bytes
+    head = orjson.dumps(_fixed_events(data, base) + fixed)[:-1] + steps + overlap_bytes
     limit_mb = data.options.timeline_limit
     _, kept, size = write_trace(path, head, b"]", events, data.ops["dur"] if events else None, limit_mb)
     return {"ops": kept, "bytes": size}

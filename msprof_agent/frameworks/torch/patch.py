@@ -26,7 +26,7 @@ import threading
 import time
 import weakref
 
-from ... import log
+from ... import log, records
 from ..patching import Patches, after_call
 from .device import TorchDeviceSession, cuda_in_use
 from .profile import PROFILE
@@ -190,7 +190,7 @@ class _Integration:
         try:
             now = time.time_ns()
             if self.steps.completed == 0:
-                self.session.record({"k": "note", "ts": now, "text": "inference loop (no optimizer step): one step per "
+                self.session.record({records.KIND: records.NOTE, "ts": now, "text": "inference loop (no optimizer step): one step per "
                                      f"forward of the root module {type(module).__name__}"})
             self._step_ends(now)
             self._hand_over_if_due()
@@ -219,7 +219,7 @@ class _Integration:
         except Exception as exc:
             log.report_error("handing the profiler's events over", exc)
         resumed = time.time_ns()
-        self.session.record({"k": "pause", "start": began, "end": resumed, "what": "torch.profiler hand-over"})
+        self.session.record({records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"})
         self.steps.start_next_at(resumed)
 
     def _timed_fetch(self, wrapped, _instance, args, kwargs):
@@ -271,7 +271,7 @@ class _Integration:
                 try:
                     if self.device.active:
                         self.device.wrapped_comm.append((start, end))
-                    record = {"k": "comm", "step": self.steps.completed + 1, "name": name,
+                    record = {records.KIND: records.COMM, "step": self.steps.completed + 1, "name": name,
                               "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs)}
                     if kwargs.get("async_op"):
                         record["async"] = True  # the time is the launch only; the wait happens in Work.wait()
