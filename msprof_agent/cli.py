@@ -152,9 +152,9 @@ def cmd_run(args):
 
 
 def cmd_analyse(args):
-    from .analysis import offline_analyse
-    from .analysis.fanout import SchedulerError
     from .export import kinds as export_kinds
+    from .fanout import SchedulerError
+    from .pipeline import offline_analyse
 
     try:
         step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None

@@ -258,7 +258,7 @@ class Session:
         if c.analyse_mode == ASYNC:
             self._analyse_in_background(c)
             return None
-        from .analysis import analyse_rank
+        from .pipeline import analyse_rank
 
         c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=c.recorded)
         if c is self.run and self.windows.listed:

@@ -328,7 +328,7 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
     import decimal
     import json
 
-    from msprof_agent.analysis import offline_analyse
+    from msprof_agent.pipeline import offline_analyse
     from msprof_agent.records import FORMAT
     from msprof_agent.store import EventWriter, coded
 

@@ -13,9 +13,10 @@ import sys
 import pytest
 
 from conftest import ROOT, read_json
-from msprof_agent.analysis import analyse_rank, cluster, offline_analyse
+from msprof_agent.analysis import cluster
 from msprof_agent.contract import names
 from msprof_agent.contract.summary import summaries
+from msprof_agent.pipeline import analyse_rank, offline_analyse
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
 

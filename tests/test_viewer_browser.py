@@ -11,6 +11,7 @@ import urllib.parse
 import pytest
 
 from conftest import EXAMPLES, read_csv, read_json, run_script
+from msprof_agent.analysis import cluster
 from msprof_agent.contract.readers import cpu_means
 from test_cluster import noisy_entries
 from test_viewer import EVIL, Live, make_fixture
@@ -231,7 +232,8 @@ def test_download_a_timeline_that_parses(browser, real_live, tmp_path):
 def hostile(tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile")
     make_fixture(str(base / "evil" / "rank_0" / "profiler"), rank=0, steps=15, rank_size=2)
-    make_fixture(str(base / "evil" / "rank_1" / "profiler"), rank=1, steps=15, rank_size=2, slow=1.4)
+    make_fixture(str(base / "evil" / "rank_1" / "profiler"), rank=1, steps=15, rank_size=2, slow=2.0)
+    cluster.write_when_complete(str(base / "evil" / "rank_1" / "profiler"), 2)
     make_fixture(str(base / EVIL / "profiler"), rank=0, steps=5)  # a run whose folder name is markup
     server = Live(base)
     yield base, server
@@ -257,7 +259,7 @@ def test_hostile_names_never_run_and_show_as_text(browser, hostile, artifacts):
         assert "</script><script>alert(2)</script>" in tab.text(".suggestion p")
         page.hover("#chart-ov-oppie .slice >> nth=0")
         page = tab.open(f"/run/cluster?{_q('evil', 0)}")
-        assert "slowest" in tab.text("#cluster-ranks")
+        assert "slow rank" in tab.text("#cluster-ranks")
         page = tab.open("/")
         assert EVIL in page.locator("#runs tbody td").all_inner_texts()
         page.click(f"#runs tbody tr[data-run='{EVIL}'] a")
@@ -426,8 +428,6 @@ def test_a_findings_link_highlights_its_steps(browser, real_live, artifacts):
 def test_the_cluster_page_of_1024_ranks_draws_its_heatmaps_and_marks_the_slow_rank(browser, tmp_path, artifacts):
     """1 024 ranks of 20 steps, 8 a node, rank 77 slow: the page, from its cluster summary alone, draws every heatmap and
     marks the slow rank (its load time is bench/cluster_scale.py's to measure)."""
-    from msprof_agent.analysis import cluster
-
     directory = tmp_path / "big" / "profiler"
     directory.mkdir(parents=True)
     for rank in range(1024):

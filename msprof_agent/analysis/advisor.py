@@ -20,6 +20,7 @@ import numpy as np
 from .. import frameworks
 from .intervals import length_within, merge
 from .operators import OP, op_kinds
+from .stats import median
 
 Finding = dict[str, Any]
 Row = dict[str, Any]
@@ -66,15 +67,15 @@ def action(finding_id: str, framework: str | None, **fields: Any) -> str:
 
 
 def _median(values: list[float]) -> float:
-    return float(np.median(values)) if values else 0.0
+    return median(values) if values else 0.0
 
 
 def _mad(values: list[float]) -> float:
     """Median absolute deviation, scaled to a standard deviation for normal data."""
     if not values:
         return 0.0
-    array = np.asarray(values, dtype=np.float64)
-    return float(1.4826 * np.median(np.abs(array - np.median(array))))
+    middle = median(values)
+    return 1.4826 * median(abs(float(v) - middle) for v in values)
 
 
 def collective_ms(comm: list[Row]) -> dict[int, float]:

@@ -12,14 +12,15 @@ from ..options import not_applicable
 from ..records import KIND
 from ..writers import write_csv, write_json
 from . import advisor, communication, warmup
+from .stats import percentile
 
 
 def _percentiles(values):
     if not values:
         return None
     array = np.asarray(values, dtype=np.float64)
-    return {"mean": round(float(array.mean()), 4), "p50": round(float(np.percentile(array, 50)), 4),
-            "p90": round(float(np.percentile(array, 90)), 4), "max": round(float(array.max()), 4)}
+    return {"mean": round(float(array.mean()), 4), "p50": round(percentile(values, 50), 4),
+            "p90": round(percentile(values, 90), 4), "max": round(float(array.max()), 4)}
 
 
 def machine_speed(probes):

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from conftest import ROOT, read_csv, read_json, step_trace
-from msprof_agent.analysis import analyse_rank
 from msprof_agent.contract.summary import SUMMARY_VERSION, Summary
+from msprof_agent.pipeline import analyse_rank
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
 
@@ -187,3 +187,20 @@ def test_interval_union_length_within_windows_matches_counting_each_ns():
     assert (union[0][1:] > union[1][:-1]).all()  # disjoint and sorted
     expected = [int(covered[max(a, 0):max(b, 0)].sum()) for a, b in zip(lo, hi)]
     assert length_within(*union, lo, hi).tolist() == expected
+
+
+def test_median_and_percentiles_equal_numpys_to_the_last_bit():
+    """``analysis.stats`` stands in for np.median / np.percentile (which import numpy.ma at exit): the
+    summary's p50 / p90 and the advisor's medians must not move."""
+    import random
+
+    import numpy as np
+
+    from msprof_agent.analysis.stats import median, percentile
+
+    rng = random.Random(3)
+    for _ in range(500):
+        values = [rng.choice([rng.random() * 100, rng.randint(0, 50), rng.random() * 1e-3]) for _ in range(rng.randint(1, 40))]
+        assert median(values) == float(np.median(values))
+        for q in (0, 0.5, 10, 50, 90, 99.5, 100):
+            assert percentile(values, q) == float(np.percentile(np.asarray(values, dtype=np.float64), q)), (values, q)

@@ -1,8 +1,8 @@
 """Many ranks analysed at once: one task per rank, on a local process pool or on a Dask cluster.
 
-A task reads one rank's raw store from the (shared) file system, writes that rank's files beside it and
-sends back only the rank's summary; the cluster step then runs on the summaries in the caller. Every
-engine runs the same task, so they write the same files. Dask is an optional extra (``[cluster]``):
+A task (``pipeline``'s: it reads one rank's raw store from the shared file system and writes that rank's
+files beside it) sends back only the rank's summary; the cluster step then runs on the summaries in the
+caller. Every engine runs the same task function, so they write the same files. Dask is an optional extra (``[cluster]``):
 ``local`` starts a LocalCluster on this machine; a ``tcp://host:port`` address or a scheduler file
 (dask-jobqueue, Kubernetes) joins a cluster the user runs, whose workers import msprof_agent themselves.
 """
@@ -13,20 +13,12 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-Task = tuple[str, int, dict[str, Any]]  # (profiler dir, rank, analyse_rank's keyword arguments)
+Task = tuple[str, int, dict[str, Any]]  # (profiler dir, rank, the analysis's keyword arguments)
+Function = Callable[[Task], dict[str, Any]]  # a module-level function: the workers import it by name
 INSTALL_CLUSTER = "pip install 'msprof-agent[cluster]'"
-
-
-def analyse_task(task: Task) -> dict[str, Any]:
-    """One rank's analysis in a worker; its summary is all that travels back."""
-    from . import analyse_rank
-
-    directory, rank, kwargs = task
-    summary: dict[str, Any] = analyse_rank(directory, rank, **kwargs)
-    return summary
 
 
 def cores() -> int:
@@ -48,35 +40,35 @@ def engine(tasks: list[Task], scheduler: str | None = None, scheduler_file: str 
     return "in this process" if len(tasks) == 1 or cores() == 1 else f"{min(cores(), len(tasks))} processes"
 
 
-def run(tasks: list[Task], scheduler: str | None = None, scheduler_file: str | None = None) -> Iterator[tuple[Task, Any]]:
-    """(task, summary or the exception it raised) for every task, in the order they finish."""
+def run(function: Function, tasks: list[Task], scheduler: str | None = None, scheduler_file: str | None = None) -> Iterator[tuple[Task, Any]]:
+    """(task, ``function(task)`` or the exception it raised) for every task, in the order they finish."""
     if scheduler or scheduler_file:
-        yield from _on_dask(tasks, scheduler, scheduler_file)
+        yield from _on_dask(function, tasks, scheduler, scheduler_file)
     elif engine(tasks) == "in this process":
         for task in tasks:
-            yield task, _called(task)
+            yield task, _called(function, task)
     else:
-        yield from _on_pool(tasks)
+        yield from _on_pool(function, tasks)
 
 
-def _called(task: Task) -> Any:
+def _called(function: Function, task: Task) -> Any:
     try:
-        return analyse_task(task)
+        return function(task)
     except Exception as exc:
         return exc
 
 
-def _on_pool(tasks: list[Task]) -> Iterator[tuple[Task, Any]]:
+def _on_pool(function: Function, tasks: list[Task]) -> Iterator[tuple[Task, Any]]:
     # spawn: a fresh interpreter per worker, never a fork of a parent that may hold threads (workers.py)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=min(cores(), len(tasks)), mp_context=context) as pool:
-        futures = {pool.submit(analyse_task, task): task for task in tasks}
+        futures = {pool.submit(function, task): task for task in tasks}
         for future in concurrent.futures.as_completed(futures):
             exc = future.exception()
             yield futures[future], exc if exc is not None else future.result()
 
 
-def _on_dask(tasks: list[Task], scheduler: str | None, scheduler_file: str | None) -> Iterator[tuple[Task, Any]]:
+def _on_dask(function: Function, tasks: list[Task], scheduler: str | None, scheduler_file: str | None) -> Iterator[tuple[Task, Any]]:
     try:
         import logging
 
@@ -96,7 +88,7 @@ def _on_dask(tasks: list[Task], scheduler: str | None, scheduler_file: str | Non
             cluster.close()
         raise SchedulerError(f"cannot reach the Dask scheduler {scheduler_file or scheduler}: {type(exc).__name__}: {exc}") from None
     try:
-        futures = client.map(analyse_task, tasks, pure=False)
+        futures = client.map(function, tasks, pure=False)
         by_key = {future.key: task for future, task in zip(futures, tasks)}
         for future in as_completed(futures):
             error = future.exception()

@@ -1,0 +1,125 @@
+"""One rank's analysis, raw store to report: pages -> exports -> summary -> report, then the job's cluster step.
+
+It sits above ``analysis`` (the pages, the summary, the roll-up), ``export`` (what ``export_type`` asks
+for) and ``viewer`` (report.html): the one place that runs them in order. ``analyse_rank`` runs at exit
+(or on SIGTERM) inside the profiled process, and for a window in a background process;
+``offline_analyse`` runs the same steps later on whatever raw data a job left, killed jobs included, one
+task per rank (``fanout``: a process pool, or Dask). The exports come before the summary, which carries
+their failure notes. The cluster step (``cluster_roll_up``) reads the ranks' summaries alone.
+"""
+import os
+
+from . import analysis, export, fanout, log
+from .contract import names
+from .store import raw_ranks
+
+
+def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None, job_started_ns=None,
+                 roll_up=True):
+    """Analyse one rank's raw data in ``profiler_dir`` into ``output_dir`` (default: beside the raw data) and write
+    its report; returns the summary dict. ``export_type`` (default: the run's option) names the exports written
+    beside it; ``job_started_ns``: the earliest start of the job's ranks, which every rank's traces then count
+    from. ``roll_up`` (at exit): the job's cluster step, once every one of its ranks has a summary."""
+    summary = _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns)
+    out = output_dir or profiler_dir
+    write_report(out, rank)
+    if roll_up:
+        try:
+            analysis.cluster.write_when_complete(out, int(summary.get("rank_size") or 1), pretty)
+        except Exception as exc:
+            log.report_error("the cluster summary", exc)
+    return summary
+
+
+def analyse_task(task):
+    """One rank of ``offline_analyse`` in a worker (``fanout``): its files on the shared file system, its summary sent back."""
+    directory, rank, kwargs = task
+    return analyse_rank(directory, rank, roll_up=False, **kwargs)
+
+
+def _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns):
+    """The rank's own files: its pages, its exports and its summary."""
+    run = analysis.analyse_pages(profiler_dir, rank, step_list, pretty, output_dir, job_started_ns)
+    run.results["export"] = run.guarded("export", None, export.write, run, export_type)
+    summary = analysis.summarise(run)
+    if announce:
+        analysis.print_table(summary)
+    return summary
+
+
+def cluster_roll_up(cluster_dir, entries, pretty=False):
+    """The cluster step: the job's ``cluster_summary.json`` from its ranks' entries (``analysis.cluster.entry`` of
+    each summary), the same in any order; None for fewer than two ranks."""
+    return analysis.cluster.write(cluster_dir, entries, pretty)
+
+
+def write_report(profiler_dir, rank):
+    """report.html needs the viewer extra (jinja2, plotly); without it the analysis says so once and goes on."""
+    from .viewer.report import ViewerExtraMissing
+    from .viewer.report import write_report as write_html
+
+    try:
+        write_html(profiler_dir, rank)
+    except ViewerExtraMissing as exc:
+        log.warn_once(str(exc))
+    except Exception as exc:
+        log.report_error("writing report.html", exc)
+
+
+def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None, output=None,
+                    scheduler=None, scheduler_file=None, keep_summaries=True):
+    """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns
+    the summaries (none with ``keep_summaries`` false: a thousand ranks' summaries need not stay in memory).
+
+    The whole run is analysed in place (the files the job wrote at exit, again). A ``step_list``
+    analysis is a different one: it goes to ``output`` (default ``PATH/steps_{first}-{last}``),
+    laid out as PATH is (``profiler/`` or ``rank_*/profiler/``), and never over the run's files.
+    ``data_simplification`` is accepted for compatibility: the raw store is what a second analysis
+    needs, so it is always kept; nothing else is left to simplify. The ranks are analysed in parallel
+    (``fanout``: a process pool, or Dask with ``scheduler`` / ``scheduler_file``), then each job's cluster
+    step runs on their summaries.
+    """
+    if step_list is not None:
+        ordered = sorted(step_list)
+        if ordered != list(range(ordered[0], ordered[-1] + 1)):
+            raise ValueError(f"step_list must be consecutive steps, got {step_list}")
+        output = output or os.path.join(os.path.abspath(path), names.STEP_LIST_FOLDER.format(first=ordered[0], last=ordered[-1]))
+    directories = analysis.profiler_dirs(path)
+    if not directories:
+        raise FileNotFoundError(f"no msprof-agent raw data under {path} (looked for profiler/raw/rank_*/ and rank_*/profiler/)")
+    targets = {d: _mirrored(path, d, output) for d in directories}
+    overwritten = [d for d in directories if step_list is not None and os.path.realpath(targets[d]) == os.path.realpath(d)]
+    if overwritten:
+        raise ValueError(f"output {output} would overwrite the run's analysis in {overwritten[0]}; choose another directory")
+    jobs = [(d, r) for d in directories for r in raw_ranks(d)]
+    starts = [s for s in (analysis.started_ns(d, r) for d, r in jobs) if s] if len(jobs) > 1 else []
+    common = {"announce": announce and len(jobs) == 1, "step_list": step_list, "pretty": pretty, "export_type": export_type,
+              "job_started_ns": min(starts, default=None)}
+    tasks = [(d, r, dict(common, output_dir=targets[d])) for d, r in jobs]
+    progress = fanout.Progress(len(tasks), fanout.engine(tasks, scheduler, scheduler_file))
+    entries, results, failed = {}, [], []
+    for (directory, rank, _), outcome in fanout.run(analyse_task, tasks, scheduler, scheduler_file):
+        if isinstance(outcome, BaseException):
+            failed.append(rank)
+            log.say(f"analyse: rank {rank} in {directory} failed: {type(outcome).__name__}: {outcome}")
+        else:
+            entries.setdefault(names.cluster_dir(targets[directory]), []).append(analysis.cluster.entry(outcome))
+            if keep_summaries:
+                results.append(outcome)
+        progress.step(rank, failed=isinstance(outcome, BaseException))
+    for where, ranks in sorted(entries.items()):
+        rolled = cluster_roll_up(where, ranks, pretty)
+        if rolled and len(jobs) > 1:
+            log.say(f"cluster: {rolled['ranks_analysed']} of {rolled['rank_size']} ranks -> {os.path.join(where, names.CLUSTER_SUMMARY)}; "
+                    f"slow ranks {rolled['slow_ranks'] or 'none'}, slow nodes {rolled['slow_nodes'] or 'none'}")
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(tasks)} ranks could not be analysed: {sorted(failed)}")
+    results.sort(key=lambda s: s.get("rank_id", 0))
+    return results
+
+
+def _mirrored(path, profiler_dir, output):
+    """Where ``profiler_dir`` (found under PATH) is analysed to: the same place under ``output``, else itself."""
+    if output is None:
+        return profiler_dir
+    return os.path.normpath(os.path.join(os.path.abspath(output), os.path.relpath(profiler_dir, os.path.abspath(path))))
