@@ -44,8 +44,7 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     os.makedirs(profiler_dir, exist_ok=True)
     ctx = Context(profiler_dir, rank, pretty, options.get("cpu_sampling_interval", 1000))
     results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx)}
-    rows = results["step_trace"]["rows"]
-    ctx.warmup = warmup.detect([r["n"] for r in rows], [r["total"] / 1e6 for r in rows])
+    ctx.warmup = warmup.of_window(data)
     pages = (("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
              ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
              ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),

@@ -27,6 +27,7 @@ class RunData:
         self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
         self.host_io, self.mstx = [], []  # host_sys disk/network samples; the user's mstx marks and ranges
         self.windows, self.notes, self.pauses, self.probes = [], [], [], []
+        self.buffers = []  # the framework profiler's sessions: span, events, RSS before and after its stop
         self.end = None
 
     @property
@@ -60,9 +61,14 @@ class RunData:
             self.stacks = [c for c in self.stacks if lo * 1_000_000 <= c["ts"] <= hi * 1_000_000]
             self.pauses = [p for p in self.pauses if lo * 1_000_000 <= p["start"] <= hi * 1_000_000]
 
+    def paused_ns(self, start, end):
+        """How much of [start, end) (ns) the agent's own pauses (profiler start-up, hand-overs) took."""
+        return sum(max(min(p["end"], end) - max(p["start"], start), 0) for p in self.pauses)
+
 
 _LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "stack": "stacks",
-          "hostio": "host_io", "mstx": "mstx", "window": "windows", "note": "notes", "pause": "pauses", "probe": "probes"}
+          "hostio": "host_io", "mstx": "mstx", "window": "windows", "note": "notes", "pause": "pauses", "probe": "probes",
+          "buffer": "buffers"}
 _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
 
 
