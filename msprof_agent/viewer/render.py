@@ -285,7 +285,8 @@ def findings_view(findings, run, rank, report=False):
         links, numbers = [], step_numbers(evidence.get("steps"))
         if numbers:
             text = steps_text(numbers)
-            links.append((f"steps {text.replace(',', ', ')} on the Step trace", page_href("steps", run, rank, report, f"steps={text}"), "steps"))
+            label = f"step{'s' * (len(numbers) > 1)} {text.replace(',', ', ')} on the Step trace"
+            links.append((label, page_href("steps", run, rank, report, f"steps={text}"), "steps"))
         if f.get("id") == "host_work":
             links.append(("Python hot spots", page_href("steps", run, rank, report, HOT_SPOTS_ANCHOR), "hot-spots"))
         slow = evidence.get("rank")
