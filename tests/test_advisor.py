@@ -3,7 +3,6 @@ size (tests/scripts/advisor_*.py), must give that cause as their top finding, wi
 steps and value (within 15 % of the injected amount); clean runs give no data, host, jitter or
 CPU-contention finding. Each job runs once per module (``scenario``), however many tests read it.
 """
-import json
 import os
 import re
 import subprocess
@@ -108,7 +107,7 @@ def test_torch_host_work_is_host_bound_and_names_the_function(scenario, name, in
     """Python work in the loop, or inside the forward run in an optimizer closure (Lightning's way):
     host time, not compute; the top hot spot is the injected function."""
     profiler_dir, summary, _ = scenario(name)
-    baseline = scenario("torch_clean")[1]["step_breakdown_ms"]["host"]
+    baseline = scenario("torch_clean")[1]["step_breakdown_mean_ms"]["host"]
     finding = top(summary, "host", "host_work")
     near(finding["ms_per_step"] - baseline, injected)
     assert finding["evidence"]["hot_spots"][0]["function"] == f"{function} (injected_causes.py)"
@@ -165,7 +164,7 @@ def test_mindspore_slow_data_source_is_data_bound(scenario):
 @pytest.mark.mindspore
 def test_mindspore_host_work_is_host_bound_and_names_the_function(scenario):
     summary = scenario("ms_loop")[1]
-    baseline = scenario("ms_clean")[1]["step_breakdown_ms"]["host"]
+    baseline = scenario("ms_clean")[1]["step_breakdown_mean_ms"]["host"]
     finding = top(summary, "host", "host_work")
     near(finding["ms_per_step"] - baseline, 60.0)
     assert finding["evidence"]["hot_spots"][0]["function"] == "host_work_in_loop (injected_causes.py)"
@@ -269,10 +268,9 @@ def test_each_findings_time_at_stake_reads_the_same_in_summary_exit_table_report
     profiler_dir, summary, stderr = scenario("torch_data")
     with open(os.path.join(profiler_dir, "report_0.html"), encoding="utf-8") as handle:
         report = handle.read()
-    root = os.path.dirname(os.path.dirname(profiler_dir))
-    with served(root) as viewer:
-        run = json.loads(viewer.get("/api/runs")[2])[0]["run"]
-        overview = viewer.get(f"/run/overview?run={run}&rank=0")[2]
+    job = os.path.dirname(profiler_dir)
+    with served(os.path.dirname(job)) as viewer:
+        overview = viewer.get(f"/run/overview?run={os.path.basename(job)}&rank=0")[2]
     table = [line for line in stderr.splitlines() if "at stake:" in line]
     for finding in summary["findings"][:3]:
         figure = finding["at_stake"]
