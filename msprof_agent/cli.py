@@ -7,7 +7,8 @@ import argparse
 import os
 import shutil
 
-from . import log
+from . import environment, log
+from .contract.names import RUN_FOLDER, SUMMARY, rank_file, run_dir, summary_ranks
 
 
 def _prepend_path(value, entries):
@@ -39,10 +40,10 @@ def _options_json(args):
     """The variable's JSON for the job: the exported one (which must be a JSON object), start true, then -o."""
     import json
 
-    from .options import ENV_VAR, parse_text
+    from .options import parse_text
 
     values = {}
-    existing = os.environ.get(ENV_VAR, "").strip()
+    existing = os.environ.get(environment.OPTIONS, "").strip()
     if existing:
         try:
             values = json.loads(existing)
@@ -65,13 +66,13 @@ def _options_json(args):
 def _checked_options(args):
     """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be profiled."""
     from .bootstrap import output_path_error
-    from .options import ENV_VAR, OptionsError, parse_text
+    from .options import OptionsError, parse_text
 
     try:
         text = _options_json(args)
         opts = parse_text(text)
     except OptionsError as exc:
-        return None, None, f"{ENV_VAR}: {exc}"
+        return None, None, f"{environment.OPTIONS}: {exc}"
     problem = output_path_error(opts.output_path)
     return (None, None, problem) if problem else (text, opts, None)
 
@@ -83,9 +84,10 @@ def _say_outcome(output_path, before_ns):
     start-up in the job changes it again, so a later time means the agent started there."""
     import glob
 
-    profiler_dir = os.path.join(output_path, "profiler")
-    dirs = [profiler_dir] + sorted(glob.glob(os.path.join(output_path, "*", "profiler")))
-    summaries = sorted(f for d in dirs for f in glob.glob(os.path.join(d, "summary_*.json")) if os.stat(f).st_mtime_ns > before_ns)
+    profiler_dir = run_dir(output_path)
+    dirs = [profiler_dir] + sorted(glob.glob(os.path.join(output_path, "*", RUN_FOLDER)))
+    written = (os.path.join(d, rank_file(SUMMARY, rank)) for d in dirs for rank in summary_ranks(d))
+    summaries = sorted(f for f in written if os.stat(f).st_mtime_ns > before_ns)
     if summaries:
         where = sorted({os.path.dirname(f) for f in summaries})
         log.say(f"profile written: {', '.join(where)} ({', '.join(os.path.basename(f) for f in summaries)})")
@@ -108,7 +110,6 @@ EXIT_NOT_PROFILED = 2
 def cmd_run(args):
     """Profile one command: options checked before it starts, the job supervised, the outcome said after it."""
     from . import doors, supervise
-    from .options import ENV_VAR
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -123,9 +124,9 @@ def cmd_run(args):
             log.say(f"{problem}. With --require-profile the job is not started.")
             return EXIT_NOT_PROFILED
         log.say(f"{problem}. The job runs unprofiled.")
-        env.pop(ENV_VAR, None)
+        env.pop(environment.OPTIONS, None)
     else:
-        env[ENV_VAR] = text
+        env[environment.OPTIONS] = text
         through_pth = doors.installed_pth() is not None
         if not through_pth:
             hook = doors.hook_dir()
@@ -141,7 +142,7 @@ def cmd_run(args):
         from .compare import run_with_baseline
 
         return run_with_baseline(executable, command, env, args)
-    before_ns = None if problem else os.stat(os.path.join(opts.output_path, "profiler")).st_mtime_ns
+    before_ns = None if problem else os.stat(run_dir(opts.output_path)).st_mtime_ns
     status = supervise.run_job(executable, command, env)
     written = not problem and _say_outcome(opts.output_path, before_ns)
     if status == 0 and args.require_profile and not written:

@@ -20,8 +20,9 @@ import signal
 import sys
 import time
 
-from . import log
+from . import environment, log
 from .collectors.steps import StepRecorder
+from .frameworks.device_session import DeviceSession
 from .windows import ASYNC, Windows
 
 _current = None
@@ -49,7 +50,7 @@ class Session:
         self.started_ns = time.time_ns()
         self.owner_pid = os.getpid()
         self.framework = None
-        self.device = None  # start(options) / stop(session): ops for the recording collection
+        self.device: DeviceSession | None = None  # ops for the recording collection
         self.disabled = False
         self.finished = False
         self.meta = {
@@ -94,7 +95,7 @@ class Session:
         return None
 
     # -- wiring by integrations -------------------------------------------------------------
-    def attach(self, framework, device=None, **meta):
+    def attach(self, framework, device: DeviceSession | None = None, **meta):
         """The first framework to attach owns the step stream; a second one is refused."""
         if self.framework not in (None, framework):
             return False
@@ -276,7 +277,7 @@ class Session:
         many). The child runs without our variables, so the hook stays off there."""
         import subprocess  # here, not at start-up: most sessions never analyse in the background
 
-        env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")}
+        env = {k: v for k, v in os.environ.items() if k not in environment.AGENT_STARTS}
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         try:

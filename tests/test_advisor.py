@@ -298,7 +298,7 @@ def test_waits_that_recur_are_the_data_findings_evidence_worth_the_mean_wait():
     """Three workers' batches arrive together: every third step waits 80 ms, the others 5 ms. The data
     finding is worth the mean wait (30 ms), not the median (5 ms); the beat is its evidence, not jitter."""
     steady = _stage_rows([80.0 if n % 3 == 0 else 5.0 for n in range(21)])
-    meta = {"framework": "torch", "cpus": 16, "dataloader": {"num_workers": 3, "batch_size": 4, "prefetch_factor": 2,
+    meta = {"framework": "torch", "cpus": 16, "data_settings": {"num_workers": 3, "batch_size": 4, "prefetch_factor": 2,
                                                               "persistent_workers": False, "pin_memory": False}}
     step_ms = sum(r["total"] for r in steady) / len(steady)
     finding = advisor.data_finding(steady, step_ms, {}, meta)
@@ -323,8 +323,8 @@ def test_a_beat_in_host_time_is_jitter_and_the_host_finding_keeps_only_its_time_
         row["host"] += 100.0 * (row["n"] % 4 == 0) + 8.0  # 9 ms host every step, 100 ms more every 4th
         row["total"] = row["host"] + row["compute"]
     step_ms = sum(r["total"] for r in steady) / len(steady)
-    host = advisor.host_finding(steady, step_ms, 18.0, [], {"framework": "mindspore", "context_mode": "GRAPH"}, False)
-    assert host["ms_per_step"] == 34.0 and "GRAPH-mode graph: this is Python outside it" in host["action"]
+    host = advisor.host_finding(steady, step_ms, 18.0, [], {"framework": "mindspore", "context_mode": "GRAPH"}, True)
+    assert host["ms_per_step"] == 34.0 and "already runs as a GRAPH-mode graph" in host["action"] and "use GRAPH" not in host["action"]
     pattern = advisor.beat(steady)
     advisor._attribute(pattern, [host], steady, {})
     assert (pattern["period"], pattern["stage"], host["ms_per_step"]) == (4, "host", 9.0)

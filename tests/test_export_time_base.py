@@ -9,7 +9,7 @@ import os
 import pytest
 
 from msprof_agent.analysis import analyse_rank, offline_analyse
-from msprof_agent.frameworks.mindspore_profiler_files import op_batches
+from msprof_agent.frameworks.mindspore.profiler_files import op_batches
 from msprof_agent.store import EventWriter
 
 pytestmark = pytest.mark.unit

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import frameworks
 from .operators import ANNOTATION, OP, op_kinds
 
 Finding = dict[str, Any]
@@ -50,44 +51,27 @@ MEMORY_MIN_BYTES_PER_STEP = 256 << 10
 MEMORY_MIN_GROWTH = 32 << 20
 LOW_MFU = 0.10
 
+# Actions in any framework's words; the framework-specific ones are its profile's advice (frameworks/<name>/profile.py).
 ACTIONS = {
-    ("host_work", "mindspore"): "move the Python work named in the evidence out of the step loop (or into the dataset "
-                                "pipeline); avoid .asnumpy() / printing every step{graph}",
-    ("host_work", "torch"): "move the Python work named in the evidence out of the training loop or forward (log every N steps, "
-                            "avoid .item() / .cpu() each step){compile}",
-    ("runtime_overhead", "mindspore"): "the time between the compiled graph's ops is MindSpore's runtime launching them, not "
-                                       "Python: fewer, larger ops (a larger batch keeps the cost per op and spreads it; "
-                                       "{jit}); check the graph for many small ops (casts, reshapes)",
-    ("runtime_overhead", "torch"): "the time between the ops of the torch.compile region is the runtime's per-op cost, not "
-                                   "Python: fewer, larger ops (a larger batch; mode=\"max-autotune\" fuses more; "
-                                   "mode=\"reduce-overhead\" replays CUDA graphs on GPU)",
-    ("hot_ops", "mindspore"): "the ops in the evidence own the step: check their shapes and dtypes (float16 / "
-                              "mixed precision{amp}), fuse small ops with graph kernel fusion",
-    ("hot_ops", "torch"): "the ops in the evidence own the step: use bf16 / AMP autocast, channels_last for convolutions, "
-                          "fuse small ops with torch.compile, check the shapes in the op table",
-    ("periodic_pause", "any"): "something runs every {period} steps (garbage collection, checkpointing, logging, evaluation): "
-                               "make it rarer or asynchronous (gc.freeze() after setup, save checkpoints in a thread)",
-    ("memory_growth", "mindspore"): "memory grows every step: keep no Tensors across steps (losses kept for logging: "
-                                    "keep float(loss)), clear lists and caches that grow in the loop",
-    ("memory_growth", "torch"): "memory grows every step: keep no tensors attached to the graph across steps "
-                                "(store loss.item(), not loss), clear lists and caches that grow in the loop",
-    ("warm_up", "any"): "one-off cost of compilation and first allocations; profile from a later step "
-                        "(start_step / schedule) so it does not skew the steady numbers",
-    ("cpu_contention", "any"): "other processes keep the machine's CPUs busy while the training waits on the host: "
-                               "run fewer jobs per machine, or pin the training to its own cores",
-    ("low_mfu", "any"): "the ops reach a small share of the device's peak: raise the batch size, use lower "
-                        "precision, or larger fused ops",
-    ("straggler", "any"): "rank {rank} is slower ({kind} time): give it the same data shard size and host work as the others, "
-                          "check its machine for other load, or rebalance the work across ranks",
-    ("communication", "any"): "communication takes much of the step: overlap it with compute (DDP bucket size, "
-                              "gradient accumulation), or reduce what is exchanged (lower precision, fewer syncs)",
+    "periodic_pause": "something runs every {period} steps (garbage collection, checkpointing, logging, evaluation): "
+                      "make it rarer or asynchronous (gc.freeze() after setup, save checkpoints in a thread)",
+    "warm_up": "one-off cost of compilation and first allocations; profile from a later step "
+               "(start_step / schedule) so it does not skew the steady numbers",
+    "cpu_contention": "other processes keep the machine's CPUs busy while the training waits on the host: "
+                      "run fewer jobs per machine, or pin the training to its own cores",
+    "low_mfu": "the ops reach a small share of the device's peak: raise the batch size, use lower "
+               "precision, or larger fused ops",
+    "straggler": "rank {rank} is slower ({kind} time): give it the same data shard size and host work as the others, "
+                 "check its machine for other load, or rebalance the work across ranks",
+    "communication": "communication takes much of the step: overlap it with compute (DDP bucket size, "
+                     "gradient accumulation), or reduce what is exchanged (lower precision, fewer syncs)",
 }
 
 
 def action(finding_id: str, framework: str | None, **fields: Any) -> str:
-    """The action for a finding in the words of the framework (torch / mindspore), else the generic one."""
-    text = ACTIONS.get((finding_id, framework or "")) or ACTIONS.get((finding_id, "any")) or ACTIONS.get((finding_id, "torch"), "")
-    return text.format(**fields)
+    """The action for a finding in the words of the framework (a run naming none reads PyTorch's), else the generic one."""
+    words = frameworks.profile_of(framework) or frameworks.TORCH
+    return (words.advice.get(finding_id) or ACTIONS.get(finding_id, "")).format(**fields)
 
 
 def _median(values: list[float]) -> float:
@@ -244,45 +228,28 @@ def workers_needed(batch_ms: float, consume_ms: float) -> int:
     return max(1, math.ceil(batch_ms / max(consume_ms, 1e-3)))
 
 
-def _torch_data_action(loader: dict[str, Any], wait: float, step_ms: float, cpus: int) -> tuple[str, list[str]]:
-    """From the DataLoader's recorded settings: what to set, from what to what, with the arithmetic."""
-    workers = int(loader.get("num_workers") or 0)
-    consume = max(step_ms - wait, 1e-3)  # the step's own work: how often it takes a batch when none is late
-    batch = wait if workers == 0 else workers * step_ms  # data-bound: w workers deliver one batch every step
+def _data_action(meta: dict[str, Any], wait: float, step_ms: float, bottleneck: str | None) -> tuple[str, list[str]]:
+    """From the data loader's recorded settings (meta ``data_settings``): what to set, from what to what, with
+    the arithmetic, within the machine's cores. Data-bound, w workers deliver one batch a step: a batch
+    takes w steps to make in one (w = 0: the wait itself); a step takes one every (step - wait)."""
+    framework = meta.get("framework")
+    settings = meta.get("data_settings") or {}
+    if not settings:
+        return action("data_wait_unknown", framework), []
+    profile = frameworks.profile_of(framework) or frameworks.TORCH
+    cpus = int(meta.get("cpus") or 1)
+    workers = int(settings.get(profile.workers_setting) or 0)
+    consume = max(step_ms - wait, 1e-3)
+    batch = workers * step_ms if workers else wait
     needed = workers_needed(batch, consume)
-    free = max(cpus - 1, 0)  # the training process keeps one core
-    words = [f"num_workers={workers}, batch_size={loader.get('batch_size')}, prefetch_factor={loader.get('prefetch_factor')}, "
-             f"persistent_workers={loader.get('persistent_workers')}, pin_memory={loader.get('pin_memory')}",
+    fields = dict(settings, workers=workers, needed=needed, batch=ms_words(batch), consume=ms_words(consume), cpus=cpus,
+                  free=max(cpus - 1, 0), op=bottleneck or settings.get("op") or "the dataset's slow op")
+    act = action("data_wait" if needed <= max(cpus - 1, 1) else "data_wait_cores", framework, **fields)
+    if workers and settings.get("persistent_workers") is False:
+        act += action("data_wait_persistent", framework)
+    words = [", ".join(f"{key}={value}" for key, value in settings.items()),
              f"a batch takes ~{ms_words(batch)} to make and a step consumes one every {ms_words(consume)}"]
-    if needed <= free:
-        act = f"raise the DataLoader's num_workers from {workers} to {needed}: {'each worker takes' if workers else 'a batch takes'} " \
-              f"~{ms_words(batch)} per batch and a step consumes one every {ms_words(consume)}, so ~{needed} workers keep up " \
-              f"({cpus} cores here)"
-    else:
-        act = f"num_workers is {workers}; ~{needed} workers would keep up ({'each' if workers else 'a batch'} takes ~{ms_words(batch)} " \
-              f"per batch, a step consumes one every {ms_words(consume)}), but this machine has {cpus} cores ({free} beside the " \
-              f"training process){f': raise num_workers to {free}, and' if workers < free else ':'} make the per-sample work of " \
-              f"__getitem__ / collate_fn cheaper (precompute it, or move it to the device)"
-    if workers and loader.get("persistent_workers") is False:
-        act += "; persistent_workers=True keeps the workers between epochs"
     return act, words
-
-
-def _mindspore_data_action(dataset: dict[str, Any], wait: float, step_ms: float, cpus: int, bottleneck: str | None) -> tuple[str, list[str]]:
-    workers = dataset.get("num_parallel_workers")
-    prefetch = dataset.get("prefetch_size")
-    words = [f"num_parallel_workers={workers}, prefetch_size={prefetch}"] if dataset else []
-    op = bottleneck or dataset.get("op") or "the dataset's slow op (map / GeneratorDataset)"
-    if workers:
-        consume = max(step_ms - wait, 1e-3)
-        batch = int(workers) * step_ms
-        needed = min(workers_needed(batch, consume), max(cpus - 1, 1))
-        words.append(f"a batch takes ~{ms_words(batch)} per worker and a step consumes one every {ms_words(consume)}")
-        act = f"raise num_parallel_workers of {op} from {workers} to {needed}" if needed > int(workers) else \
-              f"num_parallel_workers of {op} is {workers}, as many as this machine's {cpus} cores allow: make its per-sample work cheaper"
-    else:
-        act = f"raise num_parallel_workers of {op}"
-    return act + f"; prefetch_size is {prefetch}" * bool(prefetch) + "; convert the source to MindRecord", words
 
 
 def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
@@ -304,11 +271,7 @@ def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], m
     if data_prep.get("empty_queue_ratio") is not None:
         evidence["empty_queue_ratio"] = round(data_prep["empty_queue_ratio"], 4)
         words.append(f"the data queue was empty in {data_prep['empty_queue_ratio']:.0%} of the fetches")
-    framework, cpus = meta.get("framework"), int(meta.get("cpus") or 1)
-    if framework == "mindspore":
-        act, said = _mindspore_data_action(meta.get("dataset") or {}, wait, step_ms, cpus, bottleneck)
-    else:
-        act, said = _torch_data_action(meta.get("dataloader") or {}, wait, step_ms, cpus)
+    act, said = _data_action(meta, wait, step_ms, bottleneck)
     where = f", dataset op {bottleneck} is the pipeline's bottleneck" if bottleneck else ""
     text = f"Data-bound: each step waits a mean {ms_words(wait)} for data ({wait / step_ms:.0%} of a mean {ms_words(step_ms)} step){where}"
     return _finding("data_wait", "data", _share_severity(wait / step_ms), wait, evidence, words + said, text, act)
@@ -329,13 +292,9 @@ def host_finding(steady: list[Row], step_ms: float, step_p50: float, hot_spots: 
         evidence["hot_spots"] = [{"function": spot["function"], "self_ms_per_step": spot["self_ms_per_step"]} for spot in hot_spots[:3]]
         named = f"; top Python hot spot {hot_spots[0]['function']} ({ms_words(hot_spots[0]['self_ms_per_step'])} a step)"
         words.append("Python hot spots: " + ", ".join(f"{s['function']} {ms_words(s['self_ms_per_step'])} a step" for s in hot_spots[:3]))
-    framework = meta.get("framework")
-    graph = "; the step already runs as a GRAPH-mode graph: this is Python outside it" if meta.get("context_mode") == "GRAPH" \
-        else "; compile the step with GRAPH mode (ms.jit)"
-    torch_compile = "" if compiled else "; torch.compile or CUDA graphs cut per-op dispatch"
     text = f"Host-bound: a mean {ms_words(host)} of each step runs no op and waits for no data ({host / step_ms:.0%} of the step){named}"
     return _finding("host_work", "host", _share_severity(host / step_ms), host, evidence, words, text,
-                    action("host_work", framework, graph=graph, compile=torch_compile))
+                    action("host_work_compiled" if compiled else "host_work", meta.get("framework")))
 
 
 def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: dict[str, Any]) -> Finding | None:
@@ -350,14 +309,11 @@ def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: di
                 "step_ms": round(step_ms, 3), "share": round(runtime / step_ms, 4), "steps": ranges(where)}
     words = [f"gaps between the ops inside {region} in {steps_words(where)}: mean {ms_words(runtime)}, p50 {ms_words(median)}; "
              f"ops run a mean {ms_words(compute)}"]
-    level = meta.get("jit_level")
-    jit = f"jit_level is {level}: try O1 (graph kernel fusion)" if level and level != "O1" else \
-          "jit_level O1 fuses small ops (ms.set_context(jit_config={'jit_level': 'O1'}))" if not level else "enable graph kernel fusion"
     text = f"Runtime overhead: a mean {ms_words(runtime)} of each step lies between the ops inside {region} " \
            f"({runtime / step_ms:.0%} of the step)"
     # medium whatever its share: the model's structure, not a mistake in the job (a clean run has no high finding)
     return _finding("runtime_overhead", "runtime", "medium", runtime, evidence, words, text,
-                    action("runtime_overhead", meta.get("framework"), jit=jit))
+                    action("runtime_overhead", meta.get("framework"), jit_level=meta.get("jit_level") or "not set"))
 
 
 def compute_finding(steady: list[Row], step_ms: float, step_p50: float, operators: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
@@ -371,10 +327,9 @@ def compute_finding(steady: list[Row], step_ms: float, step_p50: float, operator
                 "step_ms": round(step_ms, 3), "hot_ops": hot}
     words = [f"ops run a mean {ms_words(compute)} of a mean {ms_words(step_ms)} step",
              "top op types: " + ", ".join(f"{h['op_type']} {h['percent']:.0%} ({ms_words(h['ms_per_step'])} a step)" for h in hot[:3])]
-    amp = f"; amp_level is {meta['amp_level']}" if meta.get("amp_level") else ""
     text = f"Compute-bound: ops run {compute / step_ms:.0%} of the step; {top['op_type']} takes {top['percent']:.0%} of op time"
     return _finding("hot_ops", "compute", "medium" if top["percent"] >= 0.5 else "low", compute * top["percent"], evidence, words,
-                    text, action("hot_ops", meta.get("framework"), amp=amp))
+                    text, action("hot_ops", meta.get("framework"), amp_level=meta.get("amp_level") or "not recorded"))
 
 
 def _periodic(excess: dict[int, float], slow: list[int]) -> tuple[int, list[int], float]:
@@ -425,7 +380,7 @@ def beat(steady: list[Row]) -> dict[str, Any] | None:
 def pattern_words(found: dict[str, Any], meta: dict[str, Any]) -> str:
     """A beat as evidence in words: "every 2nd step waits 80.3 ms more (data wait; steps 4, 6, 8-20)"."""
     period, excess = found["period"], _median(found["excess"])
-    workers = (meta.get("dataloader") or {}).get("num_workers")
+    workers = (meta.get("data_settings") or {}).get((frameworks.profile_of(meta.get("framework")) or frameworks.TORCH).workers_setting)
     why = f" (the {workers} workers' batches arrive together)" if found["stage"] == "wait" and workers == period else ""
     return f"every {period}{'nd' if period == 2 else 'rd' if period == 3 else 'th'} step takes {ms_words(excess)} more in " \
            f"{STAGE_WORDS[found['stage']]}{why}: {steps_words(found['steps'])}"
@@ -662,7 +617,7 @@ def advise(data: Any, results: dict[str, Any], warmup: list[Row]) -> dict[str, A
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
     stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta)]
     if data.op_count:  # no ops recorded: compute, runtime and host unknown
-        stages += [host_finding(steady, step_ms, step_p50, spots, meta, bool(len(compiled_regions(data)))),
+        stages += [host_finding(steady, step_ms, step_p50, spots, meta, graph_mode(data) or bool(len(compiled_regions(data)))),
                    runtime_finding(steady, step_ms, step_p50, meta),
                    compute_finding(steady, step_ms, step_p50, results.get("operators") or {}, meta)]
     found = [f for f in stages if f]

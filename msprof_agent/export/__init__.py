@@ -11,7 +11,9 @@ second directory for the rank (msprof-analyze keeps only the one with the larges
 """
 import os
 
-KINDS = ("text", "db")
+from .. import frameworks
+from ..contract.names import ASCEND_FOLDER, HTA_FOLDER
+from ..options import EXPORT_TYPES
 
 
 def kinds(value):
@@ -20,36 +22,37 @@ def kinds(value):
         return []
     names = value.split(",") if isinstance(value, str) else list(value)
     names = [str(n).strip().lower() for n in names if str(n).strip()]
-    wrong = [n for n in names if n not in KINDS]
+    wrong = [n for n in names if n not in EXPORT_TYPES]
     if wrong:
-        raise ValueError(f"export_type: {wrong[0]!r} is not an export; accepted: {', '.join(KINDS)}")
-    return [k for k in KINDS if k in names]
+        raise ValueError(f"export_type: {wrong[0]!r} is not an export; accepted: {', '.join(EXPORT_TYPES)}")
+    return [k for k in EXPORT_TYPES if k in names]
 
 
-def is_torch(data):
-    return data.meta.get("framework") == "torch"
+def framework_profile(data):
+    """The run's framework profile; MindSpore's for a run no framework attached to."""
+    return frameworks.profile_of(data.meta.get("framework")) or frameworks.MINDSPORE
 
 
 def ascend_dir(data, profiler_dir):
     """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside ``profiler_dir``, from the run's meta."""
     meta = data.meta
     started_ms = int(meta.get("started_ns") or 0) // 1_000_000
-    suffix = "ascend_pt" if is_torch(data) else "ascend_ms"
+    suffix = framework_profile(data).export_suffix
     host = str(meta.get("host") or "localhost").replace(os.sep, "-")
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), f"{host}_{meta.get('pid', 0)}_{started_ms}_{suffix}")
+    folder = ASCEND_FOLDER.format(host=host, pid=meta.get("pid", 0), started_ms=started_ms, suffix=suffix)
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), folder)
 
 
 def hta_dir(profiler_dir):
     """The run's (or window's) directory of PyTorch-style traces, holding nothing else (HTA reads every JSON there)."""
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), "hta_trace")
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), HTA_FOLDER)
 
 
 def write(data, ctx, results, names=None):
     """Write the exports ``names`` (default: the run's ``export_type``, when the user wrote that key: writing a
     second timeline on every run costs disk and time); returns what was written where."""
     if names is None:
-        options = data.meta.get("options") or {}
-        names = options.get("export_type") if "export_type" in (options.get("keys_given") or ()) else None
+        names = data.options.export_type if "export_type" in data.options.keys_given else None
     names = kinds(names)
     if not names:
         return None
@@ -62,7 +65,7 @@ def write(data, ctx, results, names=None):
     written = {"dir": root}
     if "text" in names:
         written["text"] = ascend_text.write(data, ctx, root, overlap, results)
-        if is_torch(data):
+        if framework_profile(data).hta_trace:
             written["hta"] = hta_trace.write(data, hta_dir(ctx.profiler_dir), stages)
     if "db" in names:
         written["db"] = ascend_db.write(data, root, overlap)

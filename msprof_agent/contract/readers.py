@@ -1,199 +1,25 @@
-"""The output contract: every analysed file's name, columns and units, and the readers of those files.
-
-The analysis writes through the names and headers here; ``compare`` and the viewer read through the
-readers here, so a file's layout is spelled once. The layouts are MindInsight's (see
-``docs/ARCHITECTURE.md``); ``summary_{rank}.json`` and ``report_{rank}.html`` are ours. Per-rank
-names are templates with a ``{rank}`` field (``name(SUMMARY, 0)`` is ``summary_0.json``).
-
-Readers take the file's bytes and return plain dicts and lists (the viewer's section data); a
-malformed file raises ``ValueError`` (or the JSON / CSV parser's own error) for the caller to show.
-The rules that read these files (the pipeline bottleneck, the slowest rank, where profiler
-directories are) live here too, so the summary and the viewer cannot name different answers.
+"""Readers of the analysed files: each takes a file's bytes and returns plain dicts and lists (the
+viewer's section data); a malformed file raises ``ValueError`` (or the JSON / CSV parser's own error)
+for the caller to show. The rules read from those files (the pipeline bottleneck, the CPU means) are
+here too, so the summary and the viewer cannot name different answers.
 """
 from __future__ import annotations
 
 import csv
-import datetime
-import glob
 import io
 import json
 import os
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
-# -- names ---------------------------------------------------------------------------------------
+from .columns import AVERAGE_ROW, FETCH_GET, QUEUE_FETCH, QUEUE_SIZE, STAGES, STEP_TRACE_UNITS_PER_MS
+from .names import CPU_OP_TYPES, rank_file
 
-PROFILER_INFO = "profiler_info_{rank}.json"
-SUMMARY = "summary_{rank}.json"
-REPORT = "report_{rank}.html"
-STEP_TRACE = "step_trace_raw_{rank}_detail_time.csv"
-STEP_POINTS = "step_trace_point_info_{rank}.json"
-CPU_OP_TYPES = "cpu_op_type_info_{rank}.csv"
-CPU_OP_DETAIL = "cpu_op_detail_info_{rank}.csv"
-CPU_OP_SHAPES = "cpu_op_shape_info_{rank}.csv"  # ours: host ops by op and input shape, self and total time
-GPU_OP_TYPES = "gpu_op_type_info_{rank}.csv"
-GPU_OP_DETAIL = "gpu_op_detail_info_{rank}.csv"
-FLOPS = "flops_{rank}.txt"
-FLOPS_SUMMARY = "flops_summary_{rank}.json"
-ITERATOR_QUEUE = "dataset_iterator_profiling_{rank}.txt"  # non-sink runs
-DEVICE_QUEUE = "device_queue_profiling_{rank}.txt"  # sink runs
-PIPELINE_RAW = "minddata_pipeline_raw_{rank}.csv"
-PIPELINE_PROFILING = "pipeline_profiling_{rank}.json"
-CPU_UTILIZATION = "minddata_cpu_utilization_{rank}.json"
-MEMORY_SUMMARY = "memory_usage_summary_{rank}.json"
-MEMORY_DETAILS = "memory_usage_details_{rank}.json"
-DYNAMIC_SHAPE = "dynamic_shape_info_{rank}.json"
-HCCL = "hccl_raw_{rank}.csv"
-TIMELINE_DISPLAY = "{device}_timeline_display_{rank}.json"
-TIMELINE_SUMMARY = "{device}_timeline_summary_{rank}.json"
-TIMELINE_DEVICES = ("cpu", "ascend", "gpu")  # the {device} of the timeline names, in the order readers look
-PYTHON_HOT_SPOTS = "python_hot_spots_{rank}.csv"  # with_stack / profile_framework: sampled Python time per function
-# MindInsight 2.3.1's dashboard of a host-only run asks for the gpu summary (its API knows only gpu and ascend):
-# a cpu run's timeline summary is written under this {device} too.
-MINDINSIGHT_HOST_TIMELINE = "gpu"
-CLUSTER_SUMMARY = "cluster_summary.json"
-CLUSTER_ANALYSE = "cpu_cluster_analyse_model-data_parallel_1_{ranks}_0.csv"
-
-def name(template: str, rank: int | str, **fields: Any) -> str:
-    """The file name of ``template`` for one rank (``fields``: the template's other fields, e.g. ``device``)."""
-    return template.format(rank=rank, **fields)
-
-
-def timeline_device(device_target: str) -> str:
-    """The ``{device}`` of the timeline names for a framework's device target."""
-    return {"Ascend": "ascend", "GPU": "gpu"}.get(device_target, "cpu")
-
-
-def timeline_file(profiler_dir: str, rank: int | str) -> str | None:
-    """Name of the rank's Trace Event file (cpu/ascend/gpu variant), or None."""
-    for device in TIMELINE_DEVICES:
-        candidate = name(TIMELINE_DISPLAY, rank, device=device)
-        if os.path.isfile(os.path.join(profiler_dir, candidate)):
-            return candidate
-    return None
-
-
-def profiler_dirs(path: str, holds: Callable[[str], Any]) -> list[str]:
-    """The profiler directories under PATH: PATH itself, PATH/profiler or PATH/rank_*/profiler (multi-card),
-    those for which ``holds(directory)`` is true (raw data for the analysis, a summary for compare)."""
-    path = os.path.abspath(path)
-    candidates = [path, os.path.join(path, "profiler")] + sorted(glob.glob(os.path.join(path, "rank_*", "profiler")))
-    return [c for c in candidates if holds(c)]
-
-
-def rank_pattern(template: str) -> re.Pattern[str]:
-    """A regular expression matching the template's file names, the rank as its group 1."""
-    return re.compile("^" + re.escape(template).replace(re.escape("{rank}"), r"(\d+)") + "$")
-
-
-_SUMMARY_RE = rank_pattern(SUMMARY)
-
-
-def summary_ranks(profiler_dir: str) -> list[int]:
-    """Ranks with a ``summary_{rank}.json`` in the directory, in rank order."""
-    found = (_SUMMARY_RE.match(entry) for entry in os.listdir(profiler_dir)) if os.path.isdir(profiler_dir) else ()
-    return sorted(int(m.group(1)) for m in found if m)
-
-
-# -- timeline time base ---------------------------------------------------------------------------
-
-TIME_BASE = "time_base"  # the ``M`` event whose args give the epoch instant a timeline's ``ts`` count from
-_DAY_NS = 86_400_000_000_000
-
-
-def day_base(first_ns: int) -> int:
-    """The start of the UTC day holding ``first_ns`` (epoch ns): the base every trace of a job counts
-    ``ts`` from. Its ranks start seconds apart, so they share it (an hour's start would split a job
-    that began across one; ``msprof-agent analyse`` of several ranks also gives each the job's
-    earliest start). Timestamps counted from it stay under about 1e11 us for runs of days, where a
-    double holds them to well under a nanosecond (epoch microseconds, about 1.8e15, only to 0.25 us,
-    so slices that touch would overlap once parsed)."""
-    return int(first_ns) // _DAY_NS * _DAY_NS
-
-
-def time_base_event(base_ns: int, pid: int) -> dict[str, Any]:
-    """The metadata event recording a timeline's base (viewers ignore metadata names they do not know)."""
-    utc = datetime.datetime.fromtimestamp(base_ns // 1_000_000_000, datetime.UTC)
-    return {"ph": "M", "name": TIME_BASE, "pid": pid, "tid": 0,
-            "args": {"epoch_ns": base_ns, "utc": utc.strftime("%Y-%m-%dT%H:%M:%SZ"), "ts_unit": "us since epoch_ns"}}
-
-
-def timeline_base(events: Sequence[Any]) -> int:
-    """The epoch ns a parsed timeline's ``ts`` count from (0: a file without a base, in epoch us)."""
-    for event in events:
-        if isinstance(event, dict) and event.get("ph") == "M" and event.get("name") == TIME_BASE:
-            return int((event.get("args") or {}).get("epoch_ns", 0))
-    return 0
-
-
-def rebase(events: Sequence[Any], from_ns: int, to_ns: int) -> list[Any]:
-    """Events counted from ``from_ns`` re-counted from ``to_ns`` (whole hours apart, so exactly), their
-    base event dropped: the caller writes one for the merged file."""
-    shift = (from_ns - to_ns) / 1000.0
-    out = []
-    for event in events:
-        if not isinstance(event, dict) or (event.get("ph") == "M" and event.get("name") == TIME_BASE):
-            continue
-        if shift and isinstance(event.get("ts"), (int, float)):
-            event = dict(event, ts=round(event["ts"] + shift, 3))
-        out.append(event)
-    return out
-
-
-# -- columns and units ---------------------------------------------------------------------------
-
-STEP_TRACE_UNIT_NS = 10  # step trace times are in units of 10 ns
-STEP_TRACE_UNITS_PER_MS = 1_000_000 // STEP_TRACE_UNIT_NS
-STEP_TRACE_HEADER = ["step_num", "start_point", "end_point", "total", "fp_point", "bp_point", "iteration_interval", "fp_and_bp", "tail"]
-STAGES = ("iteration_interval", "fp_and_bp", "tail")
-AVERAGE_ROW = "-"  # step_num of the last row of the step trace and hccl files
-CPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "execution_frequency(per-step)", "total_compute_time(ms)", "avg_time(ms)", "percent"]
-CPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "full_op_name", "op_occurrences", "op_total_time(ms)", "op_avg_time(ms)",
-                        "total_proportion", "subgraph", "pid"]
-CPU_OP_SHAPE_HEADER = ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"]
-GPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion", "avg_time(us)"]
-GPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)",
-                        "proportion", "cuda_activity_cost_time(us)", "cuda_activity_call_count"]
-PIPELINE_HEADER = ["op_id", "op_type", "num_workers", "output_queue_size", "output_queue_average_size",
-                   "output_queue_length", "output_queue_usage_rate", "sample_interval", "parent_id", "children_id"]
-HCCL_HEADER = ["step_num", "communication_cost", "wait_cost", "link_info", "communication_operator_cost"]
-NOT_MEASURED = ""  # a contract column the agent cannot fill (hccl wait_cost): empty, read back as None
-CLUSTER_HEADER = ["rank_id", "step_time(ms)", "iteration_interval(ms)", "fp_and_bp(ms)", "tail(ms)", "communication(ms)"]
-PYTHON_HOT_SPOTS_HEADER = ["first_step", "last_step", "function", "self_ms", "total_ms", "self_ms_per_step"]
-QUEUE_FETCH, QUEUE_SIZE = "0", "1"  # first field of a queue profiling line: a fetch's cost, or the queue's size
-FETCH_GET, FETCH_TOTAL = 0, 2  # second field of a fetch line: the get alone, or the whole step
-
-
-def step_trace_table(rows: Sequence[Mapping[str, int]]) -> list[list[int]]:
-    """The step trace's per-step rows in 10 ns units from ns ``start``/``end``/``fp``/``bp``: the points
-    are converted first, then differenced, so the stages add up to the total exactly."""
-    unit = STEP_TRACE_UNIT_NS
-    table = []
-    for r in rows:
-        start, end, fp, bp = r["start"] // unit, r["end"] // unit, r["fp"] // unit, r["bp"] // unit
-        table.append([r["n"], start, end, end - start, fp, bp, fp - start, bp - fp, end - bp])
-    return table
-
-
-def per_step_ms(table: Sequence[Sequence[int]]) -> dict[str, list[float]]:
-    """The summary's ``per_step_ms``: step numbers, and the total and stage times (ms) of the step trace rows."""
-    columns = {"step": 0, "total": 3, "iteration_interval": 6, "fp_and_bp": 7, "tail": 8}
-    return {key: [row[i] if key == "step" else row[i] / STEP_TRACE_UNITS_PER_MS for row in table] for key, i in columns.items()}
-
-
-# -- readers -------------------------------------------------------------------------------------
 
 def read_json(raw: bytes) -> Any:
     return orjson.loads(raw)
-
-
-def read_summary(profiler_dir: str, rank: int | str) -> dict[str, Any]:
-    with open(os.path.join(profiler_dir, name(SUMMARY, rank)), "rb") as handle:
-        summary: dict[str, Any] = orjson.loads(handle.read())
-    return summary
 
 
 def _csv_rows(raw: bytes) -> tuple[list[str], list[list[str]]]:
@@ -341,15 +167,6 @@ def fetch_waits(fetch: Sequence[Mapping[str, Any]]) -> list[float]:
     return [f["cost_ms"] for f in fetch if f["kind"] == FETCH_GET]
 
 
-def queue_file(profiler_dir: str, rank: int | str) -> str | None:
-    """The rank's queue profiling file (iterator or device queue), or None."""
-    for template in (ITERATOR_QUEUE, DEVICE_QUEUE):
-        candidate = name(template, rank)
-        if os.path.isfile(os.path.join(profiler_dir, candidate)):
-            return candidate
-    return None
-
-
 def read_pipeline(raw: bytes) -> dict[str, Any]:
     """``minddata_pipeline_raw``: the dataset ops and the ops the bottleneck rule marks."""
     _, rows = _csv_rows(raw)
@@ -466,50 +283,8 @@ def read_memory_details(raw: bytes) -> list[dict[str, Any]]:
 
 def op_type_totals(profiler_dir: str, rank: int | str) -> list[tuple[str, float]] | None:
     """Every host op type's total ms from ``cpu_op_type_info`` (None when the file is absent)."""
-    path = os.path.join(profiler_dir, name(CPU_OP_TYPES, rank))
+    path = os.path.join(profiler_dir, rank_file(CPU_OP_TYPES, rank))
     if not os.path.isfile(path):
         return None
     with open(path, "rb") as handle:
         return [(row["op_type"], row["total_ms"] or 0.0) for row in read_op_types(handle.read())]
-
-
-def warmup_step_numbers(summary: Mapping[str, Any]) -> set[int]:
-    """The numbers of the steps the summary names as warm-up (left out of every steady figure)."""
-    return {w["step"] for w in summary.get("warmup_steps") or ()}
-
-
-def step_samples(profiler_dir: str, rank: int | str, summary: Mapping[str, Any]) -> dict[str, list[float]]:
-    """Per-step total and stage times (ms) of one rank's steady steps (warm-up left out): the summary's
-    ``per_step_ms``; for summaries written before it (released versions), the step trace file beside it."""
-    per_step = summary.get("per_step_ms")
-    if per_step is None:
-        path = os.path.join(profiler_dir, name(STEP_TRACE, rank))
-        with open(path, "rb") as handle:
-            steps = read_step_trace(handle.read())["steps"]
-        per_step = {key: [step[key] for step in steps] for key in ("step", "total") + STAGES}
-    warm = warmup_step_numbers(summary)
-    keep = [i for i, n in enumerate(per_step["step"]) if n not in warm]
-    return {key: [per_step[key][i] for i in keep] for key in ("total",) + STAGES}
-
-
-# -- rules over several ranks --------------------------------------------------------------------
-
-SLOWEST_RANK_WHY = "largest step interval + forward/backward (its own work, before waiting for peers)"
-
-
-def slowest_rank(stages: Mapping[Any, Mapping[str, Any]]) -> Any:
-    """The rank with the most work of its own per step (interval + forward/backward, before the tail where it
-    waits for its peers), or None unless two or more ranks have both. ``stages``: each rank's average stage
-    times. Total step time cannot tell: synchronised ranks all wait for the slowest."""
-    own = {rank: s["iteration_interval"] + s["fp_and_bp"] for rank, s in stages.items()
-           if s.get("iteration_interval") is not None and s.get("fp_and_bp") is not None}
-    return max(own, key=lambda rank: own[rank]) if len(own) > 1 else None
-
-
-def summaries(profiler_dir: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(rank, summary) of every readable ``summary_{rank}.json`` in the directory, in rank order."""
-    for rank in summary_ranks(profiler_dir):
-        try:
-            yield rank, read_summary(profiler_dir, rank)
-        except (OSError, orjson.JSONDecodeError):
-            continue

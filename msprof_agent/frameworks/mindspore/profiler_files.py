@@ -17,7 +17,7 @@ import os
 import re
 import time
 
-from ..store import coded
+from ...store import coded
 
 OPS_PER_RECORD = 50_000
 _SHAPE = re.compile(r"input_\d+:(\[[^\]]*\]|NoShape)")
