@@ -311,8 +311,14 @@ def overview(page, run, rank, sections, report=False):
         context["findings"] = findings_view(summary["data"].get("findings"), run, rank, report)
     st = sections["step_trace"]
     if ok(st):
-        context["average"] = st["data"]["average"] or {}
-        context["step_chart"] = stage_bar(page, "ov-step", context["average"], f"Average of {len(st['data']['steps'])} steps")
+        steady = summary["data"].get("stages_ms") if ok(summary) else None
+        if steady:  # the steady steps' mean, as the Run card's step time (warm-up left out)
+            context["average"] = dict(steady, total=(summary["data"].get("step_time_ms") or {}).get("mean"))
+            title = f"Mean of the {summary['data'].get('steady_steps')} steady steps"
+        else:
+            context["average"] = st["data"]["average"] or {}
+            title = f"Average of {len(st['data']['steps'])} steps"
+        context["step_chart"] = stage_bar(page, "ov-step", context["average"], title)
     if ok(sections["op_types"]):
         context["op_charts"] = op_type_charts(page, "ov-op", sections["op_types"]["data"])
     timeline_rows = []
