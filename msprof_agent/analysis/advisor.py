@@ -5,7 +5,8 @@ A finding is a dict: ``id``, ``category`` (one of ``CATEGORIES``), ``severity`` 
 steps; 0 where the cause costs no step time, e.g. memory growth), ``at_stake`` (that figure in words,
 the one string every reader prints), ``evidence`` (the structured numbers, steps, ops, functions),
 ``evidence_text`` (the same in words) and ``action`` in the words of the framework in use, from the
-run's recorded settings. Findings come ordered by severity, then time at stake; the verdict is
+run's recorded settings. Findings come ordered by severity (memory growth first within its own),
+then time at stake; the verdict is
 ``VERDICT_OF`` the first finding's category (warm-up never: it is a one-off cost).
 
 Each step is split into stages (``STAGES``): data wait, compute (some op running: the union of the
@@ -631,7 +632,8 @@ def advise(data: Any, results: dict[str, Any], warmup: list[Row]) -> dict[str, A
     waiting = any(f["category"] in ("data", "host") for f in found)
     compute_bound = any(f["id"] == "hot_ops" for f in found)
     found += [f for f in (cpu_contention_finding(results.get("cpu"), waiting), mfu_finding(results.get("flops"), compute_bound)) if f]
-    findings = sorted(found, key=lambda f: (SEVERITY_ORDER[f["severity"]], -f["ms_per_step"]))
+    # a leak ends the job sooner or later: it heads the findings of its severity, whatever their time at stake
+    findings = sorted(found, key=lambda f: (SEVERITY_ORDER[f["severity"]], f["category"] != "memory", -f["ms_per_step"]))
     _within_the_step(findings, step_ms)
     known = ("wait", "communication") if not data.op_count else STAGES + ("communication",)
     return {"findings": findings, "verdict": verdict(findings), "hot_spots": spots + warm_spots,
