@@ -117,7 +117,8 @@ def compiled_regions(data: Any) -> np.ndarray:
 
 def graph_mode(data: Any) -> bool:
     """MindSpore's step runs as one compiled graph (GRAPH mode): from the compiled call's start (the
-    step's forward start) to its last op, the time no op runs is the runtime's (launch, between ops)."""
+    step's forward start) to its last op, or to its return where the step ends there (the step record's
+    ``compiled_call``), the time no op runs is the runtime's (launch, between ops, the wait for the last)."""
     return bool(data.meta.get("framework") == "mindspore" and data.meta.get("context_mode") == "GRAPH")
 
 
@@ -151,8 +152,11 @@ def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
             busy_spans = np.stack([s[firsts], np.maximum.reduceat(e, firsts)], axis=1)
             in_wait = sum(_overlap_ns(busy_spans, a, b) for a, b in waits.tolist())
             busy = float((busy_spans[:, 1] - busy_spans[:, 0]).sum() - in_wait) / 1e6  # ops run while fetching data are the wait's
-            launched = steps.get(row["n"], {}).get("fp") or busy_spans[0, 0]  # the compiled call's start (GRAPH: forward start)
-            graph = np.array([[min(launched, busy_spans[0, 0]), busy_spans[-1, 1]]]) if whole_graph else regions
+            step = steps.get(row["n"], {})
+            launched = step.get("fp") or busy_spans[0, 0]  # the compiled call's start (GRAPH: forward start)
+            # to the call's return where the step ends there (a custom loop's compiled step), else to its last op
+            returned = row["end"] if step.get("compiled_call") else busy_spans[-1, 1]
+            graph = np.array([[min(launched, busy_spans[0, 0]), returned]]) if whole_graph or step.get("compiled_call") else regions
             for a, b in graph.tolist():
                 a, b = max(a, row["start"]), min(b, row["end"])
                 if b > a:

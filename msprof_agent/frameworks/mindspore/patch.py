@@ -430,7 +430,12 @@ def _call_ends(state, role, now, what):
     if state.session.owner is not None:  # ops recorded: the step ends where its last op ends, not at the
         _graph_api()._pynative_executor.sync()  # asynchronous call's return (its last ops would land in the next step)
         now = time.time_ns()
-    state.session.steps.close(now, epoch=state.loop_epoch)
+    import mindspore as ms
+
+    # a step that ends at its compiled call's return is that call from its forward start on: the advisor
+    # reads its time without ops as the runtime's, not host Python
+    compiled = role == STEP and (ms.get_context("mode") == ms.GRAPH_MODE or not isinstance(what, ms.nn.Cell))
+    state.session.steps.close(now, epoch=state.loop_epoch, **({"compiled_call": True} if compiled else {}))
     if not state.steps_explained:
         state.steps_explained = True
         state.session.record({"k": "note", "ts": now, "text": _steps_explained(role, what)})
