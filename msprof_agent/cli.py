@@ -133,6 +133,7 @@ def cmd_run(args):
             if hook is None:
                 raise SystemExit("msprof-agent run: this installation has neither its .pth in site-packages nor a "
                                  "sitecustomize_hook folder beside the package; reinstall it (pip install msprof-agent)")
+            doors.compile_hook(hook)
             # the checkout too: a job's sys.path starts with its script's folder, not the one run was started from
             env["PYTHONPATH"] = _prepend_path(env.get("PYTHONPATH"), [hook, os.path.dirname(hook)])
         warning = _python_flags_warning(command, through_pth)
@@ -151,8 +152,8 @@ def cmd_run(args):
 
 
 def cmd_analyse(args):
-    from .analysis import offline_analyse
     from .export import kinds as export_kinds
+    from .pipeline import offline_analyse
 
     try:
         step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 
-from . import environment, log
+from . import environment, log, records
 from .collectors.steps import StepRecorder
 from .frameworks.device_session import DeviceSession
 from .windows import ASYNC, Windows
@@ -54,7 +54,7 @@ class Session:
         self.disabled = False
         self.finished = False
         self.meta = {
-            "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
+            "format": records.FORMAT, "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
             "started_ns": self.started_ns, "host": os.uname().nodename, "python": sys.version.split()[0],
             "argv": list(sys.argv), "device_target": "CPU", "cpus": os.cpu_count(), "memory_bytes": _physical_memory(),
         }
@@ -109,7 +109,7 @@ class Session:
         self.meta.update(values)
         if not self.disabled:
             for c in self.windows.live():
-                c.writer.add(dict(values, k="meta"))
+                c.writer.add({**values, records.KIND: records.META})
 
     def record(self, record):
         """Store one raw record (ops batch, queue sample, comm call...) in the recording collection, else the run."""
@@ -163,7 +163,7 @@ class Session:
         if self.owner is not None:
             return self.owner is c
         self.windows.begin(c, at_ns or time.time_ns(), explicit)
-        self.record({"k": "window", "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
+        self.record({records.KIND: records.WINDOW, "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
         if self._device_wanted(c.options):
             began = time.time_ns()
             try:
@@ -171,7 +171,7 @@ class Session:
             except Exception as exc:
                 log.report_error("starting the device profiler", exc)
             # ours, inside the window's first step: the advisor and warm-up leave it out of the job's time
-            self.record({"k": "pause", "start": began, "end": time.time_ns(), "what": "profiler start-up"})
+            self.record({records.KIND: records.PAUSE, "start": began, "end": time.time_ns(), "what": "profiler start-up"})
         self._start_samplers(c)
         c.writer.flush()
         return True
@@ -190,7 +190,7 @@ class Session:
         for sampler in self._samplers:
             sampler.stop()
         self._samplers = []
-        self.record({"k": "window", "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
+        self.record({records.KIND: records.WINDOW, "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
         self.windows.end(stopped_ns)
         c.writer.flush()
         return c
@@ -243,7 +243,7 @@ class Session:
             return c.summary
         if self.owner is c:
             self.stop_recording()
-        end = {"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
+        end = {records.KIND: records.END, "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
         if not self.windows.finish(c, end):
             if c is self.run and self.framework is not None and not self.steps.completed and c.options.start:
                 log.say(f"no step trace: no {self.framework} training or inference step was seen (no optimizer step, training-data "
@@ -256,7 +256,7 @@ class Session:
         if c.analyse_mode == ASYNC:
             self._analyse_in_background(c)
             return None
-        from .analysis import analyse_rank
+        from .pipeline import analyse_rank
 
         c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=c.recorded)
         if c is self.run and self.windows.listed:

@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from .. import frameworks
+from .intervals import length_within, merge
 from .operators import ANNOTATION, OP, op_kinds
+from .stats import median
 
 Finding = dict[str, Any]
 Row = dict[str, Any]
@@ -76,7 +78,7 @@ def action(finding_id: str, framework: str | None, **fields: Any) -> str:
 
 
 def _median(values: list[float]) -> float:
-    return float(np.median(values)) if values else 0.0
+    return median(values) if values else 0.0
 
 
 def _mean(values: list[float]) -> float:
@@ -87,15 +89,8 @@ def _mad(values: list[float]) -> float:
     """Median absolute deviation, scaled to a standard deviation for normal data."""
     if not values:
         return 0.0
-    array = np.asarray(values, dtype=np.float64)
-    return float(1.4826 * np.median(np.abs(array - np.median(array))))
-
-
-def _overlap_ns(spans: np.ndarray, start: int, end: int) -> int:
-    """How much of [start, end) the disjoint spans (n x 2, ns) cover."""
-    if not len(spans):
-        return 0
-    return int(np.clip(np.minimum(spans[:, 1], end) - np.maximum(spans[:, 0], start), 0, None).sum())
+    middle = median(values)
+    return 1.4826 * median(abs(float(v) - middle) for v in values)
 
 
 def compiled_regions(data: Any) -> np.ndarray:
@@ -124,52 +119,70 @@ def graph_mode(data: Any) -> bool:
 
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
     """Per step (ms): total and its stages (``STAGES``: data wait, compute, runtime, host, pause), plus
-    communication (time in collectives, inside compute or host)."""
+    communication (time in collectives, inside compute or host). Compute is the union of the ops'
+    intervals (ops started in the step before and still running included) clipped to the step, less
+    its part inside the step's waits: a few vectorised look-ups for all steps (``intervals``)."""
     ops = data.ops
     if data.op_count:
         select = (op_kinds(data) == OP) & ~ops.device_is("cuda")
-        starts = ops["start"][select]
-        ends = starts + ops["dur"][select]
+        starts, durations = (ops["start"], ops["dur"]) if select.all() else (ops["start"][select], ops["dur"][select])
+        busy_starts, busy_ends = merge(starts, starts + durations)
     else:
-        starts = ends = np.zeros(0, dtype=np.int64)
-    reach_before = np.maximum.accumulate(ends) if len(ends) else ends  # the latest end of the ops started so far
+        busy_starts = busy_ends = np.zeros(0, dtype=np.int64)
+    lo = np.array([row["start"] for row in rows], dtype=np.int64)
+    hi = np.array([row["end"] for row in rows], dtype=np.int64)
+    compute = length_within(busy_starts, busy_ends, lo, np.maximum(hi, lo))
     steps = {s["n"]: s for s in data.window_steps}
-    regions, whole_graph = compiled_regions(data), graph_mode(data)
+    owner, wait_lo, wait_hi = [], [], []
+    for i, row in enumerate(rows):
+        for a, b in steps.get(row["n"], {}).get("waits") or ():
+            owner.append(i)
+            wait_lo.append(min(max(a, row["start"]), row["end"]))
+            wait_hi.append(max(min(b, row["end"]), wait_lo[-1]))
+    np.subtract.at(compute, owner, length_within(busy_starts, busy_ends, wait_lo, wait_hi))  # ops run while fetching data are the wait's
+    runtime = _runtime_ns(data, rows, steps, busy_starts, busy_ends, lo, hi)
     in_collectives: dict[int, float] = {}
     for call in data.comm:
         in_collectives[call.get("step", 0)] = in_collectives.get(call.get("step", 0), 0.0) + call["dur"] / 1e6
     out = []
-    for row in rows:
-        waits = np.array(steps.get(row["n"], {}).get("waits") or np.zeros((0, 2)), dtype=np.int64).reshape(-1, 2)
-        lo, hi = np.searchsorted(starts, row["start"]), np.searchsorted(starts, row["end"])
-        s, e = starts[lo:hi], np.minimum(ends[lo:hi], row["end"])
-        if lo and reach_before[lo - 1] > row["start"]:  # an op started in the step before still runs (asynchronous graphs)
-            s, e = np.concatenate(([row["start"]], s)), np.concatenate(([min(int(reach_before[lo - 1]), row["end"])], e))
-        busy = runtime = 0.0
-        if len(s):
-            reach = np.maximum.accumulate(e)
-            firsts = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))
-            busy_spans = np.stack([s[firsts], np.maximum.reduceat(e, firsts)], axis=1)
-            in_wait = sum(_overlap_ns(busy_spans, a, b) for a, b in waits.tolist())
-            busy = float((busy_spans[:, 1] - busy_spans[:, 0]).sum() - in_wait) / 1e6  # ops run while fetching data are the wait's
-            step = steps.get(row["n"], {})
-            launched = step.get("fp") or busy_spans[0, 0]  # the compiled call's start (GRAPH: forward start)
-            # to the call's return where the step ends there (a custom loop's compiled step), else to its last op
-            returned = row["end"] if step.get("compiled_call") else busy_spans[-1, 1]
-            graph = np.array([[min(launched, busy_spans[0, 0]), returned]]) if whole_graph or step.get("compiled_call") else regions
-            for a, b in graph.tolist():
-                a, b = max(a, row["start"]), min(b, row["end"])
-                if b > a:
-                    gaps = (b - a) - _overlap_ns(busy_spans, a, b) - _overlap_ns(waits, a, b)
-                    runtime += max(gaps, 0) / 1e6
+    for row, ns, gaps in zip(rows, compute.tolist(), runtime.tolist()):
+        waits = steps.get(row["n"], {}).get("waits") or ()
         paused = data.paused_ns(row["start"], row["end"]) / 1e6
-        paused_in_wait = sum(data.paused_ns(a, b) for a, b in waits.tolist()) / 1e6
-        total = row["total"] / 1e6
-        wait = max(row.get("wait", 0) / 1e6 - paused_in_wait, 0.0)
-        out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy,
-                    "runtime": runtime, "pause": paused, "host": max(total - wait - busy - runtime - paused, 0.0),
+        total, busy_ms, runtime_ms = row["total"] / 1e6, float(ns) / 1e6, float(gaps) / 1e6
+        wait = max(row.get("wait", 0) / 1e6 - sum(data.paused_ns(a, b) for a, b in waits) / 1e6, 0.0)
+        out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy_ms,
+                    "runtime": runtime_ms, "pause": paused, "host": max(total - wait - busy_ms - runtime_ms - paused, 0.0),
                     "communication": in_collectives.get(row["n"], 0.0)})
     return out
+
+
+def _runtime_ns(data: Any, rows: list[Row], steps: dict[int, Any], busy_starts: np.ndarray, busy_ends: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per step, the time inside a compiled graph that no op runs (ns). MindSpore GRAPH: from the compiled
+    call's start (the forward start) to its last op, or to its return where the step ends there; torch:
+    inside torch.compile's regions."""
+    runtime = np.zeros(len(rows), dtype=np.int64)
+    if not len(busy_starts):
+        return runtime
+    if graph_mode(data) or any(s.get("compiled_call") for s in steps.values()):
+        first = np.searchsorted(busy_ends, lo, side="right")  # the first op still running at or after the step's start
+        last = np.searchsorted(busy_starts, hi, side="left") - 1  # the last op started before its end
+        for i, row in enumerate(rows):
+            step = steps.get(row["n"], {})
+            if first[i] > last[i] or not (graph_mode(data) or step.get("compiled_call")):
+                continue
+            begin = max(row["start"], min(step.get("fp") or busy_starts[first[i]], busy_starts[first[i]]))
+            end = row["end"] if step.get("compiled_call") else min(int(busy_ends[last[i]]), row["end"])
+            if end > begin:
+                runtime[i] = end - begin - int(length_within(busy_starts, busy_ends, [begin], [end])[0])
+        return runtime
+    regions = compiled_regions(data)
+    for a, b in regions.tolist():  # few: one or two a step
+        for i in range(int(np.searchsorted(hi, a, side="right")), int(np.searchsorted(lo, b, side="left"))):
+            begin, end = max(a, int(lo[i])), min(b, int(hi[i]))
+            if end > begin:
+                runtime[i] += end - begin - int(length_within(busy_starts, busy_ends, [begin], [end])[0])
+    return runtime
 
 
 def ranges(numbers: list[int]) -> list[list[int]]:
@@ -434,7 +447,7 @@ def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Findi
         return None
     first, last = steady[0], steady[-1]
     allocated = [(m["ts"], m.get("allocated", 0)) for m in data.mem]
-    samples = allocated or [(c["ts"] * 1_000_000, c["rss"]) for c in data.cpu if "rss" in c]
+    samples = allocated or [(c["ts"], c["rss"]) for c in data.cpu]
     starts = np.array([r["start"] for r in steady], dtype=np.int64)
     inside = [(t, v) for t, v in samples if first["start"] <= t <= last["end"]]
     if len(inside) < 4:

@@ -9,16 +9,18 @@ from ..contract.columns import PYTHON_HOT_SPOTS_HEADER
 from ..contract.names import PYTHON_HOT_SPOTS, SUMMARY
 from ..contract.summary import SUMMARY_VERSION, Summary
 from ..options import not_applicable
+from ..records import KIND
 from ..writers import write_csv, write_json
 from . import advisor, warmup
+from .stats import percentile
 
 
 def _percentiles(values):
     if not values:
         return None
     array = np.asarray(values, dtype=np.float64)
-    return {"mean": round(float(array.mean()), 4), "p50": round(float(np.percentile(array, 50)), 4),
-            "p90": round(float(np.percentile(array, 90)), 4), "max": round(float(array.max()), 4)}
+    return {"mean": round(float(array.mean()), 4), "p50": round(percentile(values, 50), 4),
+            "p90": round(percentile(values, 90), 4), "max": round(float(array.max()), 4)}
 
 
 def machine_speed(probes):
@@ -69,7 +71,7 @@ def build(data, ctx, results):
         "step_breakdown_ms": advice["breakdown_ms"], "step_breakdown_mean_ms": advice["breakdown_mean_ms"], "python_hot_spots": advice["hot_spots"],
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
-        "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
+        "windows": [{k: v for k, v in w.items() if k not in (KIND, "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(data.options, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],

@@ -12,7 +12,7 @@ pauses (the profiler's start-up at a window's first step is ours, not the job's 
 Warm-up steps stay in the step trace CSV and the timeline; the summary's means, percentiles,
 verdict and suggestions, MFU, and compare's noise read the steady steps only.
 """
-import numpy as np
+from .stats import median
 
 FACTOR = 1.5
 MIN_EXCESS_MS = 1.0
@@ -26,7 +26,7 @@ def detect(numbers, totals_ms):
     ``[{"step", "ms", "why"}]``."""
     if len(totals_ms) < MIN_STEPS:
         return []
-    steady = float(np.median(totals_ms[len(totals_ms) // 2:]))
+    steady = median(totals_ms[len(totals_ms) // 2:])
     found = []
     for n, ms in zip(numbers[:len(totals_ms) // 2], totals_ms):
         if ms <= FACTOR * steady or ms - steady <= MIN_EXCESS_MS:

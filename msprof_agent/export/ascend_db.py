@@ -14,11 +14,12 @@ import tempfile
 
 import numpy as np
 
-from ..analysis.operators import counted_op_mask
+from ..analysis import GROUP, collectives, counted_op_mask
 from ..contract import names
-from . import framework_profile
+from . import ascend_dir, framework_profile
 from .ascend_text import step_table
-from .overlap import GROUP, collectives
+
+NAME = "db"
 
 SCHEMA_VERSION = "1.0.0"
 HOST_TASK = "HOST_CPU"
@@ -81,7 +82,12 @@ class _Strings:
         return self.ids[text]
 
 
-def write(data, root, overlap):
+def target(run):
+    return ascend_dir(run)
+
+
+def write(run, root):
+    data, overlap = run.data, run.overlap
     out = os.path.join(root, names.ASCEND_OUTPUT)
     api_tables = framework_profile(data).api_tables
     indexes = [i for i in INDEXES if api_tables or i[0] != "PYTORCH_API"]
@@ -146,11 +152,11 @@ def _fill(db, data, overlap):
     db.executemany("INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
         (strings(key.split("@")[0]), c["start"], c["start"] + c["dur"], -1, group, i, 0, 0, strings("UNKNOWN"), strings("gloo"),
          c.get("bytes") or 0, strings(c.get("name", "comm"))) for i, (_, key, c) in enumerate(calls)])
-    db.executemany("INSERT INTO CPU_USAGE VALUES (?, ?, ?)", [(c["ts"] * 1_000_000, "Avg", round(100 - c.get("idle", 0), 2)) for c in data.cpu])
+    db.executemany("INSERT INTO CPU_USAGE VALUES (?, ?, ?)", [(c["ts"], "Avg", round(100 - c["idle"], 2)) for c in data.cpu])
     capacity = meta.get("memory_bytes") or 0
     if capacity:
         db.executemany("INSERT INTO HOST_MEM_USAGE VALUES (?, ?)",
-                       [(c["ts"] * 1_000_000, round(100 * c["rss"] / capacity, 4)) for c in data.cpu if "rss" in c])
+                       [(c["ts"], round(100 * c["rss"] / capacity, 4)) for c in data.cpu])
     db.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", enumerate(strings.values))
     return {"tasks": tasks, "collectives": len(calls)}
 

@@ -40,7 +40,7 @@ import sys
 import time
 import weakref
 
-from ... import log
+from ... import log, records
 from ..patching import Patches
 from .device import MindSporeDevice
 from .profile import PROFILE
@@ -177,7 +177,7 @@ def _with_step_callback(state, args, kwargs, amp_level=None):
         except Exception as exc:
             log.report_error("reading the dataset's settings", exc)
     if sink and ms.get_context("device_target") == "CPU":
-        state.session.record({"k": "note", "ts": time.time_ns(),
+        state.session.record({records.KIND: records.NOTE, "ts": time.time_ns(),
                               "text": "dataset_sink_mode=True on CPU: MindSpore ran without sinking; one step per batch"})
     return tuple(args), kwargs
 
@@ -438,7 +438,7 @@ def _call_ends(state, role, now, what):
     state.session.steps.close(now, epoch=state.loop_epoch, **({"compiled_call": True} if compiled else {}))
     if not state.steps_explained:
         state.steps_explained = True
-        state.session.record({"k": "note", "ts": now, "text": _steps_explained(role, what)})
+        state.session.record({records.KIND: records.NOTE, "ts": now, "text": _steps_explained(role, what)})
 
 
 def _steps_explained(role, what):

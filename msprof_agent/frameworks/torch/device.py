@@ -11,7 +11,7 @@ import time
 
 import orjson
 
-from ... import environment, log
+from ... import environment, log, records
 from ...store import coded
 from .fork_guard import guard_fork_children_against_kineto_exit
 
@@ -165,7 +165,7 @@ class TorchDeviceSession:
         if session.owner is not None:
             session.owner.writer.flush()  # the emitted batches leave memory too before the RSS is read again
         _return_freed_memory()
-        session.record({"k": "buffer", "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
+        session.record({records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
                         "rss_after": _rss(), "record_shapes": bool(self.options.record_shapes),
                         "profile_memory": bool(self.options.profile_memory)})
         return count
@@ -217,7 +217,7 @@ class TorchDeviceSession:
         if comm:
             self._emit_comm(session, comm, offset)
         if skipped:
-            session.record({"k": "note", "text": f"torch.profiler: {skipped} unreadable events were skipped"})
+            session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
 
     def _emit_comm(self, session, comm, offset):
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
@@ -234,9 +234,9 @@ class TorchDeviceSession:
             i = bisect.bisect_right(wrapped_starts, start) - 1
             if i >= 0 and start <= wrapped[i][1]:
                 continue
-            session.record({"k": "comm", "step": self._first_step + bisect.bisect_right(ends, start),
+            session.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start),
                             "name": name.split(":", 1)[1], "start": start, "dur": dur,
-                            "bytes": _tensor_bytes(shapes, dtypes), "source": "profiler"})
+                            "bytes": _tensor_bytes(shapes, dtypes), "source": records.COMM_FROM_PROFILER})
 
     def _clock_offset(self, trace_start_ns):
         """Kineto stamps epoch ns in torch 2.x (checked: its trace start falls inside our start() call);
@@ -270,7 +270,7 @@ class TorchDeviceSession:
             first = np.flatnonzero(np.append(True, bucket[1:] != bucket[:-1]))
             peaks = np.maximum.reduceat(allocated, first)
             for when, value in zip(ts[first].tolist(), peaks.tolist()):
-                session.record({"k": "mem", "ts": when, "allocated": value, "device": device})
+                session.record({records.KIND: records.MEM, "ts": when, "allocated": value, "device": device})
 
 
 def _rss():
@@ -328,7 +328,7 @@ def _new_batch(shapes_on, device):
 def _flush_batch(session, batch, offset):
     if not batch["start"]:
         return
-    record = {"k": "ops", "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
+    record = {records.KIND: records.OPS, "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
     codes, table = coded(batch.pop("name"))
     stable = [ADDRESS.sub("", name) for name in table]
     if stable != table:  # names that differ only by an address are one op

@@ -26,7 +26,7 @@ import threading
 import time
 import weakref
 
-from ... import log
+from ... import log, records
 from ..patching import Patches, after_call
 from .device import TorchDeviceSession, cuda_in_use
 from .profile import PROFILE
@@ -108,33 +108,40 @@ class _Integration:
 
     def _patch_record_function(self):
         """The user's ``torch.profiler.record_function`` ranges as mstx ranges (domain "default"); torch's
-        own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out."""
+        own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out.
+        Torch opens three a step itself: plain functions (``Patches.replace``), and nothing more than
+        one test while no window records (a range is recorded only when one records with mstx)."""
         from torch.autograd.profiler import record_function
 
         from ...collectors.mstx import MstxRecorder
 
-        recorder = MstxRecorder(self.session)
+        session, recorder = self.session, MstxRecorder(self.session)
 
-        def enter(wrapped, instance, args, kwargs):
-            out = wrapped(*args, **kwargs)
-            try:
-                if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch"):
-                    instance._msprof_range = recorder.range_start(instance.name, "default")
-            except Exception as exc:
-                log.report_error("recording a record_function range", exc)
-            return out
+        def entering(enter):
+            def __enter__(instance):
+                out = enter(instance)
+                if session.owner is not None:
+                    try:
+                        if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch"):
+                            instance._msprof_range = recorder.range_start(instance.name, "default")
+                    except Exception as exc:
+                        log.report_error("recording a record_function range", exc)
+                return out
+            return __enter__
 
-        def leave(wrapped, instance, args, kwargs):
-            try:
-                range_id = vars(instance).pop("_msprof_range", None)
-                if range_id is not None:
-                    recorder.range_end(range_id, "default")
-            except Exception as exc:
-                log.report_error("recording a record_function range", exc)
-            return wrapped(*args, **kwargs)
+        def leaving(leave):
+            def __exit__(instance, *args):
+                try:
+                    range_id = vars(instance).pop("_msprof_range", None)
+                    if range_id is not None:
+                        recorder.range_end(range_id, "default")
+                except Exception as exc:
+                    log.report_error("recording a record_function range", exc)
+                return leave(instance, *args)
+            return __exit__
 
-        self._patches.wrap(record_function, "__enter__", enter)
-        self._patches.wrap(record_function, "__exit__", leave)
+        self._patches.replace(record_function, "__enter__", entering)
+        self._patches.replace(record_function, "__exit__", leaving)
 
     def uninstall(self):
         for handle in self._handles:
@@ -185,7 +192,7 @@ class _Integration:
         try:
             now = time.time_ns()
             if self.steps.completed == 0:
-                self.session.record({"k": "note", "ts": now, "text": "inference loop (no optimizer step): one step per "
+                self.session.record({records.KIND: records.NOTE, "ts": now, "text": "inference loop (no optimizer step): one step per "
                                      f"forward of the root module {type(module).__name__}"})
             self._step_ends(now)
             self._hand_over_if_due()
@@ -214,7 +221,7 @@ class _Integration:
         except Exception as exc:
             log.report_error("handing the profiler's events over", exc)
         resumed = time.time_ns()
-        self.session.record({"k": "pause", "start": began, "end": resumed, "what": "torch.profiler hand-over"})
+        self.session.record({records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"})
         self.steps.start_next_at(resumed)
 
     def _loader_iter(self, wrapped, instance, args, kwargs):
@@ -276,7 +283,7 @@ class _Integration:
                 try:
                     if self.device.active:
                         self.device.wrapped_comm.append((start, end))
-                    record = {"k": "comm", "step": self.steps.completed + 1, "name": name,
+                    record = {records.KIND: records.COMM, "step": self.steps.completed + 1, "name": name,
                               "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs)}
                     if kwargs.get("async_op"):
                         record["async"] = True  # the time is the launch only; the wait happens in Work.wait()

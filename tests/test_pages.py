@@ -11,8 +11,9 @@ import time
 import pytest
 
 from conftest import ROOT, read_csv, read_json, step_trace
-from msprof_agent.analysis import analyse_rank
 from msprof_agent.contract.summary import SUMMARY_VERSION, Summary
+from msprof_agent.pipeline import analyse_rank
+from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
 
 pytestmark = pytest.mark.unit
@@ -29,7 +30,7 @@ STEP_OPS = [("Default/net/Conv2D-op0", "Conv2D", 2, 3), ("Default/net/MatMul-op1
 def write_store(profiler_dir, steps, ops, meta=None, cpu=()):
     """A raw store for rank 0: meta, the step records, one coded ops batch, cpu samples, an end record."""
     writer = EventWriter(profiler_dir, 0, 0)
-    writer.add(dict({"k": "meta", "framework": "mindspore", "device_target": "CPU", "pid": 4242, "rank_id": 0, "cpus": 2,
+    writer.add(dict({"k": "meta", "format": FORMAT, "framework": "mindspore", "device_target": "CPU", "pid": 4242, "rank_id": 0, "cpus": 2,
                      "options": {"cpu_sampling_interval": 1000}}, **(meta or {})))
     for step in steps:
         writer.add(dict(step, k="step"))
@@ -56,7 +57,7 @@ def analysed(tmp_path_factory):
     profiler_dir = str(tmp_path_factory.mktemp("run") / "profiler")
     steps = [step_record(n, win=n <= 3) for n in range(1, 5)]
     ops = [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS]
-    cpu = [{"ts": BASE // MS + 10 * i, "user": 40 + i, "sys": 5, "io": 0, "idle": 55 - i, "ctx": 100, "run": 2,
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "iowait": 0, "idle": 55 - i, "ctx": 100, "run": 2,
             "puser": 30.4 + i, "psys": 2.6, "rss": 100 * MS} for i in range(4)]
     write_store(profiler_dir, steps, ops, cpu=cpu)
     return profiler_dir, analyse_rank(profiler_dir, 0)
@@ -191,3 +192,42 @@ def test_the_jobs_cpu_is_its_process_tree_and_the_agents_own_processes_are_apart
             child.kill()
             child.wait(timeout=30)
     assert job_user + job_sys >= 0.02 and ours >= 0.02, (job_user, job_sys, ours)  # each child spun on a shared machine
+
+
+def test_interval_union_length_within_windows_matches_counting_each_ns():
+    """``intervals.merge`` + ``length_within`` (the advisor's compute time, the exports' Computing) against
+    a per-nanosecond count, on overlapping, nested, touching and zero-length intervals and windows
+    that start or end inside, between, before and after them."""
+    import numpy as np
+
+    from msprof_agent.analysis.intervals import length_within, merge
+
+    rng = np.random.default_rng(7)
+    starts = np.sort(rng.integers(0, 1000, 80))
+    ends = starts + rng.integers(0, 40, 80)
+    covered = np.zeros(1100, dtype=bool)
+    for s, e in zip(starts, ends):
+        covered[s:e] = True
+    lo = rng.integers(-20, 1080, 200)
+    hi = lo + rng.integers(0, 150, 200)
+    union = merge(starts, ends)
+    assert (union[0][1:] > union[1][:-1]).all()  # disjoint and sorted
+    expected = [int(covered[max(a, 0):max(b, 0)].sum()) for a, b in zip(lo, hi)]
+    assert length_within(*union, lo, hi).tolist() == expected
+
+
+def test_median_and_percentiles_equal_numpys_to_the_last_bit():
+    """``analysis.stats`` stands in for np.median / np.percentile (which import numpy.ma at exit): the
+    summary's p50 / p90 and the advisor's medians must not move."""
+    import random
+
+    import numpy as np
+
+    from msprof_agent.analysis.stats import median, percentile
+
+    rng = random.Random(3)
+    for _ in range(500):
+        values = [rng.choice([rng.random() * 100, rng.randint(0, 50), rng.random() * 1e-3]) for _ in range(rng.randint(1, 40))]
+        assert median(values) == float(np.median(values))
+        for q in (0, 0.5, 10, 50, 90, 99.5, 100):
+            assert percentile(values, q) == float(np.percentile(np.asarray(values, dtype=np.float64), q)), (values, q)
