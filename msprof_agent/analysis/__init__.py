@@ -78,8 +78,7 @@ def analyse_pages(profiler_dir, rank, step_list=None, pretty=False, output_dir=N
     run = Run(data, Context(profiler_dir, rank, pretty, data.options.cpu_sampling_interval))
     ctx, results = run.ctx, run.results
     results.update(info=info.write(data, ctx), step_trace=step_trace.write(data, ctx))
-    rows = results["step_trace"]["rows"]
-    ctx.warmup = warmup.detect([r["n"] for r in rows], [r["total"] / 1e6 for r in rows])
+    ctx.warmup = warmup.of_window(data)
     pages = (("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
              ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
              ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),

@@ -27,7 +27,7 @@ from ..contract import names
 from ..contract.columns import CLUSTER_HEADER
 from ..contract.summary import NO_END_RECORD, Summary, summaries, warmup_step_numbers
 from ..writers import write_csv, write_json
-from .advisor import action
+from .advisor import _finding, action, ms_words
 
 Entry = dict[str, Any]
 
@@ -96,10 +96,11 @@ def stragglers(entries: list[Entry]) -> tuple[list[int], list[str], list[dict[st
     findings: list[dict[str, Any]] = []
     for host, figures in sorted(slow_nodes.items()):
         evidence = {"host": host, "ranks": sorted(hosts[host]), **figures}
-        text = (f"Slow node: the {len(hosts[host])} ranks on {host} work {figures['extra_ms']:.0f} ms more per step than the other "
+        text = (f"Slow node: the {len(hosts[host])} ranks on {host} work {ms_words(figures['extra_ms'])} more per step than the other "
                 f"hosts' ranks (median), who wait for them in collectives")
-        findings.append({"id": "slow_node", "category": "straggler", "severity": _severity(figures["extra_ms"], figures["others_median_ms"]),
-                         "ms_per_step": figures["extra_ms"], "evidence": evidence, "text": text, "action": action("slow_node", None, host=host)})
+        words = [f"its ranks' median own work {ms_words(figures['own_work_ms'])} a step, the other hosts' {ms_words(figures['others_median_ms'])}"]
+        findings.append(_finding("slow_node", "straggler", _severity(figures["extra_ms"], figures["others_median_ms"]), figures["extra_ms"],
+                                 evidence, words, text, action("slow_node", None, host=host)))
     slow: dict[int, dict[str, float]] = {}
     ordinary = {r: ms for r, ms in own.items() if by_rank[r]["host"] not in slow_nodes}
     slow.update(_outliers(ordinary) if len(ordinary) > 1 else {})
@@ -109,11 +110,12 @@ def stragglers(entries: list[Entry]) -> tuple[list[int], list[str], list[dict[st
         breakdown = by_rank[rank]["breakdown_ms"] or {}
         kind = max(("host", "compute", "wait"), key=lambda key: breakdown.get(key) or 0.0)
         evidence = {"rank": rank, "host": by_rank[rank]["host"], **figures, "slow_rank_breakdown_ms": breakdown}
-        text = (f"Straggler: rank {rank} works {figures['extra_ms']:.0f} ms more per step than the other ranks' median "
+        text = (f"Straggler: rank {rank} works {ms_words(figures['extra_ms'])} more per step than the other ranks' median "
                 f"(mostly {kind}), who wait for it in collectives")
-        findings.append({"id": "straggler", "category": "straggler", "severity": _severity(figures["extra_ms"], figures["others_median_ms"]),
-                         "ms_per_step": figures["extra_ms"], "evidence": evidence, "text": text,
-                         "action": action("straggler", by_rank[rank]["framework"], rank=rank, kind=kind)})
+        words = [f"rank {rank} works {ms_words(figures['own_work_ms'])} a step (step minus collectives), the others' median "
+                 f"{ms_words(figures['others_median_ms'])} (MAD {ms_words(figures['others_mad_ms'])})"]
+        findings.append(_finding("straggler", "straggler", _severity(figures["extra_ms"], figures["others_median_ms"]), figures["extra_ms"],
+                                 evidence, words, text, action("straggler", by_rank[rank]["framework"], rank=rank, kind=kind)))
     findings.sort(key=lambda f: -f["ms_per_step"])
     return sorted(slow), sorted(slow_nodes), findings
 
@@ -143,8 +145,9 @@ def hangs(entries: list[Entry], rank_size: int) -> list[dict[str, Any]]:
                     "missing_last_entered": {str(r): group["state"][r]["entered"] if r in group["state"] else None for r in missing[:16]}}
         text = (f"Hang: {len(waiting)} rank(s) ({_few(waiting)}) wait in {collective} at step {last.get('step')}; "
                 f"{len(missing)} rank(s) ({_few(missing)}) never entered it")
-        findings.append({"id": "hang", "category": "communication", "severity": "high", "ms_per_step": 0.0, "evidence": evidence,
-                         "text": text, "action": action("hang", None, ranks=_few(missing), step=last.get("step"))})
+        words = [f"ranks {_few(waiting)} entered {collective} and never left it; ranks {_few(missing)} never entered it"]
+        findings.append(_finding("hang", "communication", "high", 0.0, evidence, words, text,
+                                 action("hang", None, ranks=_few(missing), step=last.get("step"))))
     return findings
 
 
