@@ -9,13 +9,17 @@ The exports come before the summary, which carries their failure notes.
 import os
 import sys
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from . import analysis, export, log
 from .contract import names
+from .contract.summary import Summary
 from .store import raw_ranks
 
 
-def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None, job_started_ns=None):
+def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list: list[int] | None = None, pretty: bool = False,
+                 export_type: str | Iterable[object] | None = None, output_dir: str | None = None, job_started_ns: int | None = None) -> Summary:
     """Analyse one rank's raw data in ``profiler_dir`` into ``output_dir`` (default: beside the raw data), roll up
     the directory's ranks and write the rank's report; returns the summary dict. ``export_type`` (default: the
     run's option) names the exports written beside it; ``job_started_ns``: the earliest start of the job's
@@ -27,7 +31,8 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     return summary
 
 
-def _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns):
+def _analysed(profiler_dir: str, rank: int, announce: bool, step_list: list[int] | None, pretty: bool, export_type: str | Iterable[object] | None,
+              output_dir: str | None, job_started_ns: int | None) -> Summary:
     """The rank's own files: its pages, its exports and its summary."""
     run = analysis.analyse_pages(profiler_dir, rank, step_list, pretty, output_dir, job_started_ns)
     run.results["export"] = run.guarded("export", None, export.write, run, export_type)
@@ -37,12 +42,12 @@ def _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, outp
     return summary
 
 
-def cluster_roll_up(profiler_dir, summaries, pretty=False):
+def cluster_roll_up(profiler_dir: str, summaries: list[Summary], pretty: bool = False) -> Any:
     """Every rank's summary in ``profiler_dir`` side by side (``cluster_*``), once two or more ranks are there."""
     return analysis.write_cluster(profiler_dir, summaries, pretty)
 
 
-def write_report(profiler_dir, rank):
+def write_report(profiler_dir: str, rank: int) -> None:
     """report.html needs the viewer extra (jinja2, plotly); without it the analysis says so once and goes on."""
     from .viewer.report import ViewerExtraMissing
     from .viewer.report import write_report as write_html
@@ -55,7 +60,8 @@ def write_report(profiler_dir, rank):
         log.report_error("writing report.html", exc)
 
 
-def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None, output=None):
+def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None = None, data_simplification: bool = True, announce: bool = False,
+                    export_type: str | Iterable[object] | None = None, output: str | None = None) -> list[Summary]:
     """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns the summaries.
 
     The whole run is analysed in place (the files the job wrote at exit, again). A ``step_list``
@@ -79,7 +85,7 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
         raise ValueError(f"output {output} would overwrite the run's analysis in {overwritten[0]}; choose another directory")
     jobs = [(d, r) for d in directories for r in raw_ranks(d)]
     starts = [s for s in (analysis.started_ns(d, r) for d, r in jobs) if s] if len(jobs) > 1 else []
-    summaries = []
+    summaries: list[Summary] = []
     for number, (directory, rank) in enumerate(jobs, 1):
         began = time.perf_counter()
         summaries.append(_analysed(directory, rank, announce, step_list, pretty, export_type, targets[directory], min(starts, default=None)))
@@ -91,7 +97,7 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
     return summaries
 
 
-def _mirrored(path, profiler_dir, output):
+def _mirrored(path: str, profiler_dir: str, output: str | None) -> str:
     """Where ``profiler_dir`` (found under PATH) is analysed to: the same place under ``output``, else itself."""
     if output is None:
         return profiler_dir
