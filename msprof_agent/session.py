@@ -165,10 +165,13 @@ class Session:
         self.windows.begin(c, at_ns or time.time_ns(), explicit)
         self.record({records.KIND: records.WINDOW, "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
         if self._device_wanted(c.options):
+            began = time.time_ns()
             try:
                 self.device.start(c.options)
             except Exception as exc:
                 log.report_error("starting the device profiler", exc)
+            # ours, inside the window's first step: the advisor and warm-up leave it out of the job's time
+            self.record({records.KIND: records.PAUSE, "start": began, "end": time.time_ns(), "what": "profiler start-up"})
         self._start_samplers(c)
         c.writer.flush()
         return True

@@ -82,8 +82,7 @@ def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = No
     run = Run(data, Context(profiler_dir, rank, pretty, data.options.cpu_sampling_interval))
     ctx, results = run.ctx, run.results
     results.update(info=info.write(data, ctx), step_trace=step_trace.write(data, ctx))
-    rows = results["step_trace"]["rows"]
-    ctx.warmup = warmup.detect([r["n"] for r in rows], [r["total"] / 1e6 for r in rows])
+    ctx.warmup = warmup.of_window(data)
     pages: tuple[tuple[str, Callable[[RunData, Context], Any], Any], ...] = (
         ("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
         ("data_prep", data_prep.write, {}), ("memory", memory.write, None),

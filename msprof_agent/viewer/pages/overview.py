@@ -42,7 +42,8 @@ def findings_view(findings, run, rank, report=False):
         links, numbers = [], step_numbers(evidence.get("steps"))
         if numbers:
             text = steps_text(numbers)
-            links.append((f"steps {text.replace(',', ', ')} on the Step trace", page_href("steps", run, rank, report, f"steps={text}"), "steps"))
+            label = f"step{'s' * (len(numbers) > 1)} {text.replace(',', ', ')} on the Step trace"
+            links.append((label, page_href("steps", run, rank, report, f"steps={text}"), "steps"))
         if f.get("id") == "host_work":
             links.append(("Python hot spots", page_href("steps", run, rank, report, HOT_SPOTS_ANCHOR), "hot-spots"))
         slow = evidence.get("rank")
@@ -69,8 +70,14 @@ def overview(page, run, rank, sections, report=False):
         context["findings"] = findings_view(summary["data"].get("findings"), run, rank, report)
     st = sections["step_trace"]
     if ok(st):
-        context["average"] = st["data"]["average"] or {}
-        context["step_chart"] = stage_bar(page, "ov-step", context["average"], f"Average of {len(st['data']['steps'])} steps")
+        steady = summary["data"].get("stages_ms") if ok(summary) else None
+        if steady:  # the steady steps' mean, as the Run card's step time (warm-up left out)
+            context["average"] = dict(steady, total=(summary["data"].get("step_time_ms") or {}).get("mean"))
+            title = f"Mean of the {summary['data'].get('steady_steps')} steady steps"
+        else:
+            context["average"] = st["data"]["average"] or {}
+            title = f"Average of {len(st['data']['steps'])} steps"
+        context["step_chart"] = stage_bar(page, "ov-step", context["average"], title)
     if ok(sections["op_types"]):
         context["op_charts"] = op_type_charts(page, "ov-op", sections["op_types"]["data"])
     timeline_rows = []
