@@ -76,7 +76,7 @@ ANALYSE = """
 import json, sys
 for name in sys.argv[2:]:
     sys.modules[name] = None  # what an import of a package that is not installed finds
-from msprof_agent.analysis import offline_analyse
+from msprof_agent.pipeline import offline_analyse
 offline_analyse(sys.argv[1])
 offline_analyse(sys.argv[1])
 print(json.dumps(sorted(m for m in ("http.server", "msprof_agent.viewer.server", "jinja2") if sys.modules.get(m) is not None)))

@@ -34,9 +34,10 @@ def write(data, ctx, pipeline=None):
         "sampling_interval": int(round(median(np.diff(stamps)))) if len(stamps) > 1 else ctx.sampling_interval_ms,
         "time_stamp": stamps,
         "device_info": {"user_utilization": series("user"), "sys_utilization": series("sys"),
-                        "io_utilization": series("io"), "idle_utilization": series("idle"),
+                        "io_utilization": series("iowait"), "idle_utilization": series("idle"),
                         "context_switch_count": series("ctx"), "runnable_process": series("run")},
-        "process_info": {"user_utilization": series("puser"), "sys_utilization": series("psys")},
+        "process_info": {"user_utilization": series("puser"), "sys_utilization": series("psys")},  # the job: its process tree
+        "agent_info": {"utilization": series("agent")},  # the agent's own processes (background analysis), the job's neither
         "op_info": op_info,
     }
     write_json(ctx.path(CPU_UTILIZATION), utilization, ctx.pretty)

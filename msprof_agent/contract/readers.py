@@ -232,7 +232,8 @@ def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
     idle = mean(machine.get("idle_utilization"))
     return {"machine_busy_mean": None if idle is None else round(100 - idle, 2), "machine_user_mean": mean(machine.get("user_utilization")),
             "machine_sys_mean": mean(machine.get("sys_utilization")), "process_user_mean": mean(process.get("user_utilization")),
-            "process_sys_mean": mean(process.get("sys_utilization")), "samples": len(stamps)}
+            "process_sys_mean": mean(process.get("sys_utilization")),
+            "agent_mean": mean((utilization.get("agent_info") or {}).get("utilization")), "samples": len(stamps)}
 
 
 def read_hccl(raw: bytes) -> dict[str, Any]:

@@ -6,12 +6,13 @@ shows up here as a diff. ``MSPROF_UPDATE_GOLD=1`` rewrites the gold copies (revi
 """
 import json
 import os
+import time
 
 import pytest
 
 from conftest import ROOT, read_csv, read_json, step_trace
-from msprof_agent.analysis import analyse_rank
 from msprof_agent.contract.summary import SUMMARY_VERSION, Summary
+from msprof_agent.pipeline import analyse_rank
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
 
@@ -56,7 +57,7 @@ def analysed(tmp_path_factory):
     profiler_dir = str(tmp_path_factory.mktemp("run") / "profiler")
     steps = [step_record(n, win=n <= 3) for n in range(1, 5)]
     ops = [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS]
-    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "io": 0, "idle": 55 - i, "ctx": 100, "run": 2,
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "iowait": 0, "idle": 55 - i, "ctx": 100, "run": 2,
             "puser": 30.4 + i, "psys": 2.6, "rss": 100 * MS} for i in range(4)]
     write_store(profiler_dir, steps, ops, cpu=cpu)
     return profiler_dir, analyse_rank(profiler_dir, 0)
@@ -132,7 +133,7 @@ def test_cpu_samples_become_integer_percent_series(analysed):
     assert cpu["process_info"] == {"user_utilization": [30, 31, 32, 33], "sys_utilization": [3, 3, 3, 3]}
     # contract.readers.cpu_means of the written (integer percent) series, time-weighted: the figures report and viewer show
     assert summary["cpu"] == {"machine_busy_mean": 46.5, "machine_user_mean": 41.5, "machine_sys_mean": 5.0,
-                              "process_user_mean": 31.5, "process_sys_mean": 3.0, "samples": 4}
+                              "process_user_mean": 31.5, "process_sys_mean": 3.0, "agent_mean": 0.0, "samples": 4}
 
 
 def test_nested_ops_count_self_times(tmp_path):
@@ -165,6 +166,32 @@ def test_analysing_twice_gives_the_same_files(analysed, tmp_path):
         with open(os.path.join(profiler_dir, name), "rb") as a, open(os.path.join(copy, name), "rb") as b:
             assert a.read() == b.read(), name
     assert json.loads(open(os.path.join(copy, "summary_0.json")).read())["steps_profiled"] == 3
+
+
+@pytest.mark.unit
+def test_the_jobs_cpu_is_its_process_tree_and_the_agents_own_processes_are_apart():
+    """A worker the job forks (as a DataLoader does) counts as the job; a child running the agent's
+    background analysis counts as ours. Both spin between two readings."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from msprof_agent.collectors.cpu import _JobTree
+
+    spin = "import time\nend = time.process_time() + 2\nwhile time.process_time() < end: pass"
+    tree = _JobTree(psutil.Process())
+    children = [subprocess.Popen([sys.executable, "-c", spin]), subprocess.Popen([sys.executable, "-c", spin, "msprof_agent.background_analysis"])]
+    try:
+        time.sleep(0.1)
+        tree.read()  # both children seen: counted from here on
+        time.sleep(0.8)
+        job_user, job_sys, ours = tree.read()
+    finally:
+        for child in children:
+            child.kill()
+            child.wait(timeout=30)
+    assert job_user + job_sys >= 0.02 and ours >= 0.02, (job_user, job_sys, ours)  # each child spun on a shared machine
 
 
 def test_interval_union_length_within_windows_matches_counting_each_ns():
