@@ -8,7 +8,7 @@
 import os
 
 
-def installed_pth():
+def installed_pth() -> str | None:
     """The activation .pth this distribution installed, or None (editable installs and checkouts have none)."""
     from importlib import metadata
 
@@ -24,14 +24,14 @@ def installed_pth():
     return None
 
 
-def hook_dir():
+def hook_dir() -> str | None:
     """The folder holding only sitecustomize.py, beside the package in a checkout; None in a wheel install."""
     here = os.path.dirname(os.path.abspath(__file__))
     candidate = os.path.join(os.path.dirname(here), "sitecustomize_hook")
     return candidate if os.path.isfile(os.path.join(candidate, "sitecustomize.py")) else None
 
 
-def compile_hook(hook):
+def compile_hook(hook: str) -> None:
     """Write the hook's bytecode where it is missing or stale: an interpreter under PYTHONDONTWRITEBYTECODE
     (or with the folder read-only) would otherwise compile it at every start, ~1.5 ms each, the whole of
     the off path's cost. Best effort: a folder we cannot write to just stays as it is."""
@@ -46,7 +46,7 @@ def compile_hook(hook):
             py_compile.compile(source, doraise=True)
 
 
-def hook_on_path(pythonpath):
+def hook_on_path(pythonpath: str | None) -> bool:
     """True when an os.pathsep list (PYTHONPATH's value) holds this checkout's hook folder."""
     hook = hook_dir()
     return hook is not None and any(p and os.path.normpath(p) == os.path.normpath(hook) for p in (pythonpath or "").split(os.pathsep))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 Task = tuple[str, int, dict[str, Any]]  # (profiler dir, rank, the analysis's keyword arguments)
-Function = Callable[[Task], dict[str, Any]]  # a module-level function: the workers import it by name
+Function = Callable[[Task], Any]  # a module-level function: the workers import it by name
 INSTALL_CLUSTER = "pip install 'msprof-agent[cluster]'"
 
 

@@ -8,14 +8,18 @@ task per rank (``fanout``: a process pool, or Dask). The exports come before the
 their failure notes. The cluster step (``cluster_roll_up``) reads the ranks' summaries alone.
 """
 import os
+from collections.abc import Iterable
+from typing import Any
 
 from . import analysis, export, fanout, log
 from .contract import names
+from .contract.summary import Summary
 from .store import raw_ranks
 
 
-def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None, job_started_ns=None,
-                 roll_up=True):
+def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list: list[int] | None = None, pretty: bool = False,
+                 export_type: str | Iterable[object] | None = None, output_dir: str | None = None, job_started_ns: int | None = None,
+                 roll_up: bool = True) -> Summary:
     """Analyse one rank's raw data in ``profiler_dir`` into ``output_dir`` (default: beside the raw data) and write
     its report; returns the summary dict. ``export_type`` (default: the run's option) names the exports written
     beside it; ``job_started_ns``: the earliest start of the job's ranks, which every rank's traces then count
@@ -31,13 +35,14 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     return summary
 
 
-def analyse_task(task):
+def analyse_task(task: fanout.Task) -> Summary:
     """One rank of ``offline_analyse`` in a worker (``fanout``): its files on the shared file system, its summary sent back."""
     directory, rank, kwargs = task
     return analyse_rank(directory, rank, roll_up=False, **kwargs)
 
 
-def _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns):
+def _analysed(profiler_dir: str, rank: int, announce: bool, step_list: list[int] | None, pretty: bool, export_type: str | Iterable[object] | None,
+              output_dir: str | None, job_started_ns: int | None) -> Summary:
     """The rank's own files: its pages, its exports and its summary."""
     run = analysis.analyse_pages(profiler_dir, rank, step_list, pretty, output_dir, job_started_ns)
     run.results["export"] = run.guarded("export", None, export.write, run, export_type)
@@ -47,13 +52,13 @@ def _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, outp
     return summary
 
 
-def cluster_roll_up(cluster_dir, entries, pretty=False):
+def cluster_roll_up(cluster_dir: str, entries: list[dict[str, Any]], pretty: bool = False) -> dict[str, Any] | None:
     """The cluster step: the job's ``cluster_summary.json`` from its ranks' entries (``analysis.cluster.entry`` of
     each summary), the same in any order; None for fewer than two ranks."""
     return analysis.cluster.write(cluster_dir, entries, pretty)
 
 
-def write_report(profiler_dir, rank):
+def write_report(profiler_dir: str, rank: int) -> None:
     """report.html needs the viewer extra (jinja2, plotly); without it the analysis says so once and goes on."""
     from .viewer.report import ViewerExtraMissing
     from .viewer.report import write_report as write_html
@@ -66,8 +71,9 @@ def write_report(profiler_dir, rank):
         log.report_error("writing report.html", exc)
 
 
-def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None, output=None,
-                    scheduler=None, scheduler_file=None, keep_summaries=True):
+def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None = None, data_simplification: bool = True, announce: bool = False,
+                    export_type: str | Iterable[object] | None = None, output: str | None = None, scheduler: str | None = None,
+                    scheduler_file: str | None = None, keep_summaries: bool = True) -> list[Summary]:
     """The MindSpore Profiler guide's ``Profiler.offline_analyse``: analyse every rank found under PATH; returns
     the summaries (none with ``keep_summaries`` false: a thousand ranks' summaries need not stay in memory).
 
@@ -97,7 +103,9 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
               "job_started_ns": min(starts, default=None)}
     tasks = [(d, r, dict(common, output_dir=targets[d])) for d, r in jobs]
     progress = fanout.Progress(len(tasks), fanout.engine(tasks, scheduler, scheduler_file))
-    entries, results, failed = {}, [], []
+    entries: dict[str, list[dict[str, Any]]] = {}
+    results: list[Summary] = []
+    failed: list[int] = []
     for (directory, rank, _), outcome in fanout.run(analyse_task, tasks, scheduler, scheduler_file):
         if isinstance(outcome, BaseException):
             failed.append(rank)
@@ -118,7 +126,7 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
     return results
 
 
-def _mirrored(path, profiler_dir, output):
+def _mirrored(path: str, profiler_dir: str, output: str | None) -> str:
     """Where ``profiler_dir`` (found under PATH) is analysed to: the same place under ``output``, else itself."""
     if output is None:
         return profiler_dir

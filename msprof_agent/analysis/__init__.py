@@ -9,16 +9,19 @@ The names imported here are the analysis's public API: the exports read only the
 """
 import functools
 import os
+from collections.abc import Callable
+from typing import Any
 
 from .. import log
 from ..contract import names
+from ..contract.summary import Summary
 from ..store import raw_ranks
 from . import cluster, communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline, warmup
 from .communication import collectives as communication_groups
 from .operators import counted_op_mask, device_tables
 from .opevents import OpEvents
 from .overlap import GROUP, Overlap, collectives
-from .rundata import load_rank, started_ns
+from .rundata import RunData, load_rank, started_ns
 from .summary import print_table
 from .timeline import DEVICE_PID, OPS_PID, fixed_events, step_events, time_base, write_trace
 
@@ -30,13 +33,13 @@ __all__ = ["DEVICE_PID", "GROUP", "OPS_PID", "Context", "OpEvents", "Overlap", "
 class Context:
     """Where and how one rank's files are written, and the notes the analyses leave for the summary."""
 
-    def __init__(self, profiler_dir, rank, pretty, sampling_interval_ms):
+    def __init__(self, profiler_dir: str, rank: int, pretty: bool, sampling_interval_ms: float) -> None:
         self.profiler_dir, self.rank, self.pretty = profiler_dir, rank, pretty
         self.sampling_interval_ms = sampling_interval_ms
-        self.notes = []
-        self.warmup = []  # the window's warm-up steps (``warmup.detect``), left out of the steady figures
+        self.notes: list[str] = []
+        self.warmup: list[dict[str, Any]] = []  # the window's warm-up steps (``warmup.detect``), left out of the steady figures
 
-    def path(self, template, **fields):
+    def path(self, template: str, **fields: Any) -> str:
         """Where this rank's file of a ``contract`` name template goes."""
         return os.path.join(self.profiler_dir, names.rank_file(template, self.rank, **fields))
 
@@ -44,11 +47,11 @@ class Context:
 class Run:
     """One rank being analysed: its raw data, where and how its files go (``ctx``), and what each page found."""
 
-    def __init__(self, data, ctx):
+    def __init__(self, data: RunData, ctx: Context) -> None:
         self.data, self.ctx = data, ctx
-        self.results = {}
+        self.results: dict[str, Any] = {}
 
-    def guarded(self, name, fallback, write, *args):
+    def guarded(self, name: str, fallback: Any, write: Callable[..., Any], *args: Any) -> Any:
         """``write(*args)``, a page or an export: one failing (odd data from a framework) costs that one, not the whole analysis."""
         try:
             return write(*args)
@@ -58,12 +61,13 @@ class Run:
             return fallback
 
     @functools.cached_property
-    def overlap(self):
+    def overlap(self) -> Overlap:
         """Computing / communication / free per profiled step, which several exports read."""
         return Overlap(self.data, self.results["step_trace"]["rows"])
 
 
-def analyse_pages(profiler_dir, rank, step_list=None, pretty=False, output_dir=None, job_started_ns=None):
+def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = None, pretty: bool = False, output_dir: str | None = None,
+                  job_started_ns: int | None = None) -> Run:
     """Read one rank's raw data in ``profiler_dir`` and write its pages into ``output_dir`` (default: beside the
     raw data); ``job_started_ns``: the earliest start of the job's ranks, which every rank's traces then
     count from (``timeline.time_base``)."""
@@ -79,10 +83,11 @@ def analyse_pages(profiler_dir, rank, step_list=None, pretty=False, output_dir=N
     ctx, results = run.ctx, run.results
     results.update(info=info.write(data, ctx), step_trace=step_trace.write(data, ctx))
     ctx.warmup = warmup.of_window(data)
-    pages = (("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
-             ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
-             ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),
-             ("host_io", host_io.write, {}), ("mstx", mstx.write, None))
+    pages: tuple[tuple[str, Callable[[RunData, Context], Any], Any], ...] = (
+        ("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
+        ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
+        ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),
+        ("host_io", host_io.write, {}), ("mstx", mstx.write, None))
     for name, write, fallback in pages:
         results[name] = run.guarded(name, fallback, write, data, ctx)
     results["cpu"] = run.guarded("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))
@@ -90,11 +95,12 @@ def analyse_pages(profiler_dir, rank, step_list=None, pretty=False, output_dir=N
     return run
 
 
-def summarise(run):
+def summarise(run: Run) -> Summary:
     """The rank's ``summary_{r}.json`` (figures, findings, verdict) from its pages; returns the summary."""
-    return summary.build(run.data, run.ctx, run.results)
+    written: Summary = summary.build(run.data, run.ctx, run.results)
+    return written
 
 
-def profiler_dirs(path):
+def profiler_dirs(path: str) -> list[str]:
     """The profiler directories under PATH holding raw data (``names.profiler_dirs``)."""
     return names.profiler_dirs(path, raw_ranks)

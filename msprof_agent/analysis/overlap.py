@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from ..analysis.intervals import length_within, merge
+from .intervals import length_within, merge
 
 COMM_OP = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_?to_?all|^gloo:|^nccl:|^hccl|^hcom|c10d::|^send$|^recv$|isend|irecv",
                      re.IGNORECASE)

@@ -14,24 +14,29 @@ directory it writes, None where it is not for this run) and ``write(run, out)``:
 protocol, the shape of coverage.py's reporters; ``registry.EXPORTS`` lists the exports of each kind, in order.
 """
 import os
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import frameworks
 from ..contract.names import ASCEND_FOLDER, HTA_FOLDER
+from ..frameworks.profile import FrameworkProfile
 from ..options import EXPORT_TYPES
+
+if TYPE_CHECKING:
+    from ..analysis import Run
 
 
 class Export(Protocol):
     NAME: str
 
-    def target(self, run: Any) -> str | None:
+    def target(self, run: "Run") -> str | None:
         """The directory this export writes for ``run``; None where it is not for this run."""
 
-    def write(self, run: Any, out: str) -> Any:
+    def write(self, run: "Run", out: str) -> Any:
         """Write the export into ``out``; returns what was written."""
 
 
-def kinds(value):
+def kinds(value: str | Iterable[object] | None) -> list[str]:
     """The export kinds named by ``export_type`` (a list, or one name, or comma-separated text)."""
     if not value:
         return []
@@ -43,12 +48,12 @@ def kinds(value):
     return [k for k in EXPORT_TYPES if k in names]
 
 
-def framework_profile(data):
+def framework_profile(data: Any) -> FrameworkProfile:
     """The run's framework profile; MindSpore's for a run no framework attached to."""
     return frameworks.profile_of(data.meta.get("framework")) or frameworks.MINDSPORE
 
 
-def ascend_dir(run):
+def ascend_dir(run: "Run") -> str:
     """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside the run's profiler directory, from the run's meta."""
     data, profiler_dir = run.data, run.ctx.profiler_dir
     meta = data.meta
@@ -59,12 +64,12 @@ def ascend_dir(run):
     return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), folder)
 
 
-def hta_dir(run):
+def hta_dir(run: "Run") -> str:
     """The run's (or window's) directory of PyTorch-style traces, holding nothing else (HTA reads every JSON there)."""
     return os.path.join(os.path.dirname(os.path.abspath(run.ctx.profiler_dir)), HTA_FOLDER)
 
 
-def write(run, names=None):
+def write(run: "Run", names: str | Iterable[object] | None = None) -> dict[str, Any] | None:
     """Write the exports ``names`` (default: the run's ``export_type``, when the user wrote that key: writing a
     second timeline on every run costs disk and time); returns what was written where."""
     options = run.data.options
@@ -75,7 +80,7 @@ def write(run, names=None):
         return None
     from .registry import EXPORTS
 
-    written = {"dir": ascend_dir(run)}
+    written: dict[str, Any] = {"dir": ascend_dir(run)}
     for kind in names:
         for exporter in EXPORTS[kind]:
             out = exporter.target(run)

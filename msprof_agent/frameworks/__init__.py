@@ -3,11 +3,18 @@
 Each integration is a package: ``patch`` (the run-loop patches, ``install(session)``), ``device`` (its
 ``DeviceSession``) and ``profile`` (its ``FrameworkProfile``, read by the analysis, exports and viewer).
 """
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from .. import log
 from .import_hooks import when_imported
 from .mindspore.profile import PROFILE as MINDSPORE
 from .profile import FrameworkProfile
 from .torch.profile import PROFILE as TORCH
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 PROFILES = {profile.name: profile for profile in (MINDSPORE, TORCH)}
 
@@ -17,11 +24,11 @@ def profile_of(framework: str | None) -> FrameworkProfile | None:
     return PROFILES.get(framework or "")
 
 
-def install_post_import_hooks(session):
+def install_post_import_hooks(session: "Session") -> None:
     import importlib
 
-    def hook_for(framework):
-        def on_import(_module):
+    def hook_for(framework: str) -> Callable[[ModuleType], None]:
+        def on_import(_module: ModuleType) -> None:
             try:
                 importlib.import_module(f"{__name__}.{framework}.patch").install(session)
             except Exception as exc:  # an error here would otherwise fail the user's import

@@ -11,7 +11,7 @@ TEMPLATE_DIR = os.path.join(HERE, "templates")
 INSTALL_VIEWER = "pip install 'msprof-agent[viewer]'"
 
 
-def plotly_js_path():
+def plotly_js_path() -> str | None:
     """plotly.min.js inside the installed plotly package, or None (the viewer then shows tables only).
     Found without importing plotly: its import takes 0.1-0.5 s, more than writing the whole report."""
     import importlib.util
@@ -26,12 +26,12 @@ def plotly_js_path():
     return path if os.path.isfile(path) else None
 
 
-def static_text(name):
+def static_text(name: str) -> str:
     with open(os.path.join(STATIC_DIR, name), encoding="utf-8") as handle:
         return handle.read()
 
 
-def template_engine_missing():
+def template_engine_missing() -> bool:
     """True where jinja2 (the viewer extra's template engine) cannot be imported."""
     try:
         import jinja2  # noqa: F401

@@ -7,24 +7,25 @@ one module executes. It stays in ``os.environ`` for everything else, child proce
 """
 import os
 import sys
+from types import ModuleType
 
 from ...environment import OPTIONS
 from ..import_hooks import around_first_exec
 
 TARGET = "mindspore.profiler.envprofiler"
-_hidden = []
+_hidden: list[str | None] = []
 
 
-def _hide():
+def _hide() -> None:
     _hidden.append(os.environ.pop(OPTIONS, None))
 
 
-def _restore(_module, _ok):
+def _restore(_module: ModuleType, _ok: bool) -> None:
     saved = _hidden.pop() if _hidden else None
     if saved is not None:
         os.environ[OPTIONS] = saved
 
 
-def hide_variable_from_mindspore():
+def hide_variable_from_mindspore() -> None:
     if TARGET not in sys.modules:
         around_first_exec(TARGET, before=_hide, after=_restore)

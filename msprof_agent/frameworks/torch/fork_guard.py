@@ -1,10 +1,11 @@
 """A fork child of a process where kineto ran leaves without C destructors (they hang there)."""
 import os
+from typing import NoReturn
 
 _fork_guard_installed = False
 
 
-def guard_fork_children_against_kineto_exit():
+def guard_fork_children_against_kineto_exit() -> None:
     """Once kineto has run, a child forked from this process hangs in C exit handlers.
 
     kineto's config thread waits on a condition variable; in a fork child that thread is gone and
@@ -19,18 +20,18 @@ def guard_fork_children_against_kineto_exit():
         os.register_at_fork(after_in_child=_exit_child_without_c_destructors)
 
 
-def _exit_child_without_c_destructors():
+def _exit_child_without_c_destructors() -> None:
     import atexit
     import sys
 
-    chosen = {"code": None}
+    chosen: dict[str, str | int | None] = {"code": None}
     original_exit = sys.exit
 
-    def remembering_exit(code=None):
+    def remembering_exit(code: str | int | None = None) -> NoReturn:
         chosen["code"] = code
         original_exit(code)
 
-    def leave():
+    def leave() -> None:
         atexit.unregister(leave)
         atexit._run_exitfuncs()  # the child's other handlers still run, in their order
         code = chosen["code"]

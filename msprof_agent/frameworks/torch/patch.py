@@ -94,12 +94,12 @@ class _Integration:
 
         self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
         self._fp_hook = _ReArmableHook(module_mod.register_module_forward_pre_hook, self._forward_pre_hook)
-        # torch wraps each optimizer class's ``step`` once (``_patch_step_function``); we wrap that, to act on its return
-        step_returned = after_call(lambda _optimizer: self._hand_over_if_due(), "handing the profiler's events over")
+        # torch wraps each optimizer class's ``step`` once (``_patch_step_function``); we wrap that, to act on its return.
+        # Per-step methods take plain functions (``Patches.replace``), not wrapt wrappers bound at every call.
         self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", after_call(
-            lambda optimizer: self._patches.wrap(type(optimizer), "step", step_returned), "instrumenting the optimizer's step"))
-        self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
-        self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._loader_iter)
+            lambda optimizer: self._patches.replace(type(optimizer), "step", self._handing_over_after), "instrumenting the optimizer's step"))
+        self._patches.replace(dataloader_mod._BaseDataLoaderIter, "__next__", self._timing_fetches)
+        self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._loader_iter)  # once an epoch: wrapt will do
         self._patches.wrap(torch.autograd, "backward", after_call(self._backward_ended, "marking the backward end"))
         self._patch_record_function()
         if torch.distributed.is_available():
@@ -225,27 +225,44 @@ class _Integration:
         self.session.record({records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"})
         self.steps.start_next_at(resumed)
 
+    def _handing_over_after(self, step):
+        """``step`` (an optimizer class's), then the hand-over its step's close asked for."""
+        def stepped(*args, **kwargs):
+            result = step(*args, **kwargs)
+            try:
+                self._hand_over_if_due()
+            except Exception as exc:
+                log.report_error("handing the profiler's events over", exc)
+            return result
+        return stepped
+
+    def _timing_fetches(self, fetch):
+        """``fetch`` (the DataLoader's ``__iter__`` or its iterator's ``__next__``) timed as the step's data wait."""
+        session, steps, grad_enabled = self.session, self.steps, self._grad_enabled
+
+        def timed(*args, **kwargs):
+            if session.disabled or not grad_enabled():
+                return fetch(*args, **kwargs)
+            start = time.time_ns()
+            result = fetch(*args, **kwargs)
+            end = time.time_ns()
+            try:
+                steps.data_wait(start, end)
+            except Exception as exc:
+                log.report_error("timing the data loader", exc)
+            return result
+        return timed
+
     def _loader_iter(self, wrapped, instance, args, kwargs):
-        """A training loader's first iteration records its settings (the advisor says what to change, from what)."""
+        """A training loader's first iteration records its settings (the advisor says what to change, from what);
+        starting an iteration is timed as a fetch."""
         if not self._loader_noted and not self.session.disabled and self._grad_enabled():
             self._loader_noted = True
             try:
                 self.session.add_meta(data_settings={key: getattr(instance, key, None) for key in LOADER_SETTINGS})
             except Exception as exc:
                 log.report_error("reading the DataLoader's settings", exc)
-        return self._timed_fetch(wrapped, instance, args, kwargs)
-
-    def _timed_fetch(self, wrapped, _instance, args, kwargs):
-        if self.session.disabled or not self._grad_enabled():
-            return wrapped(*args, **kwargs)
-        start = time.time_ns()
-        result = wrapped(*args, **kwargs)
-        end = time.time_ns()
-        try:
-            self.steps.data_wait(start, end)
-        except Exception as exc:
-            log.report_error("timing the data loader", exc)
-        return result
+        return self._timing_fetches(wrapped)(*args, **kwargs)
 
     def _backward_ended(self, _instance):
         if not self.session.disabled:

@@ -1,0 +1,90 @@
+"""What each part of the agent's exit costs: imports, the machine-speed probe, the MFU calibration, each
+analysis page, the report's imports and its rendering.
+
+Two generated raw stores, as bench/analysis.py writes them: a steps-only run (step timing, no op
+window) and a profiled one. Each is analysed in a fresh child process several times; every part is
+timed there (wall, around the call) and the medians printed with each part's share of the whole
+exit, parts over 50 ms flagged: those are the ones to make lazy, move to the background analysis
+or drop. The calibration is timed twice: as a first run on a machine does it (no cache) and as
+every later run reads it from its per-machine cache.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.analysis import generate  # noqa: E402
+
+LIMIT_S = 0.050
+CHILD = r"""
+import json, os, sys, tempfile, time
+times = {}
+began = time.perf_counter()
+def timed(name, call, *args):
+    start = time.perf_counter()
+    try:
+        return call(*args)
+    finally:
+        times[name] = times.get(name, 0.0) + time.perf_counter() - start
+timed("import the analysis (numpy, the pages)", __import__, "msprof_agent.analysis")
+import msprof_agent.analysis as A
+from msprof_agent.analysis import device_peak
+from msprof_agent.collectors.cpu import speed_probe
+timed("machine-speed probe (x2: window start and end)", lambda: (speed_probe(), speed_probe()))
+device_peak.CPU_PEAK_CACHE = os.path.join(tempfile.mkdtemp(), "cpu_peak.json")
+timed("MFU calibration, first run on a machine (no cache)", device_peak.peak_gflops, "CPU")
+timed("MFU calibration, cached", device_peak.peak_gflops, "CPU")  # what the flops page then pays
+for module in ("info", "step_trace", "operators", "flops", "data_prep", "memory", "dynamic_shape", "host_io", "mstx", "cpu_util", "timeline", "export"):
+    page = getattr(A, module)
+    page.write = (lambda name, write: lambda *a: timed("page: " + name, write, *a))(module, page.write)
+A.communication.write_rank = (lambda write: lambda *a: timed("page: communication", write, *a))(A.communication.write_rank)
+A.summary.build = (lambda build: lambda *a: timed("summary and findings", build, *a))(A.summary.build)
+A.load_rank = (lambda load: lambda *a: timed("loading the raw store", load, *a))(A.load_rank)
+timed("report: its imports (jinja2, the viewer)", __import__, "msprof_agent.viewer.render")
+A._write_report = (lambda write: lambda *a: timed("report: reading and rendering", write, *a))(A._write_report)
+A.offline_analyse(sys.argv[1])
+times["the whole exit, as timed here"] = time.perf_counter() - began
+print(json.dumps(times))
+"""
+
+
+def run_child(out):
+    profiler_dir = os.path.join(out, "profiler")
+    for name in os.listdir(profiler_dir):
+        if name != "raw":
+            os.remove(os.path.join(profiler_dir, name))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", CHILD, out], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--ops", type=int, default=200_000, help="op events of the profiled store")
+    args = parser.parse_args()
+    for label, ops in (("steps only", 0), (f"{args.ops:,} op events", args.ops)):
+        out = tempfile.mkdtemp(prefix="msprof-exit-")
+        try:
+            generate(os.path.join(out, "profiler"), ops, args.steps)
+            runs = [run_child(out) for _ in range(args.runs)]
+        finally:
+            shutil.rmtree(out)
+        whole = statistics.median(r["the whole exit, as timed here"] for r in runs)
+        print(f"{label}, {args.steps} steps: medians of {args.runs} fresh processes")
+        for part in runs[0]:
+            value = statistics.median(r.get(part, 0.0) for r in runs)
+            flag = "  over 50 ms" if value > LIMIT_S and not part.startswith("the whole") else ""
+            print(f"  {part:55s} {value * 1000:8.1f} ms  {value / whole:6.1%}{flag}")
+
+
+if __name__ == "__main__":
+    main()
