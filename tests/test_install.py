@@ -3,6 +3,7 @@ no PYTHONPATH, where exporting MS_PROFILER_OPTIONS is all it takes. The framewor
 interpreter's site-packages through a plain path entry (a second multi-gigabyte install buys nothing)."""
 import glob
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -201,6 +202,8 @@ def test_doctor_with_a_valid_variable(venv, out_dir):
     assert fields["doors"].strip().startswith(".pth in site-packages: " + os.path.join(venv["site"], "zz_msprof_agent.pth"))
     assert fields["frameworks"].strip() == f"mindspore {version('mindspore')}, torch {version('torch')}"
     assert fields["rank"].strip() == "0 of 1, device 0"
+    in_effect = json.loads(fields["options in effect"])
+    assert in_effect["start"] is True and in_effect["export_type"] == [] and "start_profile" not in in_effect
     assert fields["not applicable"].strip() == "l2_cache needs an Ascend device; not applicable on CPU"
     assert fields["output"].strip() == f"{out_dir}/profiler (writable)"
     assert result.stdout.splitlines()[-1] == "verdict: a Python started here would be profiled (through the .pth)"

@@ -11,6 +11,8 @@ second directory for the rank (msprof-analyze keeps only the one with the larges
 """
 import os
 
+from ..options import exports_asked
+
 KINDS = ("text", "db")
 
 
@@ -45,12 +47,8 @@ def hta_dir(profiler_dir):
 
 
 def write(data, ctx, results, names=None):
-    """Write the exports ``names`` (default: the run's ``export_type``, when the user wrote that key: writing a
-    second timeline on every run costs disk and time); returns what was written where."""
-    if names is None:
-        options = data.meta.get("options") or {}
-        names = options.get("export_type") if "export_type" in (options.get("keys_given") or ()) else None
-    names = kinds(names)
+    """Write the exports ``names`` (default: those the run's options ask for); returns what was written where."""
+    names = kinds(exports_asked(data.meta.get("options") or {}) if names is None else names)
     if not names:
         return None
     from . import ascend_db, ascend_text, hta_trace
