@@ -193,6 +193,8 @@ def build_parser():
     run.add_argument("--fail-on", default=None, help='gate for --baseline, e.g. "step_time>5%%,data_wait>10%%"')
     run.add_argument("--markdown", action="store_true", help="with --baseline: print the comparison as Markdown")
     run.add_argument("--json", dest="json_out", help="with --baseline: also write the comparison as JSON to this file")
+    run.add_argument("--allow-different", action="store_true",
+                     help="with --baseline: gate even when the runs differ in framework, world size or model (op types)")
     run.add_argument("--require-profile", action="store_true",
                      help="exit 2 when the job cannot be or was not profiled (bad options: the job is not started)")
     run.add_argument("command", nargs=argparse.REMAINDER)
@@ -209,9 +211,10 @@ def build_parser():
     analyse.set_defaults(func=cmd_analyse)
 
     view = sub.add_parser("view", help="serve the analysed profiles under a directory")
-    view.add_argument("--summary-base-dir", required=True)
-    view.add_argument("--host", default="127.0.0.1")
-    view.add_argument("--port", type=int, default=8080)
+    view.add_argument("--summary-base-dir", required=True, metavar="DIR",
+                      help="the directory whose analysed runs (each holding profiler/ or rank_*/profiler/) are listed")
+    view.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: %(default)s, this machine only)")
+    view.add_argument("--port", type=int, default=8080, help="the port to listen on; 0 picks a free one (default: %(default)s)")
     view.set_defaults(func=cmd_view)
 
     doctor = sub.add_parser("doctor", help="say whether a Python started here would be profiled, and how")
@@ -223,6 +226,8 @@ def build_parser():
     compare.add_argument("--fail-on", default=None, help='e.g. "step_time>5%%,data_wait>10%%,peak_memory>10%%" or a TOML file')
     compare.add_argument("--markdown", action="store_true", help="print Markdown instead of the text table")
     compare.add_argument("--json", dest="json_out", help="also write the comparison as JSON to this file")
+    compare.add_argument("--allow-different", action="store_true",
+                         help="gate even when the runs differ in framework, world size or model (less than half their op time by op type shared)")
     compare.set_defaults(func=cmd_compare)
     return parser
 
