@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, SCRIPTS, overlapping_slices, profile_into, read_csv, read_json, run_script
+from conftest import EXAMPLES, ROOT, SCRIPTS, injected_line, overlapping_slices, profile_into, read_csv, read_json, run_script
 
 EVIL = "<img src=x onerror=alert(1)>"
 EVIL_SCRIPT = "</script><script>alert(2)</script>"
@@ -868,7 +868,7 @@ def test_injected_slow_function_heads_the_hot_spots_of_viewer_and_report(tmp_pat
     out = str(tmp_path / "host")
     proc = run_script([os.path.join(SCRIPTS, "advisor_torch.py"), "--loop-ms", "60"], profile_into(out, with_stack=True), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    injected = "host_work_in_loop (injected_causes.py)"
+    injected = f"host_work_in_loop (injected_causes.py:{injected_line('host_work_in_loop')})"
     server = Live(tmp_path)
     try:
         steps = server.get("/run/steps?run=host&rank=0")[2]
