@@ -35,6 +35,20 @@ def _python_flags_warning(command, through_pth):
     return None
 
 
+def _option_items(args):
+    """The -o KEY=VALUE items as (item, key, value): the value as JSON, else as the text given."""
+    import json
+
+    items = []
+    for item in args.option or []:
+        key, _, raw = item.partition("=")
+        try:
+            items.append((item, key, json.loads(raw)))
+        except ValueError:
+            items.append((item, key, raw))
+    return items
+
+
 def _options_json(args):
     """The variable's JSON for the job: the exported one (which must be a JSON object), start true, then -o."""
     import json
@@ -44,35 +58,41 @@ def _options_json(args):
     values = {}
     existing = os.environ.get(ENV_VAR, "").strip()
     if existing:
-        try:
-            values = json.loads(existing)
-        except ValueError:
-            values = None
-        if not isinstance(values, dict):
-            parse_text(existing)  # raises the agent's own one-line error
+        parse_text(existing)  # its own one-line error, naming the variable
+        values = json.loads(existing)
     values["start"] = True
     if args.output_path:
         values["output_path"] = os.path.abspath(args.output_path)
-    for item in args.option or []:
-        key, _, raw = item.partition("=")
-        try:
-            values[key] = json.loads(raw)
-        except ValueError:
-            values[key] = raw
+    for _, key, value in _option_items(args):
+        values[key] = value
     return json.dumps(values)
 
 
 def _checked_options(args):
-    """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be profiled."""
+    """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be
+    profiled; the error names the door the bad value came through (the variable, ``-o KEY=VALUE``, ``--output-path``)."""
     from .bootstrap import output_path_error
-    from .options import ENV_VAR, OptionsError, parse_text
+    from .options import ENV_VAR, OptionsError, from_mapping, parse_text
 
+    items = _option_items(args)
     try:
         text = _options_json(args)
-        opts = parse_text(text)
     except OptionsError as exc:
         return None, None, f"{ENV_VAR}: {exc}"
+    for item, key, value in items:
+        try:
+            from_mapping({key: value})
+        except OptionsError as exc:
+            return None, None, f"-o {item}: {exc}"
+    try:
+        opts = parse_text(text)
+    except OptionsError as exc:
+        given = ([ENV_VAR] if os.environ.get(ENV_VAR, "").strip() else []) + [f"-o {item}" for item, _, _ in items]
+        return None, None, f"{' with '.join(given) or ENV_VAR}: {exc}"
     problem = output_path_error(opts.output_path)
+    if problem:
+        door = "--output-path" if args.output_path else next((f"-o {i}" for i, k, _ in items if k == "output_path"), ENV_VAR)
+        problem = door + problem[len(ENV_VAR):]
     return (None, None, problem) if problem else (text, opts, None)
 
 
@@ -143,6 +163,8 @@ def cmd_run(args):
         return run_with_baseline(executable, command, env, args)
     before_ns = None if problem else os.stat(os.path.join(opts.output_path, "profiler")).st_mtime_ns
     status = supervise.run_job(executable, command, env)
+    if problem:
+        log.say(f"no profile written: {problem}")
     written = not problem and _say_outcome(opts.output_path, before_ns)
     if status == 0 and args.require_profile and not written:
         return EXIT_NOT_PROFILED

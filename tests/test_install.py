@@ -139,12 +139,20 @@ def test_run_keeps_the_exit_status_and_says_where_the_profile_is(venv, code, sta
 
 @pytest.mark.parametrize("require, status", [([], 0), (["--require-profile"], 2)])
 def test_run_with_a_bad_option(venv, require, status, out_dir):
-    result = run(venv, [venv["agent"], "run", "--output-path", out_dir, "-o", "output_pth=/tmp/x"] + require + ["--", "python", "-c", "print('launched')"])
+    """The line names the door (-o, not the variable); after the job's own last line, a closing one says why there is no profile."""
+    job = "import sys; print('launched'); print('job done', file=sys.stderr)"
+    result = run(venv, [venv["agent"], "run", "--output-path", out_dir, "-o", "output_pth=/tmp/x"] + require + ["--", "python", "-c", job])
     assert result.returncode == status
     assert result.stdout == ("launched\n" if not require else "")
-    [line] = agent_lines(result.stderr)
-    assert line.startswith('msprof-agent: MS_PROFILER_OPTIONS: unknown key "output_pth" (did you mean "output_path"?)')
-    assert line.endswith("With --require-profile the job is not started." if require else "The job runs unprofiled.")
+    cause = '-o output_pth=/tmp/x: unknown key "output_pth" (did you mean "output_path"?)'
+    first, *closing = agent_lines(result.stderr)
+    assert first.startswith("msprof-agent: " + cause)
+    assert first.endswith("With --require-profile the job is not started." if require else "The job runs unprofiled.")
+    if not require:
+        assert result.stderr.splitlines()[-2:] == ["job done", closing[0]] and len(closing) == 1
+        assert closing[0].startswith("msprof-agent: no profile written: " + cause)
+    else:
+        assert closing == []
 
 
 @pytest.mark.parametrize("require, status", [([], 0), (["--require-profile"], 2)])
