@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,26 +24,72 @@ PROBE = os.path.join(SCRIPTS, "probe_imports.py")
 DOOR = "import sys; print(getattr(sys, '_msprof_agent_door', None), 'msprof_agent.session' in sys.modules)"
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory):
-    """(python, msprof-agent script, bin dir) of a fresh venv holding the wheel built from this checkout."""
-    root = tmp_path_factory.mktemp("install")
-    wheels = root / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), ROOT],
-                   check=True, capture_output=True, timeout=300)
-    env_dir = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
-    python = str(env_dir / "bin" / "python")
+def readme_install_commands():
+    """The pip commands of the README's Install section, split as a shell would, keyed by what they do."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        section = handle.read().split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    lines = [shlex.split(line, comments=True) for line in section.splitlines() if line.startswith("pip ")]
+    [checkout] = [words for words in lines if words[1:] and words[-1].startswith(".[")]
+    [build] = [words for words in lines if words[1] == "wheel"]
+    [wheel] = [words for words in lines if ".whl" in words[-1]]
+    return {"checkout": checkout, "build": build, "wheel": wheel}
+
+
+def git_status():
+    return subprocess.run(["git", "status", "--ignored", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def fresh_venv(directory):
+    """(its python, its purelib) of a fresh venv seeing the frameworks and dependencies of this interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True, timeout=120)
+    python = str(directory / "bin" / "python")
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     # Frameworks and dependencies from here; "frameworks.pth" runs before the agent's zz_msprof_agent.pth.
-    specs = [importlib.util.find_spec(m) for m in ("torch", "mindspore", "wrapt", "orjson", "psutil", "numpy", "plotly")]
+    specs = [importlib.util.find_spec(m) for m in ("torch", "mindspore", "wrapt", "orjson", "psutil", "numpy", "plotly", "jinja2")]
     deps = sorted({os.path.dirname(os.path.dirname(spec.origin)) for spec in specs if spec is not None})
     with open(os.path.join(site, "frameworks.pth"), "w") as handle:
         handle.write("\n".join(deps) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index",
-                    glob.glob(str(wheels / "*.whl"))[0]], check=True, capture_output=True, timeout=300)
-    return {"python": python, "agent": str(env_dir / "bin" / "msprof-agent"), "bin": str(env_dir / "bin"), "site": site}
+    return python, site
+
+
+def pip(words, python=None, cwd=ROOT):
+    """A README pip command, run by this interpreter's pip (into PYTHON's venv); offline here: no index, no
+    build isolation, the dependencies already seen through frameworks.pth."""
+    target = ["--python", python] if python else []
+    offline = ["--no-build-isolation"] + (["--no-deps", "--no-index"] if words[1] == "install" else [])
+    subprocess.run([sys.executable, "-m", "pip"] + target + words[1:] + ["-q"] + offline, cwd=cwd, check=True, capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """(python, msprof-agent script, bin dir, site, the work tree's status before and after the build) of a fresh
+    venv holding the wheel built from this checkout by the README's commands."""
+    root = tmp_path_factory.mktemp("install")
+    commands, wheels = readme_install_commands(), str(root / "wheels")
+    written = os.path.dirname(commands["wheel"][-1])  # the README's wheel folder, here a temporary one
+    before = git_status()
+    pip([wheels if word == written else word for word in commands["build"]])
+    after = git_status()
+    env_dir = root / "venv"
+    python, site = fresh_venv(env_dir)
+    pip([word.replace(written, wheels) for word in commands["wheel"]], python)
+    return {"python": python, "agent": str(env_dir / "bin" / "msprof-agent"), "bin": str(env_dir / "bin"), "site": site,
+            "status": (before, after)}
+
+
+def test_the_wheel_is_built_by_the_readme_and_leaves_the_work_tree_as_it_was(venv):
+    before, after = venv["status"]
+    assert after == before
+
+
+def test_install_from_the_checkout_by_the_readme(tmp_path):
+    python, site = fresh_venv(tmp_path / "venv")
+    before = git_status()
+    pip(readme_install_commands()["checkout"], python)
+    assert git_status() == before
+    result = subprocess.run([python, "-c", "import msprof_agent; print(msprof_agent.__file__)"], cwd=str(tmp_path), capture_output=True, text=True)
+    assert result.stdout.startswith(site) and os.path.isfile(os.path.join(site, "zz_msprof_agent.pth")), result.stderr
 
 
 def venv_env(venv, options=None, extra=None):
