@@ -54,6 +54,10 @@ PYTHON_HOT_SPOTS = "python_hot_spots_{rank}.csv"  # with_stack / profile_framewo
 # MindInsight 2.3.1's dashboard of a host-only run asks for the gpu summary (its API knows only gpu and ascend):
 # a cpu run's timeline summary is written under this {device} too.
 MINDINSIGHT_HOST_TIMELINE = "gpu"
+# The exports beside profiler/ (export_type): the Ascend layout's folder, {framework} "pt" or "ms", and HTA's.
+ASCEND_EXPORT_DIR = "{host}_{pid}_{started_ms}_ascend_{framework}"
+HTA_EXPORT_DIR = "hta_trace"
+ASCEND_EXPORT_DIR_RE = re.compile(r"^.+_\d+_\d+_ascend_(pt|ms)$")
 CLUSTER_SUMMARY = "cluster_summary.json"
 CLUSTER_ANALYSE = "cpu_cluster_analyse_model-data_parallel_1_{ranks}_0.csv"
 

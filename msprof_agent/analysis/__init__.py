@@ -122,6 +122,9 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
     for directory, rank in jobs:  # now that every rank is analysed, each rank's report gets the cluster page of its directory
         if len(contract.summary_ranks(targets[directory])) > 1:
             _write_report(targets[directory], rank)
+    if announce:
+        for written in dict.fromkeys(d for headline in results for d in headline["exports"]):
+            log.say(f"export written: {written}")
     return results
 
 

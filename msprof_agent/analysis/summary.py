@@ -71,6 +71,7 @@ def build(data, ctx, results):
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],
         "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
+        "exports": (results.get("export") or {}).get("dirs", []),
     }
     if advice["hot_spots"]:
         write_csv(ctx.path(contract.PYTHON_HOT_SPOTS), contract.PYTHON_HOT_SPOTS_HEADER,

@@ -11,6 +11,7 @@ second directory for the rank (msprof-analyze keeps only the one with the larges
 """
 import os
 
+from .. import contract
 from ..options import exports_asked
 
 KINDS = ("text", "db")
@@ -36,14 +37,14 @@ def ascend_dir(data, profiler_dir):
     """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside ``profiler_dir``, from the run's meta."""
     meta = data.meta
     started_ms = int(meta.get("started_ns") or 0) // 1_000_000
-    suffix = "ascend_pt" if is_torch(data) else "ascend_ms"
     host = str(meta.get("host") or "localhost").replace(os.sep, "-")
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), f"{host}_{meta.get('pid', 0)}_{started_ms}_{suffix}")
+    name = contract.ASCEND_EXPORT_DIR.format(host=host, pid=meta.get("pid", 0), started_ms=started_ms, framework="pt" if is_torch(data) else "ms")
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), name)
 
 
 def hta_dir(profiler_dir):
     """The run's (or window's) directory of PyTorch-style traces, holding nothing else (HTA reads every JSON there)."""
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), "hta_trace")
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), contract.HTA_EXPORT_DIR)
 
 
 def write(data, ctx, results, names=None):
@@ -57,11 +58,12 @@ def write(data, ctx, results, names=None):
     stages = results["step_trace"]["rows"]
     overlap = Overlap(data, stages)
     root = ascend_dir(data, ctx.profiler_dir)
-    written = {"dir": root}
+    written = {"dir": root, "dirs": [root]}
     if "text" in names:
         written["text"] = ascend_text.write(data, ctx, root, overlap, results)
         if is_torch(data):
             written["hta"] = hta_trace.write(data, hta_dir(ctx.profiler_dir), stages)
+            written["dirs"].append(hta_dir(ctx.profiler_dir))
     if "db" in names:
         written["db"] = ascend_db.write(data, root, overlap)
     return written

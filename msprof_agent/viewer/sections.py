@@ -42,11 +42,12 @@ def _run_key(directory):
 
 
 def scan(base):
-    """All runs under ``base`` at any depth, keyed by id. Symlinks are not followed out of ``base``."""
+    """All runs under ``base`` at any depth, keyed by id (export folders are no runs). Symlinks are not followed out of ``base``."""
     base_real = os.path.realpath(base)
     groups = {}
     for directory, subdirs, files in os.walk(base_real, followlinks=False):
-        subdirs[:] = sorted(d for d in subdirs if _inside(os.path.join(directory, d), base_real))
+        # the exports' folders (export_type) hold other tools' copies of a run, not runs
+        subdirs[:] = sorted(d for d in subdirs if _inside(os.path.join(directory, d), base_real) and not contract.ASCEND_EXPORT_DIR_RE.match(d))
         ranks = sorted(int(m.group(1)) for m in map(_INFO_RE.match, files) if m)
         if not ranks:
             continue
