@@ -402,6 +402,12 @@ def read_cpu_utilization(raw: bytes) -> dict[str, Any]:
     return data
 
 
+# The states a machine's busy time (100 - idle) is made of, as ``minddata_cpu_utilization``'s device_info names them
+# (nice and steal where the sampler recorded them); the kernel's irq and softirq time is the small rest.
+CPU_BUSY_STATES = {"user_utilization": "user", "sys_utilization": "sys", "nice_utilization": "nice", "io_utilization": "iowait",
+                   "steal_utilization": "steal"}
+
+
 def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
     """The mean CPU utilization (%) of a ``minddata_cpu_utilization`` dict, the one definition the summary,
     report and viewer show: each sample weighted by the time since the one before (the first by the
@@ -417,9 +423,10 @@ def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
 
     machine, process = utilization.get("device_info") or {}, utilization.get("process_info") or {}
     idle = mean(machine.get("idle_utilization"))
-    return {"machine_busy_mean": None if idle is None else round(100 - idle, 2), "machine_user_mean": mean(machine.get("user_utilization")),
-            "machine_sys_mean": mean(machine.get("sys_utilization")), "process_user_mean": mean(process.get("user_utilization")),
-            "process_sys_mean": mean(process.get("sys_utilization")), "samples": len(stamps)}
+    return {"machine_busy_mean": None if idle is None else round(100 - idle, 2),
+            **{f"machine_{state}_mean": mean(machine.get(key)) for key, state in CPU_BUSY_STATES.items()},
+            "process_user_mean": mean(process.get("user_utilization")), "process_sys_mean": mean(process.get("sys_utilization")),
+            "samples": len(stamps)}
 
 
 def read_hccl(raw: bytes) -> dict[str, Any]:

@@ -25,8 +25,22 @@ def measured(samples):
     return kept
 
 
+MACHINE_STATES = ("user", "sys", "nice", "iowait", "io", "steal", "idle")  # "io": stores from before the sampler's "iowait"
+
+
+def whole_percents(sample):
+    """SAMPLE with its machine states as whole percents that keep their sum (largest remainders rounded up), so
+    that the written states add up to the written busy figure (100 - idle) as the sampled ones do."""
+    states = [key for key in MACHINE_STATES if key in sample]
+    exact = [float(sample[key]) for key in states]
+    whole = [int(v) for v in exact]
+    for i in sorted(range(len(exact)), key=lambda i: whole[i] - exact[i])[:int(round(sum(exact))) - sum(whole)]:
+        whole[i] += 1
+    return dict(sample, **dict(zip(states, whole)))
+
+
 def write(data, ctx, pipeline=None):
-    samples = data.cpu  # already ``measured``
+    samples = [whole_percents(s) for s in data.cpu]  # already ``measured``
     if not samples:
         return None
     series = lambda key: [int(round(s.get(key, 0))) for s in samples]  # noqa: E731  (contract: integer percent)
@@ -40,8 +54,10 @@ def write(data, ctx, pipeline=None):
         "sampling_interval": int(round(float(np.median(np.diff(stamps))))) if len(stamps) > 1 else ctx.sampling_interval_ms,
         "time_stamp": stamps,
         "device_info": {"user_utilization": series("user"), "sys_utilization": series("sys"),
-                        "io_utilization": series("io"), "idle_utilization": series("idle"),
-                        "context_switch_count": series("ctx"), "runnable_process": series("run")},
+                        "io_utilization": series("iowait" if "iowait" in samples[0] else "io"), "idle_utilization": series("idle"),
+                        "context_switch_count": series("ctx"), "runnable_process": series("run"),
+                        # the rest of "busy", where the sampler recorded them (stores before these states hold user, sys, io and idle)
+                        **{f"{state}_utilization": series(state) for state in ("nice", "steal") if state in samples[0]}},
         "process_info": {"user_utilization": series("puser"), "sys_utilization": series("psys")},
         "op_info": op_info,
     }

@@ -1,6 +1,6 @@
 """CPU and host-memory sampling on a daemon thread, started with the first recorded step.
 
-psutil gives machine user/sys/iowait/idle and context switches, /proc/stat the runnable count,
+psutil gives machine user/sys/nice/iowait/steal/idle and context switches, /proc/stat the runnable count,
 and the process's own CPU times and RSS; with ``host_sys`` "disk" / "network", the machine's disk and
 network I/O counters (and the process's own disk bytes) as deltas per sample. Samples go to the
 writer's thread-safe queue; the main thread writes them at the next flush, so this thread never touches a file or a lock of ours.
@@ -21,6 +21,8 @@ from . import SamplerThread
 
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..store import Record
 
 
@@ -87,6 +89,15 @@ def _io_counters(process: psutil.Process, kinds: tuple[str, ...]) -> dict[str, i
     return counters
 
 
+def machine_percents(before: Any, after: Any) -> dict[str, float]:
+    """Each CPU state's share (%) of the machine's time between two ``psutil.cpu_times()`` readings (guest time is
+    inside user already). Not ``psutil.cpu_times_percent``: psutil 7 divides by at least one CPU-second, so every
+    state of a shorter span (the 10 ms first samples) read low, and busy (100 - idle) near 100 %."""
+    delta = {name: max(0.0, getattr(after, name) - getattr(before, name)) for name in after._fields if name not in ("guest", "guest_nice")}
+    total = sum(delta.values())
+    return {name: 100.0 * value / total if total else 0.0 for name, value in delta.items()}
+
+
 class CpuSampler(SamplerThread):
     """Machine, process and memory readings; the last one is taken as it stops, so short windows have one.
 
@@ -109,7 +120,7 @@ class CpuSampler(SamplerThread):
         self._queue.append(dict(speed_probe(), k="probe", at="start", ts=time.time_ns()))
         process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process
         cpus = psutil.cpu_count() or 1
-        psutil.cpu_times_percent(interval=None)
+        last_times = psutil.cpu_times()
         last_ctx = psutil.cpu_stats().ctx_switches
         last_proc = process.cpu_times()
         began = last_wall = time.monotonic()
@@ -121,20 +132,22 @@ class CpuSampler(SamplerThread):
             try:
                 wall = time.monotonic()
                 if wall - last_wall >= self.MIN_SPAN_S:
-                    machine = psutil.cpu_times_percent(interval=None)
+                    times = psutil.cpu_times()
+                    machine = machine_percents(last_times, times)
                     ctx = psutil.cpu_stats().ctx_switches
                     proc = process.cpu_times()
                     span = (wall - last_wall) * cpus
                     now_ms = time.time_ns() // 1_000_000
                     self._queue.append({
                         "k": "cpu", "ts": now_ms, "span_ms": round((wall - last_wall) * 1000, 3),
-                        "user": machine.user, "sys": machine.system, "io": getattr(machine, "iowait", 0.0),
-                        "idle": machine.idle, "ctx": ctx - last_ctx, "run": _runnable_processes(),
+                        "user": machine["user"], "sys": machine["system"], "nice": machine.get("nice", 0.0),
+                        "iowait": machine.get("iowait", 0.0), "steal": machine.get("steal", 0.0),
+                        "idle": machine["idle"], "ctx": ctx - last_ctx, "run": _runnable_processes(),
                         "puser": 100.0 * (proc.user - last_proc.user) / span,
                         "psys": 100.0 * (proc.system - last_proc.system) / span,
                         "rss": process.memory_info().rss,
                     })
-                    last_ctx, last_proc, last_wall = ctx, proc, wall
+                    last_ctx, last_proc, last_wall, last_times = ctx, proc, wall, times
                     if last_io is not None:
                         io = _io_counters(process, self._io_kinds)
                         self._queue.append(dict({key: io[key] - last_io.get(key, io[key]) for key in io}, k="hostio", ts=now_ms))

@@ -541,7 +541,7 @@ def data_page(page, run, rank, sections):
         charts = []
         if q:
             charts.append(page.chart("dp-queue", [{"type": "bar", "x": [r["step"] for r in q], "y": [r["size"] for r in q], "name": "queue size"}],
-                                     {"title": {"text": "Data queue size when each step fetched"}, "xaxis": {"title": {"text": "step"}}}))
+                                     {"title": {"text": f"Data queue size at each fetch ({len(q)} samples)"}, "xaxis": {"title": {"text": "step"}}}))
         if f:
             charts.append(page.chart("dp-fetch", [{"type": "scatter", "mode": "lines+markers", "x": [r["step"] for r in f],
                                                    "y": [r["cost_ms"] for r in f], "name": "wait (ms)"}],
@@ -553,11 +553,15 @@ def data_page(page, run, rank, sections):
     ops, marked = pipeline["data"]["ops"], {m["op_id"]: m["why"] for m in pipeline["data"]["bottlenecks"]}
     context["graph"] = pipeline_columns(ops, marked)
     context["pipeline_table"] = table("pipeline-ops", PIPELINE_COLUMNS, [dict(op, why=marked.get(op["op_id"], "")) for op in ops], ("op_type",))
-    traces = [{"type": "scatter", "mode": "lines", "y": op["queue_sizes"], "name": plot_text(f'{op["op_type"]} #{op["op_id"]}')}
-              for op in ops if op["queue_sizes"]]
+    sampled = [op for op in ops if op["queue_sizes"]]
+    traces = [{"type": "scatter", "mode": "lines+markers", "x": list(range(1, len(op["queue_sizes"]) + 1)), "y": op["queue_sizes"],
+               "name": plot_text(f'{op["op_type"]} #{op["op_id"]}')} for op in sampled]
     if traces:
-        context["queue_chart"] = page.chart("dp-op-queues", traces, {"title": {"text": "Output queue size per sample"},
-                                                                     "xaxis": {"title": {"text": "sample"}}})
+        counts = sorted({len(op["queue_sizes"]) for op in sampled})
+        every = sorted({op["sample_interval"] for op in sampled if op["sample_interval"]})
+        title = (f"Pipeline ops' output queue size: {'/'.join(map(str, counts))} samples of the dataset profiler"
+                 + (f", every {'/'.join(count(v) for v in every)} ms" if every else ""))
+        context["queue_chart"] = page.chart("dp-op-queues", traces, {"title": {"text": title}, "xaxis": {"title": {"text": "sample"}}})
     return context
 
 
@@ -600,11 +604,11 @@ def resources_page(page, run, rank, sections):
     context["cpu_charts"] = []
     if len(x) < 2:
         return context  # one sample draws no line, only empty axes
-    machine = [{"type": "scatter", "mode": "lines", "x": x, "y": dev.get(k) or [], "name": k.replace("_utilization", "")}
-               for k in ("user_utilization", "sys_utilization", "io_utilization", "idle_utilization") if dev.get(k)]
+    machine = machine_states(x, dev)
     process = [{"type": "scatter", "mode": "lines", "x": x, "y": proc.get(k) or [], "name": k.replace("_utilization", "")}
                for k in ("user_utilization", "sys_utilization") if proc.get(k)]
-    charts = [page.chart("cpu-machine", machine, {"title": {"text": "Machine CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}}),
+    charts = [page.chart("cpu-machine", machine, {"title": {"text": "Machine CPU busy (%), by state"}, "xaxis": {"title": {"text": "s"}},
+                                                  "yaxis": {"rangemode": "tozero"}}),
               page.chart("cpu-process", process, {"title": {"text": "Process CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}})]
     op_traces = []
     for op in c.get("op_info") or []:
@@ -612,13 +616,30 @@ def resources_page(page, run, rank, sections):
         user, sys_ = metrics.get("user_utilization") or [], metrics.get("sys_utilization") or []
         if user:
             total = [u + (sys_[i] if i < len(sys_) and isinstance(sys_[i], (int, float)) else 0) for i, u in enumerate(user)]
-            op_traces.append({"type": "scatter", "mode": "lines", "x": x[:len(total)], "y": total,
+            op_traces.append({"type": "scatter", "mode": "lines+markers", "x": list(range(1, len(total) + 1)), "y": total,
                               "name": plot_text(f'op {op.get("op_id")} {op.get("op_type", "")}'.strip())})
-    if op_traces:
-        charts.append(page.chart("cpu-ops", op_traces, {"title": {"text": "Pipeline op CPU utilization, user + sys (%)"},
-                                                        "xaxis": {"title": {"text": "s"}}}))
+    if op_traces and any(any(trace["y"]) for trace in op_traces):  # the dataset profiler's own samples, not the CPU sampler's
+        charts.append(page.chart("cpu-ops", op_traces, {"title": {"text": "Pipeline op CPU utilization, user + sys (%), per dataset profiler sample"},
+                                                        "xaxis": {"title": {"text": "sample"}}}))
+    elif op_traces:
+        context["cpu_ops_note"] = (f"Pipeline op CPU utilization: nothing measured (MindSpore's dataset profiler reported 0 % for each of the "
+                                   f"{len(op_traces)} ops in every sample), so no chart is drawn.")
     context["cpu_charts"] = charts
     return context
+
+
+def machine_states(x, dev):
+    """The machine's busy time stacked by state (``contract.CPU_BUSY_STATES``), the kernel's irq/softirq rest on top
+    where there is one, and busy (100 - idle) as a line: the states add up to it."""
+    busy = [100 - v for v in dev.get("idle_utilization") or []]
+    states = [(state, dev[key]) for key, state in contract.CPU_BUSY_STATES.items() if dev.get(key)]
+    rest = [max(0, b - sum(values[i] for _, values in states if i < len(values))) for i, b in enumerate(busy)]
+    if any(rest):
+        states.append(("irq, softirq (the rest)", rest))
+    traces = [{"type": "scatter", "mode": "lines", "stackgroup": "busy", "x": x, "y": values, "name": state} for state, values in states]
+    if busy:
+        traces.append({"type": "scatter", "mode": "lines", "x": x, "y": busy, "name": "busy (100 - idle)", "line": {"dash": "dot", "color": "#222"}})
+    return traces
 
 
 def memory(page, sections):
