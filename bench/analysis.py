@@ -23,8 +23,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from msprof_agent.contract.names import RAW_FOLDER  # noqa: E402
 from msprof_agent.frameworks.mindspore_profiler_files import op_batches  # noqa: E402
-from msprof_agent.store import RAW_DIR, EventWriter  # noqa: E402
+from msprof_agent.store import EventWriter  # noqa: E402
 
 TARGET = 2e6  # op events per second
 TYPES = ["Conv2D", "MatMul", "BiasAdd", "ReLU", "MaxPool", "Conv2DBackpropInput", "Conv2DBackpropFilter", "ApplyMomentum"]
@@ -84,7 +85,7 @@ def analyse_once(out, extra=()):
     """(seconds of the analysis itself, seconds of the whole child, the child's own peak RSS in MB)."""
     profiler_dir = os.path.join(out, "profiler")
     for name in os.listdir(profiler_dir):  # every run starts from the raw store alone, as the first did
-        if name != RAW_DIR:
+        if name != RAW_FOLDER:
             os.remove(os.path.join(profiler_dir, name))
     for name in os.listdir(out):  # and without an earlier run's exports
         if name != "profiler":

@@ -8,10 +8,10 @@ second collection. ``start()`` / ``stop()`` act at once; ``start()`` during step
 start on), ``stop()`` after step m's work collects step m, and ``analyse()`` waits for a collected step
 that is still open to close.
 """
-import os
 
-from . import log
+from . import environment, log
 from . import session as S
+from .bootstrap import output_path_error
 from .options import OptionsError, from_mapping
 from .windows import ASYNC, SYNC
 
@@ -19,7 +19,7 @@ from .windows import ASYNC, SYNC
 class Profiler:
     def __init__(self, start_profile=True, output_path="./data", **options):
         if "capture" in options:
-            raise OptionsError('key "capture": a capture policy is set in MS_PROFILER_OPTIONS (zero-code); '
+            raise OptionsError(f'key "capture": a capture policy is set in {environment.OPTIONS} (zero-code); '
                                "the Profiler API chooses its window with start() and stop()")
         self.options = from_mapping(dict(options, output_path=output_path), source="Profiler()")
         self._session = self._attach_session()
@@ -29,11 +29,9 @@ class Profiler:
             self.start()
 
     def _writable_output(self):
-        try:
-            os.makedirs(os.path.join(self.options.output_path, "profiler"), exist_ok=True)
-        except OSError as exc:
-            raise OptionsError(f'key "output_path": cannot write to {self.options.output_path!r} ({exc.strerror}); '
-                               "accepted: a directory this process can create and write") from None
+        problem = output_path_error(self.options.output_path, source=None)
+        if problem:
+            raise OptionsError(problem)
 
     def _attach_session(self):
         current = S.current()
@@ -51,7 +49,7 @@ class Profiler:
         elif run.origin == "env" and not run.explicit:
             where = "" if run.options.output_path == self.options.output_path else \
                 f" (output stays in {run.options.output_path}, not {self.options.output_path})"
-            log.say(f"Profiler(): MS_PROFILER_OPTIONS already started a session; this Profiler takes over its "
+            log.say(f"Profiler(): {environment.OPTIONS} already started a session; this Profiler takes over its "
                     f"start/stop/analyse instead of collecting twice{where}")
             if current.owner is run:
                 current.stop_recording()

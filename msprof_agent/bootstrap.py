@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 
-from . import log
+from . import environment, log
+from .contract.names import WRITE_PROBE, run_dir
 from .frameworks import mindspore_env_guard
-from .options import ENV_VAR, OptionsError, parse_text
+from .options import OptionsError, parse_text
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
@@ -28,15 +29,15 @@ def activate_from_environment() -> Session | None:
     if _activated:
         return None
     _activated = True
-    text = os.environ.get(ENV_VAR, "")
+    text = os.environ.get(environment.OPTIONS, "")
     if text.strip():
         mindspore_env_guard.hide_variable_from_mindspore()
     try:
         opts = parse_text(text) if text.strip() else parse_text("{}")
     except OptionsError as exc:
-        log.say(f"{ENV_VAR}: {exc}. Profiling is off for this run.")
+        log.say(f"{environment.OPTIONS}: {exc}. Profiling is off for this run.")
         return None
-    dynamic_cfg = os.environ.get("MSPROF_DYNAMIC_CFG")
+    dynamic_cfg = os.environ.get(environment.DYNAMIC_CFG)
     if not opts.start and not dynamic_cfg:
         return None
     problem = output_path_error(opts.output_path)
@@ -57,18 +58,18 @@ def activate_from_environment() -> Session | None:
     return current
 
 
-def output_path_error(output_path: str) -> str | None:
-    """The one-line error (without a final full stop) when OUTPUT_PATH/profiler cannot be made and written
-    by this process, else None. ``run`` asks too, before it launches the job."""
-    profiler_dir = os.path.join(output_path, "profiler")
+def output_path_error(output_path: str, source: str | None = environment.OPTIONS) -> str | None:
+    """The one-line error (without a final full stop; after ``SOURCE: `` where given) when OUTPUT_PATH/profiler
+    cannot be made and written by this process, else None. ``run`` and ``Profiler()`` ask too."""
+    profiler_dir = run_dir(output_path)
     try:
         os.makedirs(profiler_dir, exist_ok=True)
-        probe = os.path.join(profiler_dir, f".write-test-{os.getpid()}")
+        probe = os.path.join(profiler_dir, WRITE_PROBE.format(pid=os.getpid()))
         with open(probe, "wb"):
             pass
         os.remove(probe)
     except OSError as exc:
-        return (f'{ENV_VAR}: key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
+        return (f'{source + ": " if source else ""}key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
                 "accepted: a directory this process can create and write")
     return None
 
@@ -80,5 +81,5 @@ def _start_dynamic_monitor(current: Session, cfg_dir: str, output_path: str) -> 
 
         DynamicProfilerMonitor(cfg_dir, output_path, follow_session=True)
     except Exception as exc:
-        log.say(f"MSPROF_DYNAMIC_CFG={cfg_dir!r}: cannot start dynamic profiling ({type(exc).__name__}: {exc}); "
+        log.say(f"{environment.DYNAMIC_CFG}={cfg_dir!r}: cannot start dynamic profiling ({type(exc).__name__}: {exc}); "
                 "the job runs without it.")

@@ -7,7 +7,8 @@ import argparse
 import os
 import shutil
 
-from . import log
+from . import environment, log
+from .contract.names import RUN_FOLDER, SUMMARY, rank_file, run_dir, summary_ranks
 
 
 def _prepend_path(value, entries):
@@ -53,10 +54,10 @@ def _options_json(args):
     """The variable's JSON for the job: the exported one (which must be a JSON object), start true, then -o."""
     import json
 
-    from .options import ENV_VAR, parse_text
+    from .options import parse_text
 
     values = {}
-    existing = os.environ.get(ENV_VAR, "").strip()
+    existing = os.environ.get(environment.OPTIONS, "").strip()
     if existing:
         parse_text(existing)  # its own one-line error, naming the variable
         values = json.loads(existing)
@@ -72,13 +73,13 @@ def _checked_options(args):
     """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be
     profiled; the error names the door the bad value came through (the variable, ``-o KEY=VALUE``, ``--output-path``)."""
     from .bootstrap import output_path_error
-    from .options import ENV_VAR, OptionsError, from_mapping, parse_text
+    from .options import OptionsError, from_mapping, parse_text
 
     items = _option_items(args)
     try:
         text = _options_json(args)
     except OptionsError as exc:
-        return None, None, f"{ENV_VAR}: {exc}"
+        return None, None, f"{environment.OPTIONS}: {exc}"
     for item, key, value in items:
         try:
             from_mapping({key: value})
@@ -87,12 +88,12 @@ def _checked_options(args):
     try:
         opts = parse_text(text)
     except OptionsError as exc:
-        given = ([ENV_VAR] if os.environ.get(ENV_VAR, "").strip() else []) + [f"-o {item}" for item, _, _ in items]
-        return None, None, f"{' with '.join(given) or ENV_VAR}: {exc}"
+        given = ([environment.OPTIONS] if os.environ.get(environment.OPTIONS, "").strip() else []) + [f"-o {item}" for item, _, _ in items]
+        return None, None, f"{' with '.join(given) or environment.OPTIONS}: {exc}"
     problem = output_path_error(opts.output_path)
     if problem:
-        door = "--output-path" if args.output_path else next((f"-o {i}" for i, k, _ in items if k == "output_path"), ENV_VAR)
-        problem = door + problem[len(ENV_VAR):]
+        door = "--output-path" if args.output_path else next((f"-o {i}" for i, k, _ in items if k == "output_path"), environment.OPTIONS)
+        problem = door + problem[len(environment.OPTIONS):]
     return (None, None, problem) if problem else (text, opts, None)
 
 
@@ -103,9 +104,10 @@ def _say_outcome(output_path, before_ns):
     start-up in the job changes it again, so a later time means the agent started there."""
     import glob
 
-    profiler_dir = os.path.join(output_path, "profiler")
-    dirs = [profiler_dir] + sorted(glob.glob(os.path.join(output_path, "*", "profiler")))
-    summaries = sorted(f for d in dirs for f in glob.glob(os.path.join(d, "summary_*.json")) if os.stat(f).st_mtime_ns > before_ns)
+    profiler_dir = run_dir(output_path)
+    dirs = [profiler_dir] + sorted(glob.glob(os.path.join(output_path, "*", RUN_FOLDER)))
+    written = (os.path.join(d, rank_file(SUMMARY, rank)) for d in dirs for rank in summary_ranks(d))
+    summaries = sorted(f for f in written if os.stat(f).st_mtime_ns > before_ns)
     if summaries:
         where = sorted({os.path.dirname(f) for f in summaries})
         log.say(f"profile written: {', '.join(where)} ({', '.join(os.path.basename(f) for f in summaries)})")
@@ -128,7 +130,6 @@ EXIT_NOT_PROFILED = 2
 def cmd_run(args):
     """Profile one command: options checked before it starts, the job supervised, the outcome said after it."""
     from . import doors, supervise
-    from .options import ENV_VAR
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -143,9 +144,9 @@ def cmd_run(args):
             log.say(f"{problem}. With --require-profile the job is not started.")
             return EXIT_NOT_PROFILED
         log.say(f"{problem}. The job runs unprofiled.")
-        env.pop(ENV_VAR, None)
+        env.pop(environment.OPTIONS, None)
     else:
-        env[ENV_VAR] = text
+        env[environment.OPTIONS] = text
         through_pth = doors.installed_pth() is not None
         if not through_pth:
             hook = doors.hook_dir()
@@ -161,7 +162,7 @@ def cmd_run(args):
         from .compare import run_with_baseline
 
         return run_with_baseline(executable, command, env, args)
-    before_ns = None if problem else os.stat(os.path.join(opts.output_path, "profiler")).st_mtime_ns
+    before_ns = None if problem else os.stat(run_dir(opts.output_path)).st_mtime_ns
     status = supervise.run_job(executable, command, env)
     if problem:
         log.say(f"no profile written: {problem}")

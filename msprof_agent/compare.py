@@ -29,8 +29,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import contract, log, supervise
-from .contract import STAGES
+from . import environment, log, supervise
+from .contract.columns import STAGES
+from .contract.names import REPORT, STEP_TRACE, SUMMARY, queue_file, rank_file, summary_ranks
+from .contract.names import profiler_dirs as profiler_dirs_holding
+from .contract.readers import fetch_waits, op_type_totals, read_queue
+from .contract.summary import read_summary, step_samples, warmup_step_numbers
 
 TIME_METRICS = ("step_time",) + STAGES + ("data_wait",)
 METRICS = TIME_METRICS + ("peak_memory",)
@@ -54,16 +58,16 @@ class CompareError(Exception):
 
 def profiler_dirs(path):
     """PATH itself, PATH/profiler or PATH/rank_*/profiler: those holding an analysed summary."""
-    return contract.profiler_dirs(path, contract.summary_ranks)
+    return profiler_dirs_holding(path, summary_ranks)
 
 
 def _waits(directory, rank, warm):
     """The per-step data waits of the steps not in ``warm`` (the warm-up step numbers)."""
-    name = contract.queue_file(directory, rank)
+    name = queue_file(directory, rank)
     if name is None:
         return []
     with open(os.path.join(directory, name), "rb") as handle:
-        return contract.fetch_waits([f for f in contract.read_queue(handle.read())["fetch"] if f.get("step") not in warm])
+        return fetch_waits([f for f in read_queue(handle.read())["fetch"] if f.get("step") not in warm])
 
 
 def load_run(path):
@@ -75,22 +79,22 @@ def load_run(path):
     ops, ranks, reports, steps, speeds, findings, frameworks = {}, [], [], 0, [], {}, set()
     peaks = {"allocated": [], "rss": []}
     for directory in directories:
-        for rank in contract.summary_ranks(directory):
-            summary = contract.read_summary(directory, rank)
+        for rank in summary_ranks(directory):
+            summary = read_summary(directory, rank)
             try:
-                per_step = contract.step_samples(directory, rank, summary)
+                per_step = step_samples(directory, rank, summary)
             except FileNotFoundError:
-                raise CompareError(f"{os.path.join(directory, contract.name(contract.SUMMARY, rank))} has no per-step times "
-                                   f"and no {contract.name(contract.STEP_TRACE, rank)} beside it") from None
+                raise CompareError(f"{os.path.join(directory, rank_file(SUMMARY, rank))} has no per-step times "
+                                   f"and no {rank_file(STEP_TRACE, rank)} beside it") from None
             samples["step_time"] += per_step["total"]
             for stage in STAGES:
                 samples[stage] += per_step[stage]
-            samples["data_wait"] += _waits(directory, rank, contract.warmup_step_numbers(summary))
+            samples["data_wait"] += _waits(directory, rank, warmup_step_numbers(summary))
             speed = (summary.get("machine_speed") or {}).get("speed")
             if speed:
                 speeds.append(speed)
             steps += summary.get("steps_profiled") or 0
-            totals = contract.op_type_totals(directory, rank)  # every op type (the summary keeps only the top 20)
+            totals = op_type_totals(directory, rank)  # every op type (the summary keeps only the top 20)
             for name, total in totals if totals is not None else [(op["op_type"], op["total_ms"]) for op in summary.get("top_op_types") or []]:
                 ops[name] = ops.get(name, 0.0) + total
             memory = summary.get("memory") or {}
@@ -101,7 +105,7 @@ def load_run(path):
             frameworks.add(summary.get("framework") or "no framework")
             for finding in summary.get("findings") or []:
                 findings.setdefault(finding["id"], finding.get("text", finding["id"]))
-            report = os.path.join(directory, contract.name(contract.REPORT, rank))
+            report = os.path.join(directory, rank_file(REPORT, rank))
             if os.path.isfile(report):
                 reports.append(report)
     if not samples["step_time"]:
@@ -388,7 +392,7 @@ def main(args):
     if getattr(args, "json_out", None):
         with open(args.json_out, "w") as handle:
             json.dump(result, handle, indent=1)
-    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    summary_file = os.environ.get(environment.GITHUB_STEP_SUMMARY)
     if summary_file:
         with open(summary_file, "a") as handle:
             handle.write(markdown + "\n")
@@ -405,7 +409,7 @@ def main(args):
 
 def _output_path(env):
     try:
-        path = json.loads(env.get("MS_PROFILER_OPTIONS") or "{}").get("output_path")
+        path = json.loads(env.get(environment.OPTIONS) or "{}").get("output_path")
     except (ValueError, AttributeError):
         path = None
     return os.path.abspath(path or "./data")

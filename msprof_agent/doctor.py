@@ -9,8 +9,9 @@ import os
 import platform
 import sys
 
-from . import doors
-from .options import ENV_VAR, OptionsError, not_applicable, parse_text
+from . import doors, environment
+from .contract.names import DYNAMIC_CONFIG, run_dir
+from .options import OptionsError, not_applicable, parse_text
 
 FRAMEWORKS = ("mindspore", "torch")
 
@@ -69,28 +70,28 @@ def main():
     for i, line in enumerate(lines):
         show("doors" if i == 0 else "", line)
     show("frameworks", _versions())
-    text = os.environ.get(ENV_VAR)
-    dynamic = os.environ.get("MSPROF_DYNAMIC_CFG")
-    show(ENV_VAR, "not set" if text is None else text)
+    text = os.environ.get(environment.OPTIONS)
+    dynamic = os.environ.get(environment.DYNAMIC_CFG)
+    show(environment.OPTIONS, "not set" if text is None else text)
     if dynamic:
-        show("MSPROF_DYNAMIC_CFG", f"{dynamic} (windows from {os.path.join(dynamic, 'profiler_config.json')})")
+        show(environment.DYNAMIC_CFG, f"{dynamic} (windows from {os.path.join(dynamic, DYNAMIC_CONFIG)})")
     try:
         opts = parse_text(text if text and text.strip() else "{}")
     except OptionsError as exc:
-        return _verdict(f"{ENV_VAR}: {exc}")
+        return _verdict(f"{environment.OPTIONS}: {exc}")
     show("options in effect", json.dumps(opts.in_effect()))
     show("rank", f"{opts.rank_id} of {opts.world_size}, device {opts.device_id}")
     target = _device_target()
-    show("not applicable", "; ".join(not_applicable(opts.to_dict(), target)) or f"nothing (device: {target})")
-    profiler_dir = os.path.join(opts.output_path, "profiler")
+    show("not applicable", "; ".join(not_applicable(opts, target)) or f"nothing (device: {target})")
+    profiler_dir = run_dir(opts.output_path)
     writable = _writable(profiler_dir)
     show("output", f"{profiler_dir} ({'writable' if writable else 'NOT writable by this user'})")
     if text is None and not dynamic:
-        return _verdict(f"{ENV_VAR} is not set (export it, or use msprof-agent run)")
+        return _verdict(f"{environment.OPTIONS} is not set (export it, or use msprof-agent run)")
     if not opts.start and not dynamic:
-        return _verdict(f'{ENV_VAR} has "start": false')
+        return _verdict(f'{environment.OPTIONS} has "start": false')
     if not writable:
-        return _verdict(f'{ENV_VAR}: key "output_path": cannot write to {opts.output_path!r}')
+        return _verdict(f'{environment.OPTIONS}: key "output_path": cannot write to {opts.output_path!r}')
     if door is None:
         return _verdict("no door into a plain python here: the .pth is not installed and the hook is not on PYTHONPATH "
                         "(msprof-agent run would profile it)")

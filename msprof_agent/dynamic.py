@@ -23,11 +23,11 @@ import sys
 
 from . import log
 from . import session as S
+from .contract.names import DYNAMIC_CONFIG
 from .options import KEYS, OptionsError, _bool, _choice, _int_in, _path, from_mapping, unknown_key_message
 from .windows import ASYNC, SYNC, window_folder, with_process_keys
 from .writers import replacing
 
-CONFIG_NAME = "profiler_config.json"
 DEFAULTS = {
     "start_step": -1, "stop_step": -1, "aicore_metrics": -1, "profiler_level": -1, "profile_framework": -1,
     "analyse_mode": -1, "profile_communication": False, "parallel_strategy": False, "with_stack": False,
@@ -51,7 +51,7 @@ def _step(key, value):
     return _int_in(1)(key, value)
 
 
-def parse_config(values, base_options, source=CONFIG_NAME):
+def parse_config(values, base_options, source=DYNAMIC_CONFIG):
     """Validate one version of the file: (start, stop, Options for the window, analyse mode).
 
     Both formats are read: the guide's (``aicore_metrics``, ``profile_framework`` codes, ``analyse_mode``
@@ -113,7 +113,7 @@ class DynamicProfilerMonitor:
 
     def __init__(self, cfg_path="./dyn_cfg", output_path="./dyn_prof_data", follow_session=False):
         self.cfg_path = os.path.abspath(cfg_path)
-        self.config_file = os.path.join(self.cfg_path, CONFIG_NAME)
+        self.config_file = os.path.join(self.cfg_path, DYNAMIC_CONFIG)
         self.output_path = os.path.abspath(output_path)
         self.count = 0  # steps completed, as this monitor counts them
         self.settings = None  # (start, stop, options, mode) of the last valid edit

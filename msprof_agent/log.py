@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import sys
 
+from . import environment
+
 PREFIX = "msprof-agent: "
 _said: set[object] = set()
 
@@ -28,7 +30,7 @@ def warn_once(message: str, key: object = None) -> None:
 
 def report_error(where: str, exc: BaseException) -> None:
     """An agent failure: reported once, never raised into the user's job (MSPROF_AGENT_DEBUG=1 adds the traceback)."""
-    if os.environ.get("MSPROF_AGENT_DEBUG"):
+    if os.environ.get(environment.DEBUG):
         import traceback
 
         traceback.print_exception(type(exc), exc, exc.__traceback__)  # the one form every Python 3 takes

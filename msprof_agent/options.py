@@ -38,9 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
-from . import log
-
-ENV_VAR = "MS_PROFILER_OPTIONS"
+from . import environment, log
 
 Check = Callable[[str, Any], Any]
 
@@ -247,7 +245,8 @@ WITHOUT_EFFECT = {
 
 @dataclass
 class Options:
-    """One session's settings. Defaults are the MindSpore Profiler guide's (Method 2), plus our step window keys."""
+    """One session's settings: a field per key of ``KEYS`` (a unit test holds them equal), plus ``PROCESS_FIELDS``
+    and ``keys_given``. Defaults are the MindSpore Profiler guide's (Method 2), plus our step window keys."""
 
     start: bool = False
     output_path: str = field(default_factory=lambda: os.path.abspath("./data"))
@@ -296,32 +295,44 @@ class Options:
     def in_effect(self) -> dict[str, Any]:
         """The settings this run acts on (what ``doctor`` shows): MindSpore 2.5+'s keys as written and the
         keys without effect left out (the feature fields carry what they ask), ``export_type`` as the exports written."""
-        left_out = set(AS_WRITTEN) | set(WITHOUT_EFFECT) | {"keys_given"}
+        left_out = set(AS_WRITTEN) | set(WITHOUT_EFFECT) | {WRITTEN_FIELD}
         settings = {key: value for key, value in self.to_dict().items() if key not in left_out}
-        settings["export_type"] = exports_asked(self.to_dict())
+        settings["export_type"] = self.exports()
         return settings
 
+    def exports(self) -> list[str]:
+        """The exports this run writes: ``export_type`` when the user wrote it; its documented default asks for none
+        here (a second timeline on every run costs disk and time)."""
+        return list(self.export_type) if "export_type" in self.keys_given else []
 
-def exports_asked(options: Mapping[str, Any]) -> list[str]:
-    """The exports a run writes: ``export_type`` when the user wrote it; its documented default asks for none here
-    (a second timeline on every run costs disk and time)."""
-    return list(options.get("export_type") or []) if "export_type" in (options.get("keys_given") or ()) else []
+    @classmethod
+    def from_record(cls, meta: Mapping[str, Any]) -> "Options":
+        """The options a raw store's ``meta`` record holds (``to_dict`` of the checked ones the window ran
+        with); the analysis and exports read these, never the dict with defaults of their own."""
+        recorded = meta.get("options") or {}
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in recorded.items() if key in known})
 
 
-def not_applicable(options: Mapping[str, Any], device_target: str) -> list[str]:
+# Options' fields beside KEYS: who this process is (the launcher's variables) and what the user wrote.
+PROCESS_FIELDS = ("rank_id", "device_id", "world_size", "fp_start", "bp_end")
+WRITTEN_FIELD = "keys_given"
+
+
+def not_applicable(options: Options, device_target: str) -> list[str]:
     """Settings accepted but without effect on this run: reported, never silently dropped."""
     notes = []
-    given = options.get("keys_given") or []
+    given = options.keys_given
     if device_target != "Ascend":
         for key in ASCEND_ONLY:
-            if options.get(key):
+            if getattr(options, key):
                 notes.append(f"{key} needs an Ascend device; not applicable on {device_target}")
-        if options.get("aic_metrics") not in (None, "None"):  # aicore_metrics lands here too
-            notes.append(f"AI Core metrics {options['aic_metrics']} need an Ascend device; not applicable on {device_target}")
+        if options.aic_metrics not in (None, "None"):  # aicore_metrics lands here too
+            notes.append(f"AI Core metrics {options.aic_metrics} need an Ascend device; not applicable on {device_target}")
     for activity, target in (("NPU", "Ascend"), ("GPU", "GPU")):
-        if "activities" in given and activity in (options.get("activities") or []) and device_target != target:
+        if "activities" in given and activity in (options.activities or []) and device_target != target:
             notes.append(f"activities {activity}: no {target} device in this run; not applicable on {device_target}")
-    if "osrt" in (options.get("host_sys") or []):
+    if "osrt" in options.host_sys:
         notes.append("host_sys osrt (OS runtime API tracing) needs msprof on Ascend; not collected by msprof-agent")
     notes += [f"{key}: {why}; not applicable" for key, why in WITHOUT_EFFECT.items() if key in given]
     return notes
@@ -374,7 +385,7 @@ def _features(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def from_mapping(values: Any, environ: Mapping[str, str] | None = None, codes: bool = False,
-                 source: str = ENV_VAR) -> Options:
+                 source: str = environment.OPTIONS) -> Options:
     """Validate a dict of option keys (the variable's object, Profiler(**kwargs), or a dynamic config's
     keys with CODES: MindSpore's integer forms allowed) into Options."""
     if not isinstance(values, dict):
@@ -420,11 +431,11 @@ def _env_int(environ: Mapping[str, str], *names: str) -> int | None:
 
 def _apply_environment(opts: Options, environ: Mapping[str, str]) -> None:
     """Rank, device and FP/BP names come from the launcher's variables, as MindSpore's launchers and torchrun set them."""
-    opts.rank_id = _env_int(environ, "RANK_ID", "RANK") or 0
-    opts.device_id = _env_int(environ, "DEVICE_ID", "LOCAL_RANK") or 0
-    opts.world_size = _env_int(environ, "RANK_SIZE", "WORLD_SIZE") or 1
-    opts.fp_start = environ.get("PROFILING_FP_START") or None
-    opts.bp_end = environ.get("PROFILING_BP_END") or None
+    opts.rank_id = _env_int(environ, *environment.RANK) or 0
+    opts.device_id = _env_int(environ, *environment.DEVICE) or 0
+    opts.world_size = _env_int(environ, *environment.WORLD_SIZE) or 1
+    opts.fp_start = environ.get(environment.FP_START) or None
+    opts.bp_end = environ.get(environment.BP_END) or None
 
 
 def parse_text(text: str, environ: Mapping[str, str] | None = None) -> Options:
@@ -433,5 +444,5 @@ def parse_text(text: str, environ: Mapping[str, str] | None = None) -> Options:
         values = json.loads(text)
     except json.JSONDecodeError as exc:
         snippet = text[max(0, exc.pos - 15): exc.pos + 15]
-        raise OptionsError(f"{ENV_VAR} is not valid JSON: {exc.msg} at column {exc.colno} (near {snippet!r})") from None
+        raise OptionsError(f"{environment.OPTIONS} is not valid JSON: {exc.msg} at column {exc.colno} (near {snippet!r})") from None
     return from_mapping(values, environ)

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 
-from . import log
+from . import environment, log
 from .collectors.steps import StepRecorder
 from .windows import ASYNC, Windows
 
@@ -273,7 +273,7 @@ class Session:
         many). The child runs without our variables, so the hook stays off there."""
         import subprocess  # here, not at start-up: most sessions never analyse in the background
 
-        env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")}
+        env = {k: v for k, v in os.environ.items() if k not in environment.AGENT_STARTS}
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         try:

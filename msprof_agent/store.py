@@ -22,6 +22,8 @@ import time
 
 import orjson
 
+from .contract.names import RAW_FILE, RAW_FILE_GLOB, RAW_FOLDER, RAW_RANK_FOLDER, rank_pattern
+
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterator, Sequence
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
     Record = dict[str, Any]  # one raw record: a JSON object with its kind under "k"
     Value = TypeVar("Value", bound=Hashable)
 
-RAW_DIR = "raw"
 FLUSH_BYTES = 1 << 20
 FLUSH_INTERVAL_NS = 100_000_000
 
@@ -46,7 +47,7 @@ def coded(values: Sequence[Value]) -> tuple[list[int], list[Value]]:
 
 
 def rank_raw_dir(profiler_dir: str, rank: int) -> str:
-    return os.path.join(profiler_dir, RAW_DIR, f"rank_{rank}")
+    return os.path.join(profiler_dir, RAW_FOLDER, RAW_RANK_FOLDER.format(rank=rank))
 
 
 class EventWriter:
@@ -55,7 +56,7 @@ class EventWriter:
     def __init__(self, profiler_dir: str, rank: int, started_ns: int) -> None:
         self.started_ns = started_ns
         self.directory = rank_raw_dir(profiler_dir, rank)
-        self.path = os.path.join(self.directory, f"{os.getpid()}.jsonl")
+        self.path = os.path.join(self.directory, RAW_FILE.format(pid=os.getpid()))
         self.queue: collections.deque[Record] = collections.deque()  # small records encoded at the next flush(); sampler threads append here too
         self._pending: list[bytes] = []
         self._pending_bytes = 0
@@ -95,7 +96,7 @@ class EventWriter:
 
     def _clear_earlier_runs(self) -> None:
         """A new run of this rank replaces the raw data an earlier run left in the same directory."""
-        for path in glob.glob(os.path.join(self.directory, "*.jsonl")):
+        for path in glob.glob(os.path.join(self.directory, RAW_FILE_GLOB)):
             try:
                 if path != self.path and os.stat(path).st_mtime_ns < self.started_ns:
                     os.remove(path)
@@ -116,18 +117,15 @@ class EventWriter:
 
 def raw_ranks(profiler_dir: str) -> list[int]:
     """Ranks that left raw data under this profiler directory."""
-    ranks = []
-    for path in glob.glob(os.path.join(profiler_dir, RAW_DIR, "rank_*")):
-        suffix = os.path.basename(path)[5:]
-        if suffix.isdigit() and glob.glob(os.path.join(path, "*.jsonl")):
-            ranks.append(int(suffix))
-    return sorted(ranks)
+    raw = os.path.join(profiler_dir, RAW_FOLDER)
+    found = map(rank_pattern(RAW_RANK_FOLDER).match, os.listdir(raw) if os.path.isdir(raw) else ())
+    return sorted(int(m.group(1)) for m in found if m and glob.glob(os.path.join(raw, m.group(0), RAW_FILE_GLOB)))
 
 
 def raw_lines(profiler_dir: str, rank: int) -> Iterator[bytes]:
     """Every line of one rank's raw files. The files are mapped rather than read line by line:
     buffered readline copies an ops line of megabytes many times over."""
-    for path in sorted(glob.glob(os.path.join(rank_raw_dir(profiler_dir, rank), "*.jsonl"))):
+    for path in sorted(glob.glob(os.path.join(rank_raw_dir(profiler_dir, rank), RAW_FILE_GLOB))):
         with open(path, "rb") as handle:
             if not os.fstat(handle.fileno()).st_size:
                 continue

@@ -16,22 +16,15 @@ import shutil
 import time
 from typing import Any
 
-from .options import Options
+from .contract.names import run_dir, window_name
+from .options import PROCESS_FIELDS, Options
 from .store import EventWriter
 
 IDLE, RECORDING, STOPPED, ANALYSED = "idle", "recording", "stopped", "analysed"
 SYNC, ASYNC = "sync", "async"
 ANALYSE_MODES = (SYNC, ASYNC, None)  # None: raw data only, for ``msprof-agent analyse``
-# Who this process is (from the launcher's variables): a window's settings never change them.
-PROCESS_KEYS = ("rank_id", "device_id", "world_size", "fp_start", "bp_end")
-RUN_FOLDER = "profiler"
 
 Record = dict[str, Any]
-
-
-def window_name(start: int, stop: int) -> str:
-    """The folder name of the window of steps START..STOP (both inclusive)."""
-    return f"window_{start}_{stop}"
 
 
 def window_folder(output_path: str, start: int, stop: int) -> str:
@@ -40,7 +33,7 @@ def window_folder(output_path: str, start: int, stop: int) -> str:
 
 def with_process_keys(options: Options, process: Options) -> Options:
     """OPTIONS (a window's settings) with the rank, device and FP/BP names of PROCESS."""
-    for key in PROCESS_KEYS:
+    for key in PROCESS_FIELDS:  # who this process is: a window's settings never change it
         setattr(options, key, getattr(process, key))
     return options
 
@@ -123,7 +116,7 @@ class Windows:
         self.listed: list[Record] = []  # windows finished, for the run's summary
 
     def _new_run(self, options: Options, origin: str) -> Collection:
-        return Collection(self.meta, options, os.path.join(options.output_path, RUN_FOLDER), origin)
+        return Collection(self.meta, options, run_dir(options.output_path), origin)
 
     def open_run(self, options: Options, origin: str) -> Collection:
         """A new run in a new folder (the API after an earlier run was analysed, or on a dynamic-only session)."""
@@ -136,7 +129,7 @@ class Windows:
     def open_window(self, output_path: str, start: int, stop: int, options: Options, origin: str,
                     analyse_mode: str | None, info: Record) -> Collection:
         """A collection of its own for steps START..STOP, in ``output_path/window_{start}_{stop}``."""
-        profiler_dir = os.path.join(window_folder(output_path, start, stop), RUN_FOLDER)
+        profiler_dir = run_dir(window_folder(output_path, start, stop))
         return Collection(self.meta, options, profiler_dir, origin, analyse_mode, dict(info, start=start, stop=stop))
 
     def live(self) -> list[Collection]:

@@ -1,7 +1,9 @@
 """The two generations of option keys through the one mapping table (no framework imported)."""
+from dataclasses import fields
+
 import pytest
 
-from msprof_agent.options import OptionsError, from_mapping, not_applicable
+from msprof_agent.options import KEYS, PROCESS_FIELDS, WRITTEN_FIELD, Options, OptionsError, from_mapping, not_applicable
 
 pytestmark = pytest.mark.unit
 
@@ -72,7 +74,7 @@ def test_mindspore_integer_codes_are_read_only_where_mindspore_reads_them():
 
 def test_not_applicable_lists_what_this_run_cannot_do():
     options = from_mapping({"activities": ["CPU", "NPU", "GPU"], "l2_cache": True, "pcie": True, "aic_metrics": "Memory",
-                            "host_sys": ["cpu", "osrt"], "export_type": ["db"], "sync_enable": True}, environ={}).to_dict()
+                            "host_sys": ["cpu", "osrt"], "export_type": ["db"], "sync_enable": True}, environ={})
     notes = not_applicable(options, "CPU")
     for expected in ("l2_cache needs an Ascend device", "pcie needs an Ascend device", "AI Core metrics Memory",
                      "activities NPU: no Ascend device", "activities GPU: no GPU device", "host_sys osrt",
@@ -80,4 +82,21 @@ def test_not_applicable_lists_what_this_run_cannot_do():
         assert any(expected in note for note in notes), (expected, notes)
     assert not any("export_type" in note for note in notes), "the db export is written: nothing to note"
     assert not any("NPU" in note for note in not_applicable(options, "Ascend"))
-    assert not_applicable(from_mapping({}, environ={}).to_dict(), "CPU") == []
+    assert not_applicable(from_mapping({}, environ={}), "CPU") == []
+
+
+def test_options_have_one_field_per_key_and_defaults_the_keys_accept():
+    named = [f.name for f in fields(Options)]
+    assert sorted(named) == sorted([*KEYS, *PROCESS_FIELDS, WRITTEN_FIELD])
+    defaults = Options()
+    for key, spec in KEYS.items():
+        value = getattr(defaults, key)
+        if value is not None:  # None: not written (MindSpore 2.5+'s keys), or no window end / policy
+            assert spec.check(key, value) == value, key
+
+
+def test_the_analysis_reads_the_recorded_options_back():
+    options = from_mapping({"timeline_limit": 20, "export_type": ["db"], "host_sys": ["disk"]},
+                           environ={"RANK_ID": "3", "PROFILING_FP_START": "Conv2D"})
+    assert Options.from_record({"k": "meta", "options": options.to_dict()}) == options
+    assert Options.from_record({"k": "meta"}) == Options()

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import ROOT, read_csv, read_json, step_trace
 from msprof_agent.analysis import analyse_rank
+from msprof_agent.contract.summary import SUMMARY_VERSION, Summary
 from msprof_agent.store import EventWriter, coded
 
 pytestmark = pytest.mark.unit
@@ -108,6 +109,7 @@ def test_operator_tables_count_the_window_steps_only(analysed):
 def test_summary_counts_and_stages(analysed):
     profiler_dir, summary = analysed
     assert summary == read_json(os.path.join(profiler_dir, "summary_0.json"))
+    assert list(summary) == list(Summary.__annotations__) and summary["summary_version"] == SUMMARY_VERSION  # the schema is the file
     assert (summary["steps_profiled"], summary["steps_total"], summary["ops_recorded"]) == (3, 4, 12)
     assert summary["end_reason"] == "exit" and summary["framework"] == "mindspore"
     assert summary["step_time_ms"] == {"mean": 10.0, "p50": 10.0, "p90": 10.0, "max": 10.0}
@@ -127,7 +129,7 @@ def test_cpu_samples_become_integer_percent_series(analysed):
     assert cpu["device_info"]["user_utilization"] == [40, 41, 42, 43]
     assert cpu["device_info"]["idle_utilization"] == [55, 54, 53, 52]
     assert cpu["process_info"] == {"user_utilization": [30, 31, 32, 33], "sys_utilization": [3, 3, 3, 3]}
-    # contract.cpu_means of the written (integer percent) series, time-weighted: the figures report and viewer show
+    # contract.readers.cpu_means of the written (integer percent) series, time-weighted: the figures report and viewer show
     assert summary["cpu"] == {"machine_busy_mean": 46.5, "machine_user_mean": 41.5, "machine_sys_mean": 5.0, "machine_iowait_mean": 0.0,
                               "machine_nice_mean": None, "machine_steal_mean": None,  # a store from before the sampler read them
                               "process_user_mean": 31.5, "process_sys_mean": 3.0, "samples": 4}

@@ -11,7 +11,7 @@ import urllib.parse
 import pytest
 
 from conftest import EXAMPLES, read_csv, read_json, run_script
-from msprof_agent import contract
+from msprof_agent.contract.readers import cpu_means
 from test_viewer import EVIL, Live, make_fixture
 
 CHROMIUM = "/usr/bin/chromium"
@@ -137,7 +137,7 @@ def test_real_run_pages_show_the_numbers_in_the_files(browser, real_live, artifa
         assert tab.page.locator("#op-types tbody tr").count() == len(types)
         cpu = read_json(os.path.join(directory, "minddata_cpu_utilization_0.json"))
         tab.open(f"/run/resources?{_q(run.id, 0)}")
-        assert tab.text("#cpu-user") == f"{contract.cpu_means(cpu)['machine_user_mean']:.1f}"  # time-weighted, as the summary's
+        assert tab.text("#cpu-user") == f"{cpu_means(cpu)['machine_user_mean']:.1f}"  # time-weighted, as the summary's
         assert tab.errors == [] and tab.dialogs == []
     finally:
         tab.close()

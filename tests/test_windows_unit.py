@@ -6,6 +6,7 @@ import os
 import pytest
 
 from msprof_agent import windows as W
+from msprof_agent.contract.names import window_name
 from msprof_agent.options import from_mapping
 
 pytestmark = pytest.mark.unit
@@ -30,7 +31,7 @@ def step(n, start, end=None, fp=None, waits=()):
 
 
 def test_window_folders_are_named_by_their_steps(tmp_path):
-    assert W.window_name(20, 22) == "window_20_22"
+    assert window_name(20, 22) == "window_20_22"
     assert W.window_folder("/out", 4, 4) == os.path.join("/out", "window_4_4")
     windows = registry(tmp_path)
     c = windows.open_window(str(tmp_path), 3, 5, windows.run.options, "dynamic", W.SYNC, {"trigger": "dynamic"})

@@ -8,7 +8,8 @@ import os
 import sys
 import time
 
-from .. import contract, export, log
+from .. import export, log
+from ..contract import names
 from ..store import raw_ranks
 from . import communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline, warmup
 from .rundata import load_rank, started_ns
@@ -25,7 +26,7 @@ class Context:
 
     def path(self, template, **fields):
         """Where this rank's file of a ``contract`` name template goes."""
-        return os.path.join(self.profiler_dir, contract.name(template, self.rank, **fields))
+        return os.path.join(self.profiler_dir, names.rank_file(template, self.rank, **fields))
 
 
 def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=False, export_type=None, output_dir=None, job_started_ns=None):
@@ -39,10 +40,9 @@ def analyse_rank(profiler_dir, rank, announce=False, step_list=None, pretty=Fals
     data.cpu = cpu_util.measured(data.cpu)  # every page (CPU file, timeline counters, memory) reads only samples that cover time
     if step_list:
         data.restrict_to_steps(step_list)
-    options = data.meta.get("options") or {}
     profiler_dir = output_dir or profiler_dir
     os.makedirs(profiler_dir, exist_ok=True)
-    ctx = Context(profiler_dir, rank, pretty, options.get("cpu_sampling_interval", 1000))
+    ctx = Context(profiler_dir, rank, pretty, data.options.cpu_sampling_interval)
     results = {"info": info.write(data, ctx), "step_trace": step_trace.write(data, ctx)}
     rows = results["step_trace"]["rows"]
     ctx.warmup = warmup.detect([r["n"] for r in rows], [r["total"] / 1e6 for r in rows])
@@ -86,8 +86,8 @@ def _write_report(profiler_dir, rank):
 
 
 def profiler_dirs(path):
-    """The profiler directories under PATH holding raw data (``contract.profiler_dirs``)."""
-    return contract.profiler_dirs(path, raw_ranks)
+    """The profiler directories under PATH holding raw data (``names.profiler_dirs``)."""
+    return names.profiler_dirs(path, raw_ranks)
 
 
 def offline_analyse(path, pretty=False, step_list=None, data_simplification=True, announce=False, export_type=None, output=None):
@@ -103,7 +103,7 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
         ordered = sorted(step_list)
         if ordered != list(range(ordered[0], ordered[-1] + 1)):
             raise ValueError(f"step_list must be consecutive steps, got {step_list}")
-        output = output or os.path.join(os.path.abspath(path), f"steps_{ordered[0]}-{ordered[-1]}")
+        output = output or os.path.join(os.path.abspath(path), names.STEP_LIST_FOLDER.format(first=ordered[0], last=ordered[-1]))
     directories = profiler_dirs(path)
     if not directories:
         raise FileNotFoundError(f"no msprof-agent raw data under {path} (looked for profiler/raw/rank_*/ and rank_*/profiler/)")
@@ -120,7 +120,7 @@ def offline_analyse(path, pretty=False, step_list=None, data_simplification=True
                                     output_dir=targets[directory], job_started_ns=min(starts, default=None)))
         sys.stderr.write(f"\rmsprof-agent: analysed {number}/{len(jobs)} (rank {rank}, {time.perf_counter() - began:.2f} s) -> {targets[directory]}\n")
     for directory, rank in jobs:  # now that every rank is analysed, each rank's report gets the cluster page of its directory
-        if len(contract.summary_ranks(targets[directory])) > 1:
+        if len(names.summary_ranks(targets[directory])) > 1:
             _write_report(targets[directory], rank)
     if announce:
         for written in dict.fromkeys(d for headline in results for d in headline["exports"]):

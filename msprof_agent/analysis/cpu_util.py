@@ -2,13 +2,14 @@
 
 Samples that cover less than ``MIN_SPAN_MS`` since the one before (a last sample taken as sampling
 stopped, right after another) hold no measurement and are dropped; the means are
-``contract.cpu_means`` of the written file, as the report and viewer compute them.
+``contract.readers.cpu_means`` of the written file, as the report and viewer compute them.
 """
 import os
 
 import numpy as np
 
-from .. import contract
+from ..contract.names import CPU_UTILIZATION
+from ..contract.readers import cpu_means
 from ..writers import write_json
 
 MIN_SPAN_MS = 5
@@ -61,5 +62,5 @@ def write(data, ctx, pipeline=None):
         "process_info": {"user_utilization": series("puser"), "sys_utilization": series("psys")},
         "op_info": op_info,
     }
-    write_json(ctx.path(contract.CPU_UTILIZATION), utilization, ctx.pretty)
-    return contract.cpu_means(utilization)
+    write_json(ctx.path(CPU_UTILIZATION), utilization, ctx.pretty)
+    return cpu_means(utilization)

@@ -5,11 +5,13 @@ Non-sink runs write ``dataset_iterator_profiling_{r}.txt``, sink runs ``device_q
 With ``data_process``, pipeline samples become ``minddata_pipeline_raw_{r}.csv`` and
 ``pipeline_profiling_{r}.json`` (a MindSpore run without them gets one with no ops: MindInsight's CPU
 page needs it), and the bottleneck op is named by the MindSpore Profiler guide's
-queue-usage rules (``contract.pipeline_bottlenecks``, the viewer's too).
+queue-usage rules (``contract.readers.pipeline_bottlenecks``, the viewer's too).
 """
 import orjson
 
-from .. import contract
+from ..contract.columns import PIPELINE_HEADER
+from ..contract.names import DEVICE_QUEUE, ITERATOR_QUEUE, PIPELINE_PROFILING, PIPELINE_RAW, rank_file
+from ..contract.readers import pipeline_bottlenecks
 from ..writers import write_csv, write_json, write_text
 
 
@@ -24,8 +26,8 @@ def write(data, ctx):
     queue = [q for q in data.queue if q.get("kind", "iterator") == ("device_queue" if sink else "iterator")] or data.queue
     for q in queue:
         lines.append(f"1 {q.get('capacity', 0)} {q.get('step', 0)} {q.get('size', 0)} {q['ts'] // 1_000_000}")
-    template = contract.DEVICE_QUEUE if sink else contract.ITERATOR_QUEUE
-    name = contract.name(template, ctx.rank)
+    template = DEVICE_QUEUE if sink else ITERATOR_QUEUE
+    name = rank_file(template, ctx.rank)
     if steps:
         write_text(ctx.path(template), lines)
     waits = sorted(s.get("wait", 0) / 1e6 for s in steps)
@@ -46,7 +48,7 @@ def _queue_usage(op):
 def bottleneck(ops):
     """The first op the guide's rule marks, judged on the usage the pipeline file holds (4 decimals),
     as the viewer judges it."""
-    marked = contract.pipeline_bottlenecks([{"op_id": op["op_id"], "parent_id": op.get("parent_id", -1), "children": op.get("children_id") or [],
+    marked = pipeline_bottlenecks([{"op_id": op["op_id"], "parent_id": op.get("parent_id", -1), "children": op.get("children_id") or [],
                                              "queue_usage": round(_queue_usage(op)[1], 4)} for op in ops])
     return next(op for op in ops if op["op_id"] == marked[0]["op_id"]) if marked else None
 
@@ -54,7 +56,7 @@ def bottleneck(ops):
 def _write_pipeline(data, ctx):
     if not data.pipeline:
         if data.meta.get("framework") == "mindspore":  # MindInsight's CPU utilization page needs the file, ops or none
-            write_json(ctx.path(contract.PIPELINE_PROFILING), {"sampling_interval": ctx.sampling_interval_ms, "op_info": []}, ctx.pretty)
+            write_json(ctx.path(PIPELINE_PROFILING), {"sampling_interval": ctx.sampling_interval_ms, "op_info": []}, ctx.pretty)
         return None
     ops = {}
     for sample in data.pipeline:
@@ -72,8 +74,8 @@ def _write_pipeline(data, ctx):
         rows.append([op["op_id"], op["op_type"], op.get("num_workers", 1), orjson.dumps(op["sizes"]).decode(), round(average, 4),
                      op.get("queue_capacity", 0), round(usage, 4), interval, op.get("parent_id", -1),
                      orjson.dumps(op.get("children_id") or []).decode()])
-    write_csv(ctx.path(contract.PIPELINE_RAW), contract.PIPELINE_HEADER, rows)
-    write_json(ctx.path(contract.PIPELINE_PROFILING), {
+    write_csv(ctx.path(PIPELINE_RAW), PIPELINE_HEADER, rows)
+    write_json(ctx.path(PIPELINE_PROFILING), {
         "sampling_interval": interval,
         "op_info": [{"op_id": op["op_id"], "op_type": op["op_type"], "num_workers": op.get("num_workers", 1),
                      "metrics": {"output_queue": {"size": op["sizes"], "length": op.get("queue_capacity", 0)}},

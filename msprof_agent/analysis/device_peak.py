@@ -11,6 +11,7 @@ import os
 import platform
 import time
 
+from ..contract.names import CPU_PEAK_CACHE
 from ..writers import write_bytes
 
 # Dense FP16/BF16 peak, TFLOPS.
@@ -19,7 +20,6 @@ ACCELERATOR_PEAK_TFLOPS = (
     ("L4", 121.0), ("A10", 125.0), ("V100", 125.0), ("T4", 65.0), ("RTX 4090", 165.0), ("RTX 3090", 71.0),
     ("Ascend910B", 313.0), ("Ascend910", 256.0),
 )
-CACHE = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent", "cpu_peak.json")
 MATRIX = 1024
 
 
@@ -39,7 +39,7 @@ def _machine_key():
 
 def _cpu_peak():
     try:
-        with open(CACHE) as handle:
+        with open(CPU_PEAK_CACHE) as handle:
             cached = json.load(handle)
         if cached.get("machine") == _machine_key():
             return cached["gflops"], cached["how"]
@@ -57,5 +57,5 @@ def _cpu_peak():
     gflops = 2.0 * MATRIX ** 3 / best / 1e9
     how = f"calibrated: float32 {MATRIX}x{MATRIX} matmul via numpy on {os.cpu_count()} cores, best of 5"
     with contextlib.suppress(OSError):
-        write_bytes(CACHE, json.dumps({"machine": _machine_key(), "gflops": gflops, "how": how}).encode())
+        write_bytes(CPU_PEAK_CACHE, json.dumps({"machine": _machine_key(), "gflops": gflops, "how": how}).encode())
     return gflops, how

@@ -4,7 +4,7 @@ Works on the integer codes of names, types and shapes: millions of ops, a few hu
 """
 import numpy as np
 
-from .. import contract
+from ..contract.names import DYNAMIC_SHAPE
 from ..writers import write_json
 from .operators import profiled_op_mask, shapes_known
 
@@ -37,7 +37,7 @@ def write(data, ctx):
     for step, name, shape in zip(steps[picked].tolist(), name_id[picked].tolist(), shape_id[picked].tolist()):
         op_shapes.setdefault(str(step), {})[data.op_names[name]] = shape_values[shape]
     changing = sorted(data.op_names[i] for i in changing_ids.tolist())
-    write_json(ctx.path(contract.DYNAMIC_SHAPE), {
+    write_json(ctx.path(DYNAMIC_SHAPE), {
         "op_type_time_ms_by_step": per_step, "ops_with_changing_shapes": changing, "shapes_by_step": op_shapes,
     }, ctx.pretty)
     return {"ops_with_changing_shapes": len(changing)}

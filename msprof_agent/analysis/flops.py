@@ -9,7 +9,7 @@ import math
 import numpy as np
 import orjson
 
-from .. import contract
+from ..contract.names import FLOPS, FLOPS_SUMMARY
 from ..writers import write_json, write_text
 from . import warmup
 from .device_peak import peak_gflops
@@ -91,13 +91,13 @@ def write(data, ctx):
         seconds = max(dur, 1) / 1e9
         cube_f, vec_f = cube_sum[code], vector_sum[code]
         lines.append(f"{names[code]}, {cube_f / count / 1e6:.6f}, {cube_f / seconds / 1e9:.6f}, {vec_f / count / 1e6:.6f}, {vec_f / seconds / 1e9:.6f}")
-    write_text(ctx.path(contract.FLOPS), lines)
+    write_text(ctx.path(FLOPS), lines)
     steps = warmup.steady(data.window_steps, ctx.warmup)
     figures = model_flops(data, steps, data.ops["step"][mask][known], values, durs)
     summary = {"FLOPs": figures["mflops_per_step"], "FLOPS": figures["gflops_per_s"],
                "FLOPS_Utilization": round(100.0 * figures["mfu"]["ratio"], 4) if figures["mfu"] else 0.0,
                "estimated": bool(np.isnan(data.ops["flops"][mask]).any())}
-    write_json(ctx.path(contract.FLOPS_SUMMARY), summary, ctx.pretty)
+    write_json(ctx.path(FLOPS_SUMMARY), summary, ctx.pretty)
     return dict(figures, estimated=summary["estimated"])
 
 

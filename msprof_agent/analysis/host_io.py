@@ -4,16 +4,15 @@ The sampler records the machine's counters (and the process's own disk bytes) as
 sample; a page lists the samples with their MB/s and totals, so "this job wrote 2 GB while step 40
 ran" can be read off directly.
 """
+from ..contract.names import HOST_DISK, HOST_NETWORK
 from ..writers import write_json
 
-DISK_PAGE = "host_disk_usage_{rank}.json"
-NETWORK_PAGE = "host_network_usage_{rank}.json"
 # page -> (record field, the page's name for it); bytes fields also get a MB/s series
 DISK_FIELDS = (("disk_read", "read_bytes"), ("disk_write", "write_bytes"), ("disk_reads", "read_count"),
                ("disk_writes", "write_count"), ("proc_read", "process_read_bytes"), ("proc_write", "process_write_bytes"))
 NETWORK_FIELDS = (("net_sent", "sent_bytes"), ("net_recv", "received_bytes"), ("net_psent", "sent_packets"),
                   ("net_precv", "received_packets"))
-PAGES = ((DISK_PAGE, DISK_FIELDS, "Disk I/O"), (NETWORK_PAGE, NETWORK_FIELDS, "Network I/O"))
+PAGES = ((HOST_DISK, DISK_FIELDS, "Disk I/O"), (HOST_NETWORK, NETWORK_FIELDS, "Network I/O"))
 
 
 def _seconds_between(samples, interval_ms):

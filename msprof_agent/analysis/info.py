@@ -1,5 +1,5 @@
 """``profiler_info_{r}.json``: how MindInsight finds ranks, plus what we collected and with which options."""
-from .. import contract
+from ..contract.names import PROFILER_INFO
 from ..writers import write_json
 
 
@@ -16,5 +16,5 @@ def write(data, ctx):
         "analyse_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "profiler_parameters": options, "agent": "msprof-agent",
     }
-    write_json(ctx.path(contract.PROFILER_INFO), info, ctx.pretty)
+    write_json(ctx.path(PROFILER_INFO), info, ctx.pretty)
     return info

@@ -2,7 +2,7 @@
 with ``profile_memory``; peak and per step. Files: ``memory_usage_summary_{r}.json`` (GiB, as the
 contract) and ``memory_usage_details_{r}.json``.
 """
-from .. import contract
+from ..contract.names import MEMORY_DETAILS, MEMORY_SUMMARY
 from ..writers import write_json
 
 GIB = float(1 << 30)
@@ -43,12 +43,12 @@ def write(data, ctx):
     allocations = sum(1 for a, b in zip(values, values[1:]) if b > a)
     deallocations = sum(1 for a, b in zip(values, values[1:]) if b < a)
     source = "framework allocator" if alloc else "process RSS"
-    write_json(ctx.path(contract.MEMORY_SUMMARY), {
+    write_json(ctx.path(MEMORY_SUMMARY), {
         "capacity": round(_capacity(data) / GIB, 4), "allocations": allocations, "deallocations": deallocations,
         "peak_mem": round(peak / GIB, 6), "static_mem": round(values[0] / GIB, 6), "source": source,
     }, ctx.pretty)
     step_peaks = _per_step_peaks(data.window_steps, times, values)
-    write_json(ctx.path(contract.MEMORY_DETAILS), {"0": {
+    write_json(ctx.path(MEMORY_DETAILS), {"0": {
         "graph_id": 0, "static_mem": round(values[0] / GIB, 6),
         "lines": [round(v / (1 << 20), 3) for v in values], "time_stamp_ns": times,
         "nodes": [], "fp_start": None, "bp_end": None, "breakdowns": [],

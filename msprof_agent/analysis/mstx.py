@@ -1,8 +1,7 @@
 """The user's mstx marks and ranges: a per-range table (count, total, mean, max per name, overall and per
 step) in ``mstx_ranges_{rank}.json``, and the marks and ranges as a timeline track."""
+from ..contract.names import MSTX_RANGES
 from ..writers import write_json
-
-RANGES_PAGE = "mstx_ranges_{rank}.json"
 
 
 def _table(ranges, key):
@@ -28,7 +27,7 @@ def write(data, ctx):
         "per_step": _table(ranges, lambda r: (r["name"], r["domain"], r.get("step"))),
         "marks": [{"name": name, "domain": domain, "count": count} for (name, domain), count in sorted(marks.items())],
     }
-    write_json(ctx.path(RANGES_PAGE.format(rank=ctx.rank)), page, ctx.pretty)
+    write_json(ctx.path(MSTX_RANGES.format(rank=ctx.rank)), page, ctx.pretty)
     return {"ranges": len(ranges), "marks": sum(marks.values())}
 
 

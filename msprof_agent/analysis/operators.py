@@ -16,7 +16,8 @@ import re
 
 import numpy as np
 
-from .. import contract
+from ..contract.columns import CPU_OP_DETAIL_HEADER, CPU_OP_SHAPE_HEADER, CPU_OP_TYPE_HEADER, GPU_OP_DETAIL_HEADER, GPU_OP_TYPE_HEADER
+from ..contract.names import CPU_OP_DETAIL, CPU_OP_SHAPES, CPU_OP_TYPES, GPU_OP_DETAIL, GPU_OP_TYPES
 from ..writers import write_csv
 
 
@@ -121,7 +122,7 @@ def _write_shapes(data, mask, ctx):
         name, shape = divmod(int(pairs[i]), width)
         rows.append([data.op_types[op_type[name]], data.op_names[name], shape_values[shape] or "", int(counts[i]),
                      round(self_ns[i] / 1e6, 6), round(total_ns[i] / 1e6, 6)])
-    write_csv(ctx.path(contract.CPU_OP_SHAPES), contract.CPU_OP_SHAPE_HEADER, rows)
+    write_csv(ctx.path(CPU_OP_SHAPES), CPU_OP_SHAPE_HEADER, rows)
 
 
 def _tables(data, mask, device):
@@ -160,20 +161,20 @@ def write(data, ctx):
         types, ops, total = tables
         # execution_frequency(per-step) is an integer: MindInsight reads it with int()
         type_rows = [[t, int(c), round(c / steps), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6)] for t, c, s in types]
-        write_csv(ctx.path(contract.CPU_OP_TYPES), contract.CPU_OP_TYPE_HEADER, type_rows)
+        write_csv(ctx.path(CPU_OP_TYPES), CPU_OP_TYPE_HEADER, type_rows)
         pid = data.meta.get("pid", 0)
         detail_rows = [["Host", t, short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),
                         n.split("/", 1)[0] if "/" in n else "Default", pid] for n, t, c, s in ops]
-        write_csv(ctx.path(contract.CPU_OP_DETAIL), contract.CPU_OP_DETAIL_HEADER, detail_rows)
+        write_csv(ctx.path(CPU_OP_DETAIL), CPU_OP_DETAIL_HEADER, detail_rows)
         _write_shapes(data, mask, ctx)
         result.update({"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
                        "total_ms": total / 1e6, "ops": len(detail_rows)})
     tables = _tables(data, mask, "cuda")
     if tables:
         types, ops, total = tables
-        write_csv(ctx.path(contract.GPU_OP_TYPES), contract.GPU_OP_TYPE_HEADER,
+        write_csv(ctx.path(GPU_OP_TYPES), GPU_OP_TYPE_HEADER,
                   [[t, int(c), round(s / 1e3, 3), round(s / total, 6), round(s / 1e3 / c, 3)] for t, c, s in types])
-        write_csv(ctx.path(contract.GPU_OP_DETAIL), contract.GPU_OP_DETAIL_HEADER,
+        write_csv(ctx.path(GPU_OP_DETAIL), GPU_OP_DETAIL_HEADER,
                   [["Device", t, short_name(n), n, int(c), round(s / 1e3, 3), round(s / 1e3 / c, 3), round(s / total, 6),
                     round(s / 1e3, 3), int(c)] for n, t, c, s in ops])
     return result

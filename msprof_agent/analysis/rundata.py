@@ -10,6 +10,7 @@ import contextlib
 import numpy as np
 import orjson
 
+from ..options import Options
 from ..store import raw_lines
 from .opcolumns import OpBatches, split_ops_line
 from .workers import COUNT, Workers
@@ -21,6 +22,7 @@ class RunData:
     def __init__(self, rank):
         self.rank = rank
         self.meta = {}
+        self.options = Options()  # the recorded ones (``Options.from_record``), once loaded
         self.steps = []
         self.ops = {}
         self.op_names = self.op_types = None  # the string of each name_id / type_id code
@@ -127,6 +129,7 @@ def load_rank(profiler_dir, rank):
         data.op_names, data.op_types = data.ops.values["name"], data.ops.values["type"]
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
         data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
+    data.options = Options.from_record(data.meta)
     return data
 
 

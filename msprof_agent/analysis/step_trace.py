@@ -10,13 +10,14 @@ of ``torch.autograd.backward``, start of the optimizer cell), else by the guide'
 the last all-reduce or the first optimizer op). ``PROFILING_FP_START`` / ``PROFILING_BP_END``
 override (an op name that never occurs is reported). The rule that chose the points of most steps
 is named in the summary (``step_points``). Stage times always add up to the step time.
-Files: ``contract.STEP_TRACE`` (10 ns units, average row last) and ``contract.STEP_POINTS``.
+Files: ``names.STEP_TRACE`` (10 ns units, average row last) and ``names.STEP_POINTS``.
 """
 import collections
 
 import numpy as np
 
-from .. import contract
+from ..contract.columns import AVERAGE_ROW, STEP_TRACE_HEADER, per_step_ms, step_trace_table
+from ..contract.names import STEP_POINTS, STEP_TRACE
 from ..writers import write_csv, write_json
 
 ALL_REDUCE_TYPES = ("AllReduce", "allreduce", "all_reduce", "HcomAllReduce", "c10d::allreduce_")
@@ -185,15 +186,14 @@ def compute(data, fp_name=None, bp_name=None):
 
 
 def write(data, ctx):
-    meta = data.meta
-    result = compute(data, meta.get("options", {}).get("fp_start"), meta.get("options", {}).get("bp_end"))
-    table = contract.step_trace_table(result["rows"])
-    result["per_step_ms"] = contract.per_step_ms(table)
+    result = compute(data, data.options.fp_start, data.options.bp_end)
+    table = step_trace_table(result["rows"])
+    result["per_step_ms"] = per_step_ms(table)
     average = []
     if table:  # integer means, exact (points near 2e17 exceed a double's precision): MindInsight reads every cell with int()
-        average = [[contract.AVERAGE_ROW] + [(2 * sum(column) + len(table)) // (2 * len(table)) for column in list(zip(*table))[1:]]]
-    write_csv(ctx.path(contract.STEP_TRACE), contract.STEP_TRACE_HEADER, table + average)
-    write_json(ctx.path(contract.STEP_POINTS),
+        average = [[AVERAGE_ROW] + [(2 * sum(column) + len(table)) // (2 * len(table)) for column in list(zip(*table))[1:]]]
+    write_csv(ctx.path(STEP_TRACE), STEP_TRACE_HEADER, table + average)
+    write_json(ctx.path(STEP_POINTS),
                {"fp_start": result["fp_start"] or "", "bp_end": result["bp_end"] or ""}, ctx.pretty)
     ctx.notes.extend(result["notes"])
     return result

@@ -4,7 +4,10 @@ older readers.
 """
 import numpy as np
 
-from .. import contract, log
+from .. import log
+from ..contract.columns import PYTHON_HOT_SPOTS_HEADER
+from ..contract.names import PYTHON_HOT_SPOTS, SUMMARY
+from ..contract.summary import SUMMARY_VERSION, Summary
 from ..options import not_applicable
 from ..writers import write_csv, write_json
 from . import advisor, warmup
@@ -53,8 +56,8 @@ def build(data, ctx, results):
     ops = results["operators"]["types"]
     all_steps = [(s["end"] - s["start"]) / 1e6 for s in data.steps]
     meta = data.meta
-    summary = {
-        "rank_id": ctx.rank, "framework": meta.get("framework"), "device_target": meta.get("device_target", "CPU"),
+    summary: Summary = {
+        "summary_version": SUMMARY_VERSION, "rank_id": ctx.rank, "framework": meta.get("framework"), "device_target": meta.get("device_target", "CPU"),
         "profiler_dir": ctx.profiler_dir, "steps_profiled": len(window), "steps_total": len(data.steps),
         "step_range": [window[0]["n"], window[-1]["n"]] if window else None, "steady_steps": len(rows), "step_time_ms": step_ms,
         "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
@@ -67,16 +70,16 @@ def build(data, ctx, results):
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
-        "not_applicable": not_applicable(meta.get("options") or {}, meta.get("device_target", "CPU")),
+        "not_applicable": not_applicable(data.options, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],
         "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
         "exports": (results.get("export") or {}).get("dirs", []),
     }
     if advice["hot_spots"]:
-        write_csv(ctx.path(contract.PYTHON_HOT_SPOTS), contract.PYTHON_HOT_SPOTS_HEADER,
+        write_csv(ctx.path(PYTHON_HOT_SPOTS), PYTHON_HOT_SPOTS_HEADER,
                   [[*spot["steps"], spot["function"], spot["self_ms"], spot["total_ms"], spot["self_ms_per_step"]] for spot in advice["hot_spots"]])
-    write_json(ctx.path(contract.SUMMARY), summary, ctx.pretty)
+    write_json(ctx.path(SUMMARY), summary, ctx.pretty)
     return summary
 
 

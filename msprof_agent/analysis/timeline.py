@@ -7,14 +7,15 @@ least useful detail, and the summary says how many went. The op events, millions
 formatted in blocks (``opevents``) and streamed into a temporary file that replaces the timeline
 once complete: neither their texts nor the whole file are ever held in memory.
 
-Times are microseconds from the start of the UTC day the job began (``contract.day_base``, recorded
+Times are microseconds from the start of the UTC day the job began (``contract.timebase.day_base``, recorded
 in a ``time_base`` metadata event; the same on every rank of a job), written from integer nanoseconds with three decimals: a parser's
 double holds them exactly, so slices that touch on a track stay touching, not overlapping.
 """
 import numpy as np
 import orjson
 
-from .. import contract
+from ..contract.names import MINDINSIGHT_HOST_TIMELINE, TIMELINE_DISPLAY, TIMELINE_SUMMARY, rank_file, timeline_device
+from ..contract.timebase import day_base, time_base_event
 from ..writers import replacing, write_json
 from . import host_io, mstx
 from .opevents import OpEvents
@@ -43,13 +44,13 @@ def time_base(data, stages):
         candidates.append(int(data.ops["start"].min()))
     candidates += [p["start"] for p in data.pauses] + [c["start"] for c in data.comm] + [m["start"] for m in data.mstx]
     candidates += [s["ts"] * 1_000_000 for s in list(data.cpu) + list(data.host_io)] + [s["ts"] for s in data.stacks]
-    return contract.day_base(min(candidates, default=0))
+    return day_base(min(candidates, default=0))
 
 
 def _fixed_events(data, base, ops=None):
     """Every event but the ops and the per-step tracks, as dicts; with ``ops`` (``OpEvents``), the names
     of their Python-function tracks."""
-    events = [contract.time_base_event(base, STEP_PID)]
+    events = [time_base_event(base, STEP_PID)]
     events += [{"ph": "M", "name": "thread_name", "pid": OPS_PID, "tid": track, "args": {"name": f"thread {thread}: Python functions"}}
                for track, thread in (ops.python_tracks if ops else ())]
     events += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}} for pid, name in TRACK_NAMES.items()]
@@ -128,8 +129,8 @@ def write_trace(path, head, tail, events, durations, limit_mb):
 
 
 def write(data, ctx, stages):
-    device = contract.timeline_device(data.meta.get("device_target", "CPU"))
-    limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
+    device = timeline_device(data.meta.get("device_target", "CPU"))
+    limit_mb = data.options.timeline_limit
     base = time_base(data, stages)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
     fixed = (_fixed_events(data, base, events) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)
@@ -137,8 +138,8 @@ def write(data, ctx, stages):
     steps, step_events = _step_events(data, stages, base)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops
-    name = contract.name(contract.TIMELINE_DISPLAY, ctx.rank, device=device)
-    keep, kept, size = write_trace(ctx.path(contract.TIMELINE_DISPLAY, device=device), payload[:-1], payload[-1:], events,
+    name = rank_file(TIMELINE_DISPLAY, ctx.rank, device=device)
+    keep, kept, size = write_trace(ctx.path(TIMELINE_DISPLAY, device=device), payload[:-1], payload[-1:], events,
                                    ops["dur"] if events else None, limit_mb)
     threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if kept else 0
     names = data.op_names[np.unique(ops["name_id"][keep][:10000])].tolist() if kept else []
@@ -151,6 +152,6 @@ def write(data, ctx, stages):
     span = (stages[-1]["end"] - stages[0]["start"]) / 1e6 if stages else 0.0
     summary = {"total_time": round(span, 3), "num_of_streams": threads, "num_of_ops": kept,
                "op_exe_times": kept, "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0)}
-    for named in {device, contract.MINDINSIGHT_HOST_TIMELINE if device == "cpu" else device}:
-        write_json(ctx.path(contract.TIMELINE_SUMMARY, device=named), summary, ctx.pretty)
+    for named in {device, MINDINSIGHT_HOST_TIMELINE if device == "cpu" else device}:
+        write_json(ctx.path(TIMELINE_SUMMARY, device=named), summary, ctx.pretty)
     return {"file": name, "events": len(fixed) + step_events + kept, "bytes": size, "truncated": kept < data.op_count, "dropped": dropped_text}

@@ -11,10 +11,8 @@ second directory for the rank (msprof-analyze keeps only the one with the larges
 """
 import os
 
-from .. import contract
-from ..options import exports_asked
-
-KINDS = ("text", "db")
+from ..contract.names import ASCEND_FOLDER, ASCEND_SUFFIX, HTA_FOLDER
+from ..options import EXPORT_TYPES
 
 
 def kinds(value):
@@ -23,10 +21,10 @@ def kinds(value):
         return []
     names = value.split(",") if isinstance(value, str) else list(value)
     names = [str(n).strip().lower() for n in names if str(n).strip()]
-    wrong = [n for n in names if n not in KINDS]
+    wrong = [n for n in names if n not in EXPORT_TYPES]
     if wrong:
-        raise ValueError(f"export_type: {wrong[0]!r} is not an export; accepted: {', '.join(KINDS)}")
-    return [k for k in KINDS if k in names]
+        raise ValueError(f"export_type: {wrong[0]!r} is not an export; accepted: {', '.join(EXPORT_TYPES)}")
+    return [k for k in EXPORT_TYPES if k in names]
 
 
 def is_torch(data):
@@ -37,19 +35,20 @@ def ascend_dir(data, profiler_dir):
     """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside ``profiler_dir``, from the run's meta."""
     meta = data.meta
     started_ms = int(meta.get("started_ns") or 0) // 1_000_000
+    suffix = ASCEND_SUFFIX["torch" if is_torch(data) else "mindspore"]
     host = str(meta.get("host") or "localhost").replace(os.sep, "-")
-    name = contract.ASCEND_EXPORT_DIR.format(host=host, pid=meta.get("pid", 0), started_ms=started_ms, framework="pt" if is_torch(data) else "ms")
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), name)
+    folder = ASCEND_FOLDER.format(host=host, pid=meta.get("pid", 0), started_ms=started_ms, suffix=suffix)
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), folder)
 
 
 def hta_dir(profiler_dir):
     """The run's (or window's) directory of PyTorch-style traces, holding nothing else (HTA reads every JSON there)."""
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), contract.HTA_EXPORT_DIR)
+    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), HTA_FOLDER)
 
 
 def write(data, ctx, results, names=None):
-    """Write the exports ``names`` (default: those the run's options ask for); returns what was written where."""
-    names = kinds(exports_asked(data.meta.get("options") or {}) if names is None else names)
+    """Write the exports ``names`` (default: those the run's options ask for, ``Options.exports``); returns what was written where."""
+    names = kinds(data.options.exports() if names is None else names)
     if not names:
         return None
     from . import ascend_db, ascend_text, hta_trace

@@ -15,7 +15,8 @@ import tempfile
 import numpy as np
 
 from ..analysis.operators import counted_op_mask
-from .ascend_text import OUTPUT, step_table
+from ..contract import names
+from .ascend_text import step_table
 from .overlap import GROUP, collectives
 
 SCHEMA_VERSION = "1.0.0"
@@ -52,8 +53,8 @@ INDEXES = (("TASK", "startNs"), ("PYTORCH_API", "startNs"), ("COMMUNICATION_OP",
 
 
 def file_name(data):
-    framework = "pytorch" if data.meta.get("framework") == "torch" else "mindspore"
-    return f"ascend_{framework}_profiler_{data.rank}.db"
+    framework = names.ASCEND_DB_FRAMEWORK["torch" if data.meta.get("framework") == "torch" else "mindspore"]
+    return names.rank_file(names.ASCEND_DB, data.rank, framework=framework)
 
 
 class _Strings:
@@ -81,12 +82,12 @@ class _Strings:
 
 
 def write(data, root, overlap):
-    out = os.path.join(root, OUTPUT)
+    out = os.path.join(root, names.ASCEND_OUTPUT)
     torch = data.meta.get("framework") == "torch"
     indexes = [i for i in INDEXES if torch or i[0] != "PYTORCH_API"]
     counts = _write_db(os.path.join(out, file_name(data)), lambda db: _fill(db, data, overlap), indexes)
     if torch:  # msprof-analyze's cluster step table reads PyTorch's from analysis.db
-        _write_db(os.path.join(out, "analysis.db"), lambda db: _step_trace(db, overlap), ())
+        _write_db(os.path.join(out, names.ASCEND_ANALYSIS_DB), lambda db: _step_trace(db, overlap), ())
     return dict(counts, file=file_name(data))
 
 

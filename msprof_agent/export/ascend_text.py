@@ -22,10 +22,10 @@ import orjson
 from ..analysis.operators import _device_tables, counted_op_mask
 from ..analysis.opevents import OpEvents
 from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, _step_events, time_base, write_trace
+from ..contract import names
 from ..writers import write_csv, write_json
 from .overlap import collectives
 
-OUTPUT = "ASCEND_PROFILER_OUTPUT"
 STEP_HEADER = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
                "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
 OP_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
@@ -41,20 +41,20 @@ def _us(ns):
 
 
 def write(data, ctx, root, overlap, results):
-    out = os.path.join(root, OUTPUT)
+    out = os.path.join(root, names.ASCEND_OUTPUT)
     rank, pretty = ctx.rank, ctx.pretty
     info = dict(results.get("info") or {}, rank_id=rank, start_info={"collectionTimeBegin": int(data.meta.get("started_ns") or 0) // 1000})
-    write_json(os.path.join(root, f"profiler_info_{rank}.json"), info, pretty)
-    write_json(os.path.join(root, "profiler_metadata.json"), metadata(data), pretty)
-    write_csv(os.path.join(out, "step_trace_time.csv"), STEP_HEADER, step_table(overlap))
-    trace = _trace_view(data, os.path.join(out, "trace_view.json"), overlap)
+    write_json(os.path.join(root, names.rank_file(names.ASCEND_INFO, rank)), info, pretty)
+    write_json(os.path.join(root, names.ASCEND_METADATA), metadata(data), pretty)
+    write_csv(os.path.join(out, names.ASCEND_STEP_TRACE), STEP_HEADER, step_table(overlap))
+    trace = _trace_view(data, os.path.join(out, names.ASCEND_TRACE_VIEW), overlap)
     communication, matrix = _communication(data)
-    write_json(os.path.join(out, "communication.json"), communication, pretty)
-    write_json(os.path.join(out, "communication_matrix.json"), matrix, pretty)
-    write_csv(os.path.join(out, "op_statistic.csv"), OP_HEADER, op_statistic(data))
+    write_json(os.path.join(out, names.ASCEND_COMMUNICATION), communication, pretty)
+    write_json(os.path.join(out, names.ASCEND_COMMUNICATION_MATRIX), matrix, pretty)
+    write_csv(os.path.join(out, names.ASCEND_OP_STATISTIC), OP_HEADER, op_statistic(data))
     if data.mem:
         component = "PTA" if data.meta.get("framework") == "torch" else "MindSpore"
-        write_csv(os.path.join(out, "memory_record.csv"), MEMORY_HEADER,
+        write_csv(os.path.join(out, names.ASCEND_MEMORY_RECORD), MEMORY_HEADER,
                   [[component, _us(m["ts"]), round(m.get("allocated", 0) / MB, 4), "", "", "", m.get("device", "cpu").upper()]
                    for m in sorted(data.mem, key=lambda m: m["ts"])])
     return {"steps": len(overlap.rows), "trace_view": trace}
@@ -111,7 +111,7 @@ def _trace_view(data, path, overlap):
     steps, _ = _step_events(data, overlap.stages, base)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base, category="cpu_op") if data.op_count else None
     head = orjson.dumps(_fixed_events(data, base, events) + fixed)[:-1] + steps + overlap_bytes
-    limit_mb = (data.meta.get("options") or {}).get("timeline_limit") or 500
+    limit_mb = data.options.timeline_limit
     _, kept, size = write_trace(path, head, b"]", events, data.ops["dur"] if events else None, limit_mb)
     return {"ops": kept, "bytes": size}
 

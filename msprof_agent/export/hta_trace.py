@@ -13,6 +13,7 @@ import orjson
 
 from ..analysis.opevents import OpEvents
 from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, time_base, write_trace
+from ..contract.names import HTA_TRACE
 
 
 def _main_thread(data):
@@ -35,7 +36,7 @@ def write(data, directory, stages):
     events = OpEvents(data, OPS_PID, DEVICE_PID, base, category="cpu_op") if data.op_count else None
     head = (b'{"schemaVersion": 1, "distributedInfo": %s, "deviceProperties": [], "displayTimeUnit": "ms",\n"traceEvents": %s'
             % (distributed.encode(), orjson.dumps(_fixed_events(data, base, events) + steps)[:-1]))  # the ops and "]}" follow
-    limit_mb = (meta.get("options") or {}).get("timeline_limit") or 500
-    name = f"{meta.get('host', 'localhost')}_{meta.get('pid', 0)}.rank{rank}.pt.trace.json"
+    limit_mb = data.options.timeline_limit
+    name = HTA_TRACE.format(host=meta.get("host", "localhost"), pid=meta.get("pid", 0), rank=rank)
     _, kept, size = write_trace(os.path.join(directory, name), head, b"]}", events, data.ops["dur"] if events else None, limit_mb)
     return {"file": name, "ops": kept, "steps": len(steps), "bytes": size}

@@ -47,6 +47,8 @@ import time
 import weakref
 
 from .. import log
+from ..contract import names
+from ..store import rank_raw_dir
 from . import mindspore_profiler_files as profiler_files
 from .patching import Patches
 
@@ -435,8 +437,8 @@ class MindSporeDevice:
     def __init__(self, session):
         self.session = session
         self.options = None  # the recording window's, from start()
-        raw = os.path.join(session.profiler_dir, "raw", f"rank_{session.options.rank_id}")
-        self.scratch = os.path.join(raw, f"native_{os.getpid()}")
+        raw = rank_raw_dir(session.profiler_dir, session.options.rank_id)
+        self.scratch = os.path.join(raw, names.NATIVE_SCRATCH.format(pid=os.getpid()))
         self._native = None
         self._public = None
         self._dataset_profiler = None
@@ -484,27 +486,27 @@ class MindSporeDevice:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _read_back(self, session):
-        path = profiler_files.find(self.scratch, "cpu_op_execute_timestamp_*.txt")
+        path = profiler_files.find(self.scratch, names.MS_OP_EXECUTIONS)
         if path is not None:
             ops = profiler_files.read_op_executions(path)
-            shapes = profiler_files.find(self.scratch, "cpu_framework_*.txt")
+            shapes = profiler_files.find(self.scratch, names.MS_FRAMEWORK)
             if shapes is not None and self.options.record_shapes:
                 profiler_files.attach_shapes(ops, profiler_files.read_shapes(shapes))
             for batch in profiler_files.op_batches(ops, "mindspore-cpu"):
                 session.record(batch)
-        memory = profiler_files.find(self.scratch, "cpu_ms_memory_record_*.txt")
+        memory = profiler_files.find(self.scratch, names.MS_MEMORY_RECORD)
         if memory is not None:
             for record in profiler_files.memory_records(memory):
                 session.record(record)
-        queues = (("dataset_iterator_profiling_*.txt", "iterator"), ("device_queue_profiling_*.txt", "device_queue"))
+        queues = ((names.MS_ITERATOR_QUEUE, "iterator"), (names.MS_DEVICE_QUEUE, "device_queue"))
         for pattern, kind in queues:
             queue = profiler_files.find(self.scratch, pattern)
             if queue is not None:
                 for record in profiler_files.queue_records(queue, kind):
                     session.record(record)
-        pipeline = profiler_files.find(self.scratch, "pipeline_profiling_*.json")
+        pipeline = profiler_files.find(self.scratch, names.MS_PIPELINE)
         if pipeline is not None:
-            cpu = profiler_files.find(self.scratch, "minddata_cpu_utilization_*.json")
+            cpu = profiler_files.find(self.scratch, names.MS_CPU_UTILIZATION)
             for record in profiler_files.pipeline_records(pipeline, cpu):
                 session.record(record)
 

@@ -8,21 +8,21 @@ one module executes. It stays in ``os.environ`` for everything else, child proce
 import os
 import sys
 
+from ..environment import OPTIONS
 from .import_hooks import around_first_exec
 
 TARGET = "mindspore.profiler.envprofiler"
-VARIABLE = "MS_PROFILER_OPTIONS"
 _hidden = []
 
 
 def _hide():
-    _hidden.append(os.environ.pop(VARIABLE, None))
+    _hidden.append(os.environ.pop(OPTIONS, None))
 
 
 def _restore(_module, _ok):
     saved = _hidden.pop() if _hidden else None
     if saved is not None:
-        os.environ[VARIABLE] = saved
+        os.environ[OPTIONS] = saved
 
 
 def hide_variable_from_mindspore():

@@ -31,7 +31,7 @@ import weakref
 
 import orjson
 
-from .. import log
+from .. import environment, log
 from ..store import coded
 from .patching import Patches, after_call
 
@@ -40,7 +40,6 @@ OPS_CHUNK = 65536
 # for the 1.1 M events of 300 ResNet steps), so a window is collected as a series of profiler
 # sessions of about this many events, handed over between two steps.
 SESSION_EVENTS = 50_000
-SESSION_EVENTS_VARIABLE = "MSPROF_TORCH_SESSION_EVENTS"  # a smaller session size, for tests of the hand-over
 FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
 MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
@@ -64,7 +63,6 @@ ANNOTATIONS_NOT_OPS = ("ProfilerStep#", "enumerate(DataLoader)#")
 # kineto (linked into libtorch) writes "USDT: ... profiler_start" and "profiler_stop" to stderr for every
 # profiler session at its default level, ERROR (4); USDT is 5. It reads KINETO_LOG_LEVEL once, when
 # the process's first profiler session starts. Above USDT, kineto prints nothing (its ERROR lines go too).
-KINETO_LEVEL_VARIABLE = "KINETO_LOG_LEVEL"
 KINETO_QUIET_LEVEL = "6"
 
 # A memory address in an op name ("... object at 0x7ff7...", a record_function label made from an object):
@@ -359,15 +357,15 @@ def _start_quietly(prof):
     for kineto's first start only (it reads it then), and never where the user chose one; the
     variable is removed again, so the job's children do not inherit it."""
     global _kineto_level_chosen
-    if _kineto_level_chosen or KINETO_LEVEL_VARIABLE in os.environ:
+    if _kineto_level_chosen or environment.KINETO_LOG_LEVEL in os.environ:
         prof.start()
         return
     _kineto_level_chosen = True
-    os.environ[KINETO_LEVEL_VARIABLE] = KINETO_QUIET_LEVEL
+    os.environ[environment.KINETO_LOG_LEVEL] = KINETO_QUIET_LEVEL
     try:
         prof.start()
     finally:
-        os.environ.pop(KINETO_LEVEL_VARIABLE, None)
+        os.environ.pop(environment.KINETO_LOG_LEVEL, None)
 
 
 _fork_guard_installed = False
@@ -610,12 +608,12 @@ class TorchDeviceSession:
 
 
 def _session_events():
-    value = os.environ.get(SESSION_EVENTS_VARIABLE)
+    value = os.environ.get(environment.TORCH_SESSION_EVENTS)
     if value is None:
         return SESSION_EVENTS
     if value.isdigit() and int(value) > 0:
         return int(value)
-    log.warn_once(f"{SESSION_EVENTS_VARIABLE}={value!r} is not a positive whole number of events; using {SESSION_EVENTS}")
+    log.warn_once(f"{environment.TORCH_SESSION_EVENTS}={value!r} is not a positive whole number of events; using {SESSION_EVENTS}")
     return SESSION_EVENTS
 
 

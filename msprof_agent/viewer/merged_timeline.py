@@ -7,7 +7,7 @@ The MindSpore Profiler guide's timeline filters, as applied to our ``*_timeline_
   metadata mentions step, overlap, communication, hccl, data or queue), so a long run stays small;
 - merge subgraphs: in the step-level processes, the threads named after a graph ("graph 0", "graph 1", ...)
   collapse into one track; other threads (steps, stages) stay as they are.
-Each file's times count from its own base (``contract.time_base_event``); the merged file's count from
+Each file's times count from its own base (``contract.timebase.time_base_event``); the merged file's count from
 the earliest of them, recorded once, so ranks line up and stay exact.
 """
 import os
@@ -15,7 +15,8 @@ import re
 
 import orjson
 
-from ..contract import rebase, time_base_event, timeline_base, timeline_file
+from ..contract.names import timeline_file
+from ..contract.timebase import rebase, time_base_event, timeline_base
 
 _SUMMARY_PROCESS = re.compile(r"step|overlap|communicat|hccl|data|queue", re.I)
 _GRAPH_THREAD = re.compile(r"graph", re.I)

@@ -19,7 +19,10 @@ from urllib.parse import urlencode
 
 import orjson
 
-from .. import contract
+from ..contract.columns import CPU_BUSY_STATES, FETCH_GET
+from ..contract.names import SUMMARY, rank_file
+from ..contract.readers import cpu_means
+from ..contract.summary import read_summary
 from .assets import TEMPLATE_DIR, static_text
 from .sections import MAX_TABLE_ROWS, PAGES
 
@@ -396,7 +399,7 @@ def _step_waits(queue):
     waits = {}
     if ok(queue):
         for fetch in queue["data"]["fetch"]:
-            if fetch["kind"] == contract.FETCH_GET:
+            if fetch["kind"] == FETCH_GET:
                 waits[fetch["step"]] = waits.get(fetch["step"], 0.0) + fetch["cost_ms"]
     return waits
 
@@ -537,7 +540,7 @@ def data_page(page, run, rank, sections):
     queue, pipeline = sections["queue"], sections["pipeline"]
     context = {"data_prep": data_stats(sections), "queue": queue, "pipeline": pipeline}
     if ok(queue):  # a chart only over records there are: no empty axes
-        q, f = queue["data"]["queue"], [r for r in queue["data"]["fetch"] if r["kind"] == contract.FETCH_GET]
+        q, f = queue["data"]["queue"], [r for r in queue["data"]["fetch"] if r["kind"] == FETCH_GET]
         charts = []
         if q:
             charts.append(page.chart("dp-queue", [{"type": "bar", "x": [r["step"] for r in q], "y": [r["size"] for r in q], "name": "queue size"}],
@@ -600,7 +603,7 @@ def resources_page(page, run, rank, sections):
     x = [(t - ts[0]) / 1000.0 for t in ts] if ts else []
     dev, proc = c.get("device_info") or {}, c.get("process_info") or {}
     context["cpu_data"] = c
-    context["means"] = contract.cpu_means(c)  # time-weighted: the summary's and the report's figures
+    context["means"] = cpu_means(c)  # time-weighted: the summary's and the report's figures
     context["cpu_charts"] = []
     if len(x) < 2:
         return context  # one sample draws no line, only empty axes
@@ -629,10 +632,10 @@ def resources_page(page, run, rank, sections):
 
 
 def machine_states(x, dev):
-    """The machine's busy time stacked by state (``contract.CPU_BUSY_STATES``), the kernel's irq/softirq rest on top
+    """The machine's busy time stacked by state (``CPU_BUSY_STATES``), the kernel's irq/softirq rest on top
     where there is one, and busy (100 - idle) as a line: the states add up to it."""
     busy = [100 - v for v in dev.get("idle_utilization") or []]
-    states = [(state, dev[key]) for key, state in contract.CPU_BUSY_STATES.items() if dev.get(key)]
+    states = [(state, dev[key]) for key, state in CPU_BUSY_STATES.items() if dev.get(key)]
     rest = [max(0, b - sum(values[i] for _, values in states if i < len(values))) for i, b in enumerate(busy)]
     if any(rest):
         states.append(("irq, softirq (the rest)", rest))
@@ -738,8 +741,8 @@ def run_row(run):
     rank = min(run.ranks)
     directory = run.ranks[rank]
     try:
-        summary = contract.read_summary(directory, rank)
-        date = os.path.getmtime(os.path.join(directory, contract.name(contract.SUMMARY, rank)))
+        summary = read_summary(directory, rank)
+        date = os.path.getmtime(os.path.join(directory, rank_file(SUMMARY, rank)))
     except (OSError, ValueError):
         summary, date = {}, None
     summary = summary if isinstance(summary, dict) else {}

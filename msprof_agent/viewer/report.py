@@ -11,8 +11,8 @@ without the viewer extra (jinja2 renders it, plotly draws it) ``write_report`` r
 """
 import os
 
-from .. import contract
-from ..contract import REPORT as REPORT_NAME
+from ..contract.names import REPORT as REPORT_NAME
+from ..contract.names import summary_ranks
 from ..writers import write_bytes
 from .assets import INSTALL_VIEWER, plotly_js_path, template_engine_missing
 
@@ -32,7 +32,7 @@ def write_report(profiler_dir, rank):
 
     rank = int(rank)
     directory = os.path.abspath(profiler_dir)
-    ranks = {r: directory for r in contract.summary_ranks(directory)}  # a multi-card analysis: the ranks analysed here so far
+    ranks = {r: directory for r in summary_ranks(directory)}  # a multi-card analysis: the ranks analysed here so far
     ranks[rank] = directory
     run = sections.Run(os.path.basename(os.path.dirname(directory)) or directory, ranks)
     with sections.shared_reads():

@@ -6,13 +6,12 @@ bad file never takes down a page or the server. Nothing here writes.
 """
 import contextlib
 import os
-import re
 import time
 
-from .. import contract
+from ..analysis import ranks as rank_rules
+from ..contract import names, readers
 
-_INFO_RE = contract.rank_pattern(contract.PROFILER_INFO)
-_RANK_DIR_RE = re.compile(r"^rank_?\d+$")
+_INFO_RE = names.rank_pattern(names.PROFILER_INFO)
 MAX_TABLE_ROWS = 5000  # per table on a page; the API still returns every row
 
 
@@ -35,9 +34,9 @@ def _inside(path, base_real):
 def _run_key(directory):
     """Group ``job/rank_N/profiler`` and ``job/profiler`` under ``job``; any other holder is its own run."""
     parent, name = os.path.split(directory)
-    if name == "profiler":
+    if name == names.RUN_FOLDER:
         grand, parent_name = os.path.split(parent)
-        return grand if _RANK_DIR_RE.match(parent_name) else parent
+        return grand if names.JOB_RANK_FOLDER_RE.match(parent_name) else parent
     return directory
 
 
@@ -47,7 +46,7 @@ def scan(base):
     groups = {}
     for directory, subdirs, files in os.walk(base_real, followlinks=False):
         # the exports' folders (export_type) hold other tools' copies of a run, not runs
-        subdirs[:] = sorted(d for d in subdirs if _inside(os.path.join(directory, d), base_real) and not contract.ASCEND_EXPORT_DIR_RE.match(d))
+        subdirs[:] = sorted(d for d in subdirs if _inside(os.path.join(directory, d), base_real) and not names.ASCEND_FOLDER_RE.match(d))
         ranks = sorted(int(m.group(1)) for m in map(_INFO_RE.match, files) if m)
         if not ranks:
             continue
@@ -129,12 +128,12 @@ def _read_file(profiler_dir, name, parse):
     return section
 
 
-def _first(profiler_dir, names, parse):
+def _first(profiler_dir, candidates, parse):
     """The first of several alternative files that exists (e.g. cpu/gpu variants)."""
-    for name in names:
+    for name in candidates:
         if os.path.isfile(os.path.join(profiler_dir, name)):
             return _read_file(profiler_dir, name, parse)
-    return _section("missing", " or ".join(names))
+    return _section("missing", " or ".join(candidates))
 
 
 # which sections each page needs: a page reads only these files
@@ -151,28 +150,28 @@ PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
 
 # Each section: the contract files that may hold it (first present wins) and its reader.
 SECTIONS = {
-    "info": ((contract.PROFILER_INFO,), contract.read_json),
-    "summary": ((contract.SUMMARY,), contract.read_json),
-    "step_trace": ((contract.STEP_TRACE,), contract.read_step_trace),
-    "point_info": ((contract.STEP_POINTS,), contract.read_json),
-    "op_types": ((contract.CPU_OP_TYPES,), contract.read_op_types),
-    "op_detail": ((contract.CPU_OP_DETAIL,), contract.read_op_detail),
-    "op_shapes": ((contract.CPU_OP_SHAPES,), contract.read_op_shapes),
-    "flops": ((contract.FLOPS,), contract.read_flops),
-    "flops_summary": ((contract.FLOPS_SUMMARY,), contract.read_json),
-    "queue": ((contract.ITERATOR_QUEUE, contract.DEVICE_QUEUE), contract.read_queue),
-    "pipeline": ((contract.PIPELINE_RAW,), contract.read_pipeline),
-    "cpu": ((contract.CPU_UTILIZATION,), contract.read_cpu_utilization),
-    "memory_summary": ((contract.MEMORY_SUMMARY,), contract.read_json),
-    "memory_details": ((contract.MEMORY_DETAILS,), contract.read_memory_details),
-    "hccl": ((contract.HCCL,), contract.read_hccl),
-    "timeline": (tuple(contract.TIMELINE_SUMMARY.replace("{device}", d) for d in contract.TIMELINE_DEVICES), contract.read_json),
+    "info": ((names.PROFILER_INFO,), readers.read_json),
+    "summary": ((names.SUMMARY,), readers.read_json),
+    "step_trace": ((names.STEP_TRACE,), readers.read_step_trace),
+    "point_info": ((names.STEP_POINTS,), readers.read_json),
+    "op_types": ((names.CPU_OP_TYPES,), readers.read_op_types),
+    "op_detail": ((names.CPU_OP_DETAIL,), readers.read_op_detail),
+    "op_shapes": ((names.CPU_OP_SHAPES,), readers.read_op_shapes),
+    "flops": ((names.FLOPS,), readers.read_flops),
+    "flops_summary": ((names.FLOPS_SUMMARY,), readers.read_json),
+    "queue": ((names.ITERATOR_QUEUE, names.DEVICE_QUEUE), readers.read_queue),
+    "pipeline": ((names.PIPELINE_RAW,), readers.read_pipeline),
+    "cpu": ((names.CPU_UTILIZATION,), readers.read_cpu_utilization),
+    "memory_summary": ((names.MEMORY_SUMMARY,), readers.read_json),
+    "memory_details": ((names.MEMORY_DETAILS,), readers.read_memory_details),
+    "hccl": ((names.HCCL,), readers.read_hccl),
+    "timeline": (names.timeline_summaries(), readers.read_json),
 }
 
 
 def load_section(profiler_dir, rank, name):
     templates, parse = SECTIONS[name]
-    section = _first(profiler_dir, [contract.name(template, rank) for template in templates], parse)
+    section = _first(profiler_dir, [names.rank_file(template, rank) for template in templates], parse)
     if name == "step_trace" and section["status"] == "ok" and not section["data"]["steps"]:
         return _section("missing", section["file"])  # a header and no step: nothing profiled, no chart to draw
     return section
@@ -192,7 +191,7 @@ def load_page(run, rank, page):
     if page == "steps":
         out["step_timeline"] = step_timeline(run, [rank])
     if page == "overview":
-        out["timeline_file"] = contract.timeline_file(directory, rank)
+        out["timeline_file"] = names.timeline_file(directory, rank)
     return out
 
 
@@ -207,7 +206,7 @@ def step_timeline(run, ranks):
 
     problems, readable = [], []
     for rank in ranks:
-        name = contract.timeline_file(run.ranks[rank], rank)
+        name = names.timeline_file(run.ranks[rank], rank)
         if name and os.path.getsize(os.path.join(run.ranks[rank], name)) > TIMELINE_DRAW_MAX_BYTES:
             problems.append(f"rank {rank}: {name} is over {TIMELINE_DRAW_MAX_BYTES >> 20} MB; download it to look at it")
         else:
@@ -235,11 +234,11 @@ def cluster_summary(run, rank):
     """cluster_summary.json (the cross-rank findings a multi-card analysis writes) from this rank's directory,
     else from the first other rank's directory that has one."""
     directories = [run.ranks[rank]] + [d for r, d in sorted(run.ranks.items()) if r != rank]
-    sections = [_read_file(d, contract.CLUSTER_SUMMARY, contract.read_json) for d in dict.fromkeys(directories)]
+    sections = [_read_file(d, names.CLUSTER_SUMMARY, readers.read_json) for d in dict.fromkeys(directories)]
     return next((section for section in sections if section["status"] != "missing"), sections[0])
 
 
 def slowest_rank(ranks):
-    """The slowest rank (``contract.slowest_rank``) from each rank's step trace section, or None."""
+    """The slowest rank (``analysis.ranks.slowest_rank``) from each rank's step trace section, or None."""
     averages = {r: sections["step_trace"]["data"]["average"] for r, sections in ranks.items() if sections["step_trace"]["status"] == "ok"}
-    return contract.slowest_rank({r: average for r, average in averages.items() if average})
+    return rank_rules.slowest_rank({r: average for r, average in averages.items() if average})

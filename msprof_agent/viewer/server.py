@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from ..contract.names import MERGED_SUFFIX, MERGED_TIMELINE
 from . import merged_timeline, render, sections
 from .assets import INSTALL_VIEWER, STATIC_DIR, plotly_js_path, template_engine_missing
 
@@ -141,7 +142,7 @@ class Handler(BaseHTTPRequestHandler):
         events, problems = merged_timeline.build(run, ranks, kind=kind, merge=merge)
         if not events and problems:
             raise HTTPError(404, "; ".join(problems))
-        name = "timeline_{}_{}{}.json".format(kind, "-".join(map(str, ranks)), "_merged" if merge else "")
+        name = MERGED_TIMELINE.format(kind=kind, ranks="-".join(map(str, ranks)), merged=MERGED_SUFFIX if merge else "")
         extra = {"Content-Disposition": f'attachment; filename="{name}"'}
         if problems:
             extra["X-Msprof-Left-Out"] = "; ".join(problems).encode("ascii", "replace").decode("ascii")[:1000]

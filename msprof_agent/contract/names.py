@@ -1,0 +1,168 @@
+"""Every file and folder name the agent writes or reads, and where each lies.
+
+Per-rank names are templates with a ``{rank}`` field (``rank_file(SUMMARY, 0)`` is ``summary_0.json``).
+The layouts are MindInsight's (``docs/ARCHITECTURE.md``); ``summary_{rank}.json`` and
+``report_{rank}.html`` are ours. Standard library only: the agent imports this in the training process.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+# -- folders -------------------------------------------------------------------------------------
+
+RUN_FOLDER = "profiler"  # output_path/profiler: the run's raw store and analysed files
+WINDOW_FOLDER = "window_{start}_{stop}"  # output_path/window_{start}_{stop}/profiler: a dynamic or capture window
+RAW_FOLDER = "raw"  # profiler/raw/rank_{rank}/{pid}.jsonl: the raw store
+RAW_RANK_FOLDER = "rank_{rank}"
+RAW_FILE = "{pid}.jsonl"
+RAW_FILE_GLOB = "*.jsonl"
+NATIVE_SCRATCH = "native_{pid}"  # MindSpore's own profiler's output during a window, inside the raw rank folder
+JOB_RANK_FOLDER_GLOB = "rank_*"  # a multi-card job's output: job/rank_{n}/profiler
+JOB_RANK_FOLDER_RE = re.compile(r"^rank_?\d+$")
+STEP_LIST_FOLDER = "steps_{first}-{last}"  # ``msprof-agent analyse --step-list``'s output beside the run
+DYNAMIC_CONFIG = "profiler_config.json"  # MSPROF_DYNAMIC_CFG / DynamicProfilerMonitor's file in cfg_path
+CPU_PEAK_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent", "cpu_peak.json")
+WRITE_PROBE = ".write-test-{pid}"  # the writable-output check's probe file
+
+# -- analysed files ------------------------------------------------------------------------------
+
+PROFILER_INFO = "profiler_info_{rank}.json"
+SUMMARY = "summary_{rank}.json"
+REPORT = "report_{rank}.html"
+STEP_TRACE = "step_trace_raw_{rank}_detail_time.csv"
+STEP_POINTS = "step_trace_point_info_{rank}.json"
+CPU_OP_TYPES = "cpu_op_type_info_{rank}.csv"
+CPU_OP_DETAIL = "cpu_op_detail_info_{rank}.csv"
+CPU_OP_SHAPES = "cpu_op_shape_info_{rank}.csv"  # ours: host ops by op and input shape, self and total time
+GPU_OP_TYPES = "gpu_op_type_info_{rank}.csv"
+GPU_OP_DETAIL = "gpu_op_detail_info_{rank}.csv"
+FLOPS = "flops_{rank}.txt"
+FLOPS_SUMMARY = "flops_summary_{rank}.json"
+ITERATOR_QUEUE = "dataset_iterator_profiling_{rank}.txt"  # non-sink runs
+DEVICE_QUEUE = "device_queue_profiling_{rank}.txt"  # sink runs
+PIPELINE_RAW = "minddata_pipeline_raw_{rank}.csv"
+PIPELINE_PROFILING = "pipeline_profiling_{rank}.json"
+CPU_UTILIZATION = "minddata_cpu_utilization_{rank}.json"
+MEMORY_SUMMARY = "memory_usage_summary_{rank}.json"
+MEMORY_DETAILS = "memory_usage_details_{rank}.json"
+DYNAMIC_SHAPE = "dynamic_shape_info_{rank}.json"
+HCCL = "hccl_raw_{rank}.csv"
+HOST_DISK = "host_disk_usage_{rank}.json"
+HOST_NETWORK = "host_network_usage_{rank}.json"
+MSTX_RANGES = "mstx_ranges_{rank}.json"
+TIMELINE_DISPLAY = "{device}_timeline_display_{rank}.json"
+TIMELINE_SUMMARY = "{device}_timeline_summary_{rank}.json"
+TIMELINE_DEVICES = ("cpu", "ascend", "gpu")  # the {device} of the timeline names, in the order readers look
+PYTHON_HOT_SPOTS = "python_hot_spots_{rank}.csv"  # with_stack / profile_framework: sampled Python time per function
+# MindInsight 2.3.1's dashboard of a host-only run asks for the gpu summary (its API knows only gpu and ascend):
+# a cpu run's timeline summary is written under this {device} too.
+MINDINSIGHT_HOST_TIMELINE = "gpu"
+CLUSTER_SUMMARY = "cluster_summary.json"
+CLUSTER_ANALYSE = "cpu_cluster_analyse_model-data_parallel_1_{ranks}_0.csv"
+MERGED_TIMELINE = "timeline_{kind}_{ranks}{merged}.json"  # the viewer's download of several ranks' timelines
+MERGED_SUFFIX = "_merged"
+
+# -- exports (beside profiler/) ------------------------------------------------------------------
+
+ASCEND_FOLDER = "{host}_{pid}_{started_ms}_{suffix}"  # the Ascend layout's root, per run
+ASCEND_SUFFIX = {"torch": "ascend_pt", "mindspore": "ascend_ms"}
+ASCEND_FOLDER_RE = re.compile(r"^.+_\d+_\d+_(" + "|".join(ASCEND_SUFFIX.values()) + ")$")  # an export, not a run, to the runs index
+ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"
+ASCEND_INFO = PROFILER_INFO
+ASCEND_METADATA = "profiler_metadata.json"
+ASCEND_STEP_TRACE = "step_trace_time.csv"
+ASCEND_TRACE_VIEW = "trace_view.json"
+ASCEND_COMMUNICATION = "communication.json"
+ASCEND_COMMUNICATION_MATRIX = "communication_matrix.json"
+ASCEND_OP_STATISTIC = "op_statistic.csv"
+ASCEND_MEMORY_RECORD = "memory_record.csv"
+ASCEND_DB = "ascend_{framework}_profiler_{rank}.db"
+ASCEND_DB_FRAMEWORK = {"torch": "pytorch", "mindspore": "mindspore"}
+ASCEND_ANALYSIS_DB = "analysis.db"  # msprof-analyze's cluster step table reads PyTorch's from here
+HTA_FOLDER = "hta_trace"  # PyTorch-style traces only: HTA reads every JSON there
+HTA_TRACE = "{host}_{pid}.rank{rank}.pt.trace.json"
+
+# -- MindSpore's own profiler's files (read back from its scratch folder) -------------------------
+
+MS_OP_EXECUTIONS = "cpu_op_execute_timestamp_*.txt"
+MS_FRAMEWORK = "cpu_framework_*.txt"
+MS_MEMORY_RECORD = "cpu_ms_memory_record_*.txt"
+MS_ITERATOR_QUEUE = "dataset_iterator_profiling_*.txt"
+MS_DEVICE_QUEUE = "device_queue_profiling_*.txt"
+MS_PIPELINE = "pipeline_profiling_*.json"
+MS_CPU_UTILIZATION = "minddata_cpu_utilization_*.json"
+
+
+def rank_file(template: str, rank: int | str, **fields: Any) -> str:
+    """The file name of ``template`` for one rank (``fields``: the template's other fields, e.g. ``device``)."""
+    return template.format(rank=rank, **fields)
+
+
+def window_name(start: int, stop: int) -> str:
+    """The folder name of the window of steps START..STOP (both inclusive)."""
+    return WINDOW_FOLDER.format(start=start, stop=stop)
+
+
+def run_dir(output_path: str) -> str:
+    """``output_path/profiler``: the run's profiler directory."""
+    return os.path.join(output_path, RUN_FOLDER)
+
+
+def timeline_device(device_target: str) -> str:
+    """The ``{device}`` of the timeline names for a framework's device target."""
+    return {"Ascend": "ascend", "GPU": "gpu"}.get(device_target, "cpu")
+
+
+def timeline_file(profiler_dir: str, rank: int | str) -> str | None:
+    """Name of the rank's Trace Event file (cpu/ascend/gpu variant), or None."""
+    for device in TIMELINE_DEVICES:
+        candidate = rank_file(TIMELINE_DISPLAY, rank, device=device)
+        if os.path.isfile(os.path.join(profiler_dir, candidate)):
+            return candidate
+    return None
+
+
+def timeline_summaries() -> tuple[str, ...]:
+    """The timeline summary's templates, one per ``{device}``, in the order readers look."""
+    return tuple(TIMELINE_SUMMARY.replace("{device}", device) for device in TIMELINE_DEVICES)
+
+
+def queue_file(profiler_dir: str, rank: int | str) -> str | None:
+    """The rank's queue profiling file (iterator or device queue), or None."""
+    for template in (ITERATOR_QUEUE, DEVICE_QUEUE):
+        candidate = rank_file(template, rank)
+        if os.path.isfile(os.path.join(profiler_dir, candidate)):
+            return candidate
+    return None
+
+
+def profiler_dirs(path: str, holds: Callable[[str], Any]) -> list[str]:
+    """The profiler directories under PATH: PATH itself, PATH/profiler or PATH/rank_*/profiler (multi-card),
+    those for which ``holds(directory)`` is true (raw data for the analysis, a summary for compare)."""
+    path = os.path.abspath(path)
+    job_ranks = sorted(glob.glob(os.path.join(path, JOB_RANK_FOLDER_GLOB, RUN_FOLDER)))
+    return [c for c in [path, run_dir(path)] + job_ranks if holds(c)]
+
+
+def rank_pattern(template: str) -> re.Pattern[str]:
+    """A regular expression matching the template's file names, the rank as its group 1."""
+    return re.compile("^" + re.escape(template).replace(re.escape("{rank}"), r"(\d+)") + "$")
+
+
+_SUMMARY_RE = rank_pattern(SUMMARY)
+
+
+def summary_ranks(profiler_dir: str) -> list[int]:
+    """Ranks with a ``summary_{rank}.json`` in the directory, in rank order."""
+    return sorted(int(m.group(1)) for m in map(_SUMMARY_RE.match, _entries(profiler_dir)) if m)
+
+
+def _entries(directory: str) -> list[str]:
+    return os.listdir(directory) if os.path.isdir(directory) else []
