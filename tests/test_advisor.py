@@ -212,7 +212,7 @@ def test_hot_spots_keep_the_line_and_fold_a_functions_lines():
               (40, ["<module> (job.py:14)"]), (100, [])]
     data = SimpleNamespace(stacks=[{"ts": t * ms, "frames": f} for t, f in stacks], window_steps=[{"n": 1, "start": 0}])
     spots = {s["function"]: s for s in advisor.hot_spots(data, [{"n": 1, "start": 0, "end": 100 * ms}])}
-    assert list(spots) == ["<module> (job.py:14)", "step (job.py)", "step (job.py:5)", "step (job.py:6)"]
+    assert list(spots) == ["<module> (job.py:14)", "step (job.py:5)", "step (job.py:6)", "step (job.py)"]  # the lines, then the folds
     assert [spots["<module> (job.py:14)"][k] for k in ("self_ms", "total_ms")] == [60.0, 60.0]
     assert [spots["step (job.py)"][k] for k in ("self_ms", "total_ms", "lines")] == [40.0, 40.0, 2]
     assert spots["step (job.py:5)"]["self_ms"] == 30.0 and "lines" not in spots["step (job.py:5)"]

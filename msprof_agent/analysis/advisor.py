@@ -350,7 +350,7 @@ def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:
     """Python time sampled in the consecutive steps ``steady``, as py-spy shows it: "function (file:line)",
     the line the function was executing, by self (innermost frame) and total (anywhere on the stack) time; a
     sample lasts until the next one. A function sampled at several lines also has one row "function (file)"
-    of those lines folded (``lines``: how many)."""
+    of those lines folded (``lines``: how many), after the rows of the lines."""
     if not data.stacks or not steady:
         return []
     records = sorted(data.stacks, key=lambda s: s["ts"])
@@ -377,9 +377,10 @@ def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:
             own[name] = own.get(name, 0.0) + span
         for name in set(frames) | {_folded(frame) for frame in frames}:
             total[name] = total.get(name, 0.0) + span
-    shown = {name: ms for name, ms in own.items() if name not in lines or len(lines[name]) > 1 or name in lines[name]}
+    at_lines = sorted(((name, ms) for name, ms in own.items() if name not in lines or name in lines[name]), key=lambda item: -item[1])
+    folded = sorted(((name, ms) for name, ms in own.items() if name in lines and len(lines[name]) > 1), key=lambda item: -item[1])
     count = len(steady)
-    ranked = sorted(shown.items(), key=lambda item: (-item[1], item[0] not in lines))[:limit]
+    ranked = at_lines[:limit] + folded[:limit]  # the lines first: the top hot spot names the line
     return [dict({"function": name, "self_ms": round(ms, 3), "total_ms": round(total[name], 3),
                   "self_ms_per_step": round(ms / count, 3), "steps": [steady[0]["n"], steady[-1]["n"]]},
                  **({"lines": len(lines[name])} if name in lines else {})) for name, ms in ranked]
