@@ -159,7 +159,7 @@ SECTIONS = {
     "op_shapes": ((names.CPU_OP_SHAPES,), readers.read_op_shapes),
     "flops": ((names.FLOPS,), readers.read_flops),
     "flops_summary": ((names.FLOPS_SUMMARY,), readers.read_json),
-    "queue": ((names.ITERATOR_QUEUE, names.DEVICE_QUEUE), readers.read_queue),
+    "queue": (names.QUEUE_FILES, readers.read_queue),
     "pipeline": ((names.PIPELINE_RAW,), readers.read_pipeline),
     "cpu": ((names.CPU_UTILIZATION,), readers.read_cpu_utilization),
     "memory_summary": ((names.MEMORY_SUMMARY,), readers.read_json),
