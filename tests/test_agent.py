@@ -168,6 +168,29 @@ def test_sigkill_leaves_raw_data_for_offline_analysis(out_dir):
 
 
 @pytest.mark.torch
+def test_two_ranks_sigkilled_together_are_both_analysable(out_dir):
+    """Two ranks sharing one output, SIGKILLed at once mid-run (as a scheduler kills a job): analyse finds both
+    raw stores and writes each rank's summary, with the steps each had flushed."""
+    import time
+
+    procs = [subprocess.Popen([PY, TINY, "--steps", "400", "--sleep-ms", "60"], env=hook_env(profile_into(out_dir), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for rank in (0, 1)]
+    deadline = time.time() + 120
+    raw = os.path.join(out_dir, "profiler", "raw")
+    while len(glob.glob(os.path.join(raw, "rank_*", "*.jsonl"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.5)  # a few steps each
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+    assert [proc.wait(timeout=60) for proc in procs] == [-signal.SIGKILL] * 2
+    analysed = subprocess.run([PY, "-m", "msprof_agent", "analyse", out_dir], capture_output=True, text=True, timeout=300)
+    assert analysed.returncode == 0, analysed.stderr
+    for rank in (0, 1):
+        summary = read_json(os.path.join(out_dir, "profiler", f"summary_{rank}.json"))
+        assert summary["end_reason"] == "killed (no end record)" and 2 <= summary["steps_total"] < 400, (rank, summary["steps_total"])
+
+
+@pytest.mark.torch
 def test_fork_child_writes_nothing(out_dir):
     result = run_script([TINY, "--steps", "6", "--fork-at", "3"], options=profile_into(out_dir), timeout=120)
     assert result.returncode == 0, result.stderr
