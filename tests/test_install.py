@@ -75,12 +75,31 @@ def venv(tmp_path_factory):
     python, site = fresh_venv(env_dir)
     pip([word.replace(written, wheels) for word in commands["wheel"]], python)
     return {"python": python, "agent": str(env_dir / "bin" / "msprof-agent"), "bin": str(env_dir / "bin"), "site": site,
-            "status": (before, after)}
+            "status": (before, after), "wheel": glob.glob(os.path.join(wheels, "*.whl"))[0]}
 
 
 def test_the_wheel_is_built_by_the_readme_and_leaves_the_work_tree_as_it_was(venv):
     before, after = venv["status"]
     assert after == before
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("module, broken", [("session.py", None),  # a half-upgraded install: a module gone
+                                            ("analysis/summary.py", "def broken(:\n")])  # one that fails only at the exit analysis
+def test_a_broken_install_leaves_the_job_unharmed_with_one_line(venv, tmp_path, out_dir, module, broken):
+    python, site = fresh_venv(tmp_path / "venv")
+    pip(["pip", "install", venv["wheel"]], python)
+    path = os.path.join(site, "msprof_agent", module)
+    if broken is None:
+        os.remove(path)
+    else:
+        with open(path, "w") as handle:
+            handle.write(broken)
+    result = subprocess.run([python, TINY, "--steps", "4", "--exit-code", "3", "--os-exit"], env=venv_env(venv, on(out_dir)),
+                            cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 3 and "trained 4 steps" in result.stdout, result.stderr
+    [line] = agent_lines(result.stderr)
+    assert ("session" if broken is None else "SyntaxError") in line, line
 
 
 def test_install_from_the_checkout_by_the_readme(tmp_path):
