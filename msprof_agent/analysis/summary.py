@@ -68,7 +68,8 @@ def build(data, ctx, results):
         "suggestions": advisor.suggestions(advice["findings"]),
         "step_breakdown_ms": advice["breakdown_ms"], "python_hot_spots": advice["hot_spots"],
         "annotations": results["operators"].get("annotations", []),
-        "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
+        "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses)
+                 + _lost_notes(data.end),
         "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(data.options, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
@@ -81,6 +82,12 @@ def build(data, ctx, results):
                   [[*spot["steps"], spot["function"], spot["self_ms"], spot["total_ms"], spot["self_ms_per_step"]] for spot in advice["hot_spots"]])
     write_json(ctx.path(SUMMARY), summary, ctx.pretty)
     return summary
+
+
+def _lost_notes(end):
+    """Steps whose raw records a failed write (a full disk) lost: their time and ops are in no figure here."""
+    lost = (end or {}).get("lost_steps")
+    return [f"the raw records of {lost} steps were lost ({end.get('lost_because')}): the figures are of the other steps"] if lost else []
 
 
 def _pause_notes(pauses):
