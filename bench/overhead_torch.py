@@ -38,7 +38,7 @@ def step_time(rounds):
 
     from bench.torch_blocks import interleave, median_ratio, resnet_training, train_steps
     from msprof_agent import options, session
-    from msprof_agent.frameworks import torch as integration
+    from msprof_agent.frameworks.torch import patch as integration
 
     torch.set_num_threads(1)
     model, optimizer, loader = resnet_training(11)

@@ -5,12 +5,19 @@ variable unset, with ``"start": false``, and with ``"start": true``; and, for th
 .pth, in a fresh venv with the wheel installed and the variable unset against the same kind of venv
 without it. Runs are interleaved, in a shuffled order each round, so that load on the shared machine hits every variant alike; then the
 ratios (target for both doors with the variable unset: <= 1.01).
+
+The hook's bytecode is written first, as ``scripts/setup_env.sh`` and ``msprof-agent run`` do (and
+any first start without PYTHONDONTWRITEBYTECODE): the wheel's copy is compiled by pip at install. A
+copy of the hook without bytecode, under PYTHONDONTWRITEBYTECODE, shows what compiling it at every
+start would cost.
 """
 import argparse
 import glob
 import json
 import os
+import py_compile
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,13 +49,22 @@ def pth_cost(python, env):
                           env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def variants(out_dir, pythons):
+def uncompiled_hook(work):
+    """A copy of the hook folder without bytecode."""
+    folder = os.path.join(work, "hook_without_bytecode")
+    os.makedirs(folder)
+    shutil.copyfile(os.path.join(HOOK, "sitecustomize.py"), os.path.join(folder, "sitecustomize.py"))
+    return folder
+
+
+def variants(out_dir, pythons, uncompiled):
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")}
     hooked = dict(base, PYTHONPATH=HOOK)
     here = sys.executable
     return {
         "no hook": (here, base),
         "hook, variable unset": (here, hooked),
+        "hook without bytecode, unset": (here, dict(base, PYTHONPATH=uncompiled, PYTHONDONTWRITEBYTECODE="1")),
         "hook, start false": (here, dict(hooked, MS_PROFILER_OPTIONS=json.dumps({"start": False}))),
         "hook, start true": (here, dict(hooked, MS_PROFILER_OPTIONS=json.dumps({"start": True, "output_path": out_dir}))),
         "venv without package": (pythons["bare"], base),
@@ -74,9 +90,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args()
+    py_compile.compile(os.path.join(HOOK, "sitecustomize.py"), doraise=True)  # its __pycache__, as a first start writes it
     with tempfile.TemporaryDirectory() as work:
         pythons = make_venvs(work)
-        cases = variants(os.path.join(work, "out"), pythons)
+        cases = variants(os.path.join(work, "out"), pythons, uncompiled_hook(work))
         samples = {name: [] for name in cases}
         for case in cases.values():  # warm the page cache once
             time_once(*case)
@@ -92,6 +109,7 @@ def main():
     for name, (wall, cpu) in medians.items():
         print(f"  {name:44s} {wall * 1000:8.2f} {cpu * 1000:8.2f}")
     ratios = [("hook+unset / no hook", "hook, variable unset", "no hook", "  (target <= 1.01)"),
+              ("hook without bytecode+unset / no hook", "hook without bytecode, unset", "no hook", ""),
               ("hook+start false / no hook", "hook, start false", "no hook", ""),
               ("hook+start true / hook+unset", "hook, start true", "hook, variable unset", ""),
               (".pth+unset / venv without package", "venv, .pth, unset", "venv without package", "  (target <= 1.01)"),

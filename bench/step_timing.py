@@ -39,7 +39,7 @@ def main():
     args = parser.parse_args()
 
     from msprof_agent import options, session
-    from msprof_agent.frameworks import torch as integration
+    from msprof_agent.frameworks.torch import patch as integration
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as out_dir:

@@ -13,7 +13,7 @@ import os
 
 from . import environment, log
 from .contract.names import WRITE_PROBE, run_dir
-from .frameworks import mindspore_env_guard
+from .frameworks.mindspore import env_guard as mindspore_env_guard
 from .options import OptionsError, parse_text
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process

@@ -153,6 +153,7 @@ def cmd_run(args):
             if hook is None:
                 raise SystemExit("msprof-agent run: this installation has neither its .pth in site-packages nor a "
                                  "sitecustomize_hook folder beside the package; reinstall it (pip install msprof-agent)")
+            doors.compile_hook(hook)
             # the checkout too: a job's sys.path starts with its script's folder, not the one run was started from
             env["PYTHONPATH"] = _prepend_path(env.get("PYTHONPATH"), [hook, os.path.dirname(hook)])
         warning = _python_flags_warning(command, through_pth)

@@ -11,16 +11,15 @@ import sys
 
 from . import doors, environment
 from .contract.names import DYNAMIC_CONFIG, run_dir
+from .frameworks import PROFILES
 from .options import OptionsError, not_applicable, parse_text
-
-FRAMEWORKS = ("mindspore", "torch")
 
 
 def _versions():
     from importlib import metadata
 
     found = []
-    for name in FRAMEWORKS:
+    for name in PROFILES:
         try:
             found.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:

@@ -20,8 +20,9 @@ import signal
 import sys
 import time
 
-from . import environment, log
+from . import environment, log, records
 from .collectors.steps import StepRecorder
+from .frameworks.device_session import DeviceSession
 from .windows import ASYNC, Windows
 
 _current = None
@@ -49,11 +50,11 @@ class Session:
         self.started_ns = time.time_ns()
         self.owner_pid = os.getpid()
         self.framework = None
-        self.device = None  # start(options) / stop(session): ops for the recording collection
+        self.device: DeviceSession | None = None  # ops for the recording collection
         self.disabled = False
         self.finished = False
         self.meta = {
-            "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
+            "format": records.FORMAT, "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
             "started_ns": self.started_ns, "host": os.uname().nodename, "python": sys.version.split()[0],
             "argv": list(sys.argv), "device_target": "CPU", "cpus": os.cpu_count(), "memory_bytes": _physical_memory(),
         }
@@ -94,7 +95,7 @@ class Session:
         return None
 
     # -- wiring by integrations -------------------------------------------------------------
-    def attach(self, framework, device=None, **meta):
+    def attach(self, framework, device: DeviceSession | None = None, **meta):
         """The first framework to attach owns the step stream; a second one is refused."""
         if self.framework not in (None, framework):
             return False
@@ -108,7 +109,7 @@ class Session:
         self.meta.update(values)
         if not self.disabled:
             for c in self.windows.live():
-                c.writer.add(dict(values, k="meta"))
+                c.writer.add({**values, records.KIND: records.META})
 
     def record(self, record):
         """Store one raw record (ops batch, queue sample, comm call...) in the recording collection, else the run."""
@@ -162,7 +163,7 @@ class Session:
         if self.owner is not None:
             return self.owner is c
         self.windows.begin(c, at_ns or time.time_ns(), explicit)
-        self.record({"k": "window", "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
+        self.record({records.KIND: records.WINDOW, "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
         if self._device_wanted(c.options):
             try:
                 self.device.start(c.options)
@@ -186,7 +187,7 @@ class Session:
         for sampler in self._samplers:
             sampler.stop()
         self._samplers = []
-        self.record({"k": "window", "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
+        self.record({records.KIND: records.WINDOW, "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
         self.windows.end(stopped_ns)
         c.writer.flush()
         return c
@@ -239,7 +240,7 @@ class Session:
             return c.summary
         if self.owner is c:
             self.stop_recording()
-        end = {"k": "end", "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
+        end = {records.KIND: records.END, "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
         if c.writer.lost_steps:  # a full disk earlier: the analysis counts them (this record may reach the disk later)
             end.update(lost_steps=c.writer.lost_steps, lost_because=c.writer.lost_because)
         try:

@@ -8,9 +8,8 @@ last 0.1 s. A write (and a JSON encoding) per step would cost a training step of
 Ops arrive in column batches (one record holding lists) because the device sessions deliver them in
 bulk and the analyses read them as arrays.
 
-Record kinds (key ``k``): ``meta`` (once, first), ``step``, ``ops``, ``cpu``, ``mem``, ``queue``,
-``pipeline``, ``comm``, ``hostio``, ``mstx``, ``window``, ``note``, ``pause``, ``probe`` (machine speed), ``end``. Times are epoch
-nanoseconds (``time.time_ns``), the clock MindSpore's and torch's profilers use too; ``cpu`` and ``hostio`` samples carry ``ts`` in ms.
+The record kinds, their fields and the store's format version are in ``records``; every time is
+epoch nanoseconds (``time.time_ns``), the clock MindSpore's and torch's profilers use too.
 """
 from __future__ import annotations
 
@@ -22,14 +21,15 @@ import time
 
 import orjson
 
+from . import records
 from .contract.names import RAW_FILE, RAW_FILE_GLOB, RAW_FOLDER, RAW_RANK_FOLDER, rank_pattern
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Iterator, Sequence
+    from collections.abc import Hashable, Iterator, Mapping, Sequence
     from typing import Any, TypeVar
 
-    Record = dict[str, Any]  # one raw record: a JSON object with its kind under "k"
+    Record = Mapping[str, Any]  # one raw record (``records``): a JSON object with its kind under records.KIND
     Value = TypeVar("Value", bound=Hashable)
 
 FLUSH_BYTES = 1 << 20
@@ -90,7 +90,7 @@ class EventWriter:
             record = self.queue.popleft()
             self._pending.append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
             self._pending_bytes += len(self._pending[-1])
-            if record.get("k") == "step":
+            if record.get(records.KIND) == records.STEP:
                 self._pending_steps.append(self._pending_bytes)
         if not self._pending:
             return

@@ -16,6 +16,7 @@ import shutil
 import time
 from typing import Any
 
+from . import records
 from .contract.names import run_dir, window_name
 from .options import PROCESS_FIELDS, Options
 from .store import EventWriter
@@ -55,7 +56,7 @@ class Collection:
         self.collected: set[int] = set()  # numbers of the steps recorded here
         self.first_step = 0  # no step numbered below it belongs here (see ``contains``)
         self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
-        self.writer.add(dict(meta, k="meta", origin=origin, options=options.to_dict()))
+        self.writer.add({**meta, records.KIND: records.META, "origin": origin, "options": options.to_dict()})
 
     @property
     def folder(self) -> str:
@@ -197,7 +198,7 @@ class Windows:
         if c is not self.run:
             entry = c.listing()
             self.listed.append(entry)
-            self.run.writer.add(dict(entry, k="window", event="collected"))  # the run's summary lists it, offline too
+            self.run.writer.add({**entry, records.KIND: records.WINDOW, "event": "collected"})  # the run's summary lists it, offline too
         return True
 
     def abandon(self, c: Collection) -> None:

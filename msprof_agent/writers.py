@@ -22,15 +22,15 @@ if TYPE_CHECKING:
 @contextlib.contextmanager
 def replacing(path: str, size: int | None = None, exclusive: bool = False) -> Iterator[IO[bytes]]:
     """A file to write (or stream) into that replaces ``path`` only once complete. ``size``, when the
-    writer will write exactly that much, is reserved up front: one extent allocation instead of one
-    per write, and a full disk said before, not midway. ``exclusive``: create ``path`` only if absent
+    writer will write that much, is checked against the free space first: a full disk is said before,
+    not midway. ``exclusive``: create ``path`` only if absent
     (FileExistsError otherwise; whoever was first keeps their file), for files several ranks may write."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     try:
         if size:
-            _reserve(fd, size)
+            _check_space(directory, size)
         with os.fdopen(fd, "wb") as handle:
             yield handle
         os.chmod(tmp, 0o644)
@@ -45,13 +45,13 @@ def replacing(path: str, size: int | None = None, exclusive: bool = False) -> It
         raise
 
 
-def _reserve(fd: int, size: int) -> None:
-    """Allocate the file's blocks at once where the file system can; elsewhere writing allocates them."""
-    try:
-        os.posix_fallocate(fd, 0, size)
-    except (AttributeError, OSError) as exc:  # no such call (macOS), or a file system without it
-        if getattr(exc, "errno", None) not in (None, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise  # ENOSPC: better now than after writing hundreds of megabytes
+def _check_space(directory: str, size: int) -> None:
+    """ENOSPC before hundreds of megabytes are written, not after. Not posix_fallocate: on ext4 the
+    O_DIRECT writes into its unwritten extents took twice as long as writes that allocate."""
+    stats = os.statvfs(directory)
+    free = stats.f_bavail * stats.f_frsize
+    if free < size:
+        raise OSError(errno.ENOSPC, f"{size} bytes to write, {free} free", directory)
 
 
 def write_bytes(path: str, data: bytes) -> None:

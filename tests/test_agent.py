@@ -336,7 +336,7 @@ def test_framework_import_under_the_hook_is_transparent(out_dir):
     code = ("import importlib.resources, sys, torch; "
             "print(type(torch.__loader__).__name__, type(torch.__spec__.loader).__name__, "
             "importlib.resources.files('torch').joinpath('__init__.py').is_file(), "
-            "sys.modules['msprof_agent.frameworks.torch']._state is not None)")
+            "sys.modules['msprof_agent.frameworks.torch.patch']._state is not None)")
     result = run_script(["-c", code], options=profile_into(out_dir))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["SourceFileLoader", "SourceFileLoader", "True", "True"]

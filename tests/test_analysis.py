@@ -282,36 +282,41 @@ def test_accelerator_peaks_come_from_the_table():
 
 
 @pytest.mark.unit
-def test_coded_and_plain_op_records_load_alike(tmp_path):
-    """Ops records with names and types coded per record (what the integrations write) and with plain
-    lists (stores written before the codes), small and large (the large ones take the fast line
-    parser), load into the same columns."""
+def test_small_and_large_op_records_load_alike(tmp_path):
+    """Ops records with names and types coded per record (what the integrations write), small (parsed
+    by orjson) and large (split at its keys by the fast line parser), load into the same columns."""
     from msprof_agent.analysis.rundata import load_rank
+    from msprof_agent.records import FORMAT
     from msprof_agent.store import EventWriter, coded
 
     names = [f"Default/net/{kind}-op{i % 7}" for i, kind in zip(range(30_000), ["Conv2D", "MatMul", "ReLU"] * 10_000)]
     types = [n.rsplit("/", 1)[1].split("-")[0] for n in names]
     starts = list(range(1_000, 1_000 + 30_000 * 10, 10))
+    writer = EventWriter(str(tmp_path), 0, 0)
+    writer.add({"k": "meta", "format": FORMAT, "framework": "mindspore"})
+    writer.add({"k": "step", "n": 1, "start": 0, "end": 10**9, "win": True})
+    for lo, hi in ((0, 100), (100, 30_000)):
+        record = {"k": "ops", "source": "test", "device": "cpu", "start": starts[lo:hi], "dur": [5] * (hi - lo), "tid": [1] * (hi - lo)}
+        record["name_codes"], record["name_table"] = coded(names[lo:hi])
+        record["type_codes"], record["type_table"] = coded(types[lo:hi])
+        writer.add(record)
+    writer.close()
+    data = load_rank(str(tmp_path), 0)
+    assert data.ops["name"].tolist() == names and data.ops["type"].tolist() == types
+    assert data.ops["start"].tolist() == starts and set(data.ops["step"].tolist()) == {1}
 
-    def store(directory, code):
-        writer = EventWriter(str(directory), 0, 0)
-        writer.add({"k": "meta", "framework": "mindspore"})
-        writer.add({"k": "step", "n": 1, "start": 0, "end": 10**9, "win": True})
-        for lo, hi in ((0, 100), (100, 30_000)):  # a small record (orjson) and a large one (split at its keys)
-            record = {"k": "ops", "source": "test", "device": "cpu", "start": starts[lo:hi], "dur": [5] * (hi - lo), "tid": [1] * (hi - lo)}
-            if code:
-                record["name_codes"], record["name_table"] = coded(names[lo:hi])
-                record["type_codes"], record["type_table"] = coded(types[lo:hi])
-            else:
-                record.update(name=names[lo:hi], type=types[lo:hi])
-            writer.add(record)
-        writer.close()
-        return load_rank(str(directory), 0)
 
-    plain, coded_data = store(tmp_path / "plain", False), store(tmp_path / "coded", True)
-    for data in (plain, coded_data):
-        assert data.ops["name"].tolist() == names and data.ops["type"].tolist() == types
-        assert data.ops["start"].tolist() == starts and set(data.ops["step"].tolist()) == {1}
+@pytest.mark.unit
+def test_a_store_of_another_format_is_refused_with_what_to_do(tmp_path):
+    from msprof_agent.analysis.rundata import StoreFormatError, load_rank
+    from msprof_agent.store import EventWriter
+
+    writer = EventWriter(str(tmp_path), 0, 0)
+    writer.add({"k": "meta", "framework": "mindspore"})  # a pre-release store: no format
+    writer.add({"k": "cpu", "ts": 1_700_000_000_000, "span_ms": 10.0, "user": 1, "sys": 1, "io": 0, "idle": 98})
+    writer.close()
+    with pytest.raises(StoreFormatError, match="format None, written by another msprof-agent version; this one reads format 1"):
+        load_rank(str(tmp_path), 0)
 
 
 @pytest.mark.unit
@@ -324,6 +329,7 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
     import json
 
     from msprof_agent.analysis import offline_analyse
+    from msprof_agent.records import FORMAT
     from msprof_agent.store import EventWriter, coded
 
     count, base = 120_000, 1_700_000_000_123_456_789
@@ -333,7 +339,7 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
     shapes = [None if i % 5 else f"[[{i % 3 + 1}, 8]]" for i in range(count)]
     steps = [(n, base + (n - 1) * count * 1_237 // 12, base + n * count * 1_237 // 12) for n in range(1, 13)]  # steps 1..12: one and two digits
     writer = EventWriter(str(tmp_path / "profiler"), 0, 0)
-    writer.add({"k": "meta", "framework": "mindspore", "device_target": "CPU", "options": {"timeline_limit": limit_mb}})
+    writer.add({"k": "meta", "format": FORMAT, "framework": "mindspore", "device_target": "CPU", "options": {"timeline_limit": limit_mb}})
     for n, begin, end in steps:
         writer.add({"k": "step", "n": n, "start": begin, "end": end, "win": True})
     for lo in range(0, count, 40_000):

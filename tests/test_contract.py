@@ -72,14 +72,15 @@ def test_compare_reads_old_summaries_from_the_step_trace(tmp_path):
 
 
 def test_cpu_samples_without_elapsed_time_are_dropped_and_means_are_time_weighted():
-    """A last all-zero sample at the timestamp of the one before counts for nothing; uneven gaps weigh
+    """A last all-zero sample covering a millisecond counts for nothing; uneven gaps weigh
     each sample by the time it covers, and the mean is the one every page shows."""
     from msprof_agent.analysis.cpu_util import measured
 
-    samples = [{"ts": 1000, "idle": 30}, {"ts": 1100, "idle": 20}, {"ts": 1300, "idle": 40}, {"ts": 1301, "idle": 0}]
+    ms = 1_000_000
+    samples = [{"ts": t * ms, "span": span * ms, "idle": idle} for t, span, idle in ((1000, 100, 30), (1100, 100, 20), (1300, 200, 40), (1301, 1, 0))]
     kept = measured(samples)
-    assert [s["ts"] for s in kept] == [1000, 1100, 1300]
-    means = cpu_means({"time_stamp": [s["ts"] for s in kept], "device_info": {"idle_utilization": [s["idle"] for s in kept]}})
+    assert [s["ts"] // ms for s in kept] == [1000, 1100, 1300]
+    means = cpu_means({"time_stamp": [s["ts"] // ms for s in kept], "device_info": {"idle_utilization": [s["idle"] for s in kept]}})
     assert means["machine_busy_mean"] == pytest.approx(100 - (30 * 100 + 20 * 100 + 40 * 200) / 400)
     assert means["samples"] == 3
 
@@ -101,7 +102,7 @@ FOLDER_PREFIX = re.compile(r"^window_|^rank_(\{|\*|$)|_?ascend_(ms|pt)$")
 FOLDERS = {names.RUN_FOLDER, names.RAW_FOLDER, names.HTA_FOLDER, names.ASCEND_OUTPUT}
 PACKAGE_FILES = ("render", "static_text")  # calls naming the viewer's templates and static files, shipped in the package
 # (file, literal): a word that is a folder's name elsewhere, used here as a value
-NOT_NAMES = {("frameworks/torch.py", "profiler")}  # comm records' source: seen in torch.profiler's events
+NOT_NAMES = {("records.py", "profiler")}  # COMM_FROM_PROFILER: a comm record seen in the profiler's events
 
 
 def _text(node):

@@ -9,7 +9,8 @@ import os
 import pytest
 
 from msprof_agent.analysis import analyse_rank, offline_analyse
-from msprof_agent.frameworks.mindspore_profiler_files import op_batches
+from msprof_agent.frameworks.mindspore.profiler_files import op_batches
+from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter
 
 pytestmark = pytest.mark.unit
@@ -26,7 +27,7 @@ def _epoch_ns(text):
 def _store(profiler_dir, rank, started):
     """A torch rank of 2 that starts at ``started`` (epoch ns): 3 steps, each one op then one all_reduce right after it."""
     writer = EventWriter(profiler_dir, rank, started)
-    writer.add({"k": "meta", "pid": 100 + rank, "rank_id": rank, "rank_size": 2, "framework": "torch", "device_target": "CPU",
+    writer.add({"k": "meta", "format": FORMAT, "pid": 100 + rank, "rank_id": rank, "rank_size": 2, "framework": "torch", "device_target": "CPU",
                 "started_ns": started, "host": "node", "cpus": 2, "memory_bytes": 16 << 30, "options": {}})
     ops = {"name": [], "type": [], "start": [], "dur": [], "tid": []}
     for n in range(1, 4):

@@ -168,7 +168,7 @@ def test_install_is_idempotent_and_uninstall_restores(tmp_path):
     from mindspore.train import model
 
     from msprof_agent import session as S
-    from msprof_agent.frameworks import mindspore as integration
+    from msprof_agent.frameworks.mindspore import patch as integration
     from msprof_agent.options import from_mapping
 
     originals = (iterators.Iterator.__dict__["__next__"], model.Model.__dict__["_train"])
@@ -197,7 +197,7 @@ def test_device_falls_back_to_the_public_profiler(tmp_path, monkeypatch):
     import numpy as np
 
     from msprof_agent import session as S
-    from msprof_agent.frameworks import mindspore as integration
+    from msprof_agent.frameworks.mindspore.device import MindSporeDevice
     from msprof_agent.options import from_mapping
 
     class Records(list):
@@ -208,8 +208,8 @@ def test_device_falls_back_to_the_public_profiler(tmp_path, monkeypatch):
         raise RuntimeError("no lower layer")
 
     session = S.Session(from_mapping({"start": True, "output_path": str(tmp_path)}), "test")
-    device = integration.MindSporeDevice(session)
-    monkeypatch.setattr(integration.MindSporeDevice, "_start_native", unusable)
+    device = MindSporeDevice(session)
+    monkeypatch.setattr(MindSporeDevice, "_start_native", unusable)
     ms.set_device("CPU")
     dense = ms.nn.Dense(4, 3)
     device.start(session.options)

@@ -73,15 +73,16 @@ def test_an_op_type_has_one_share_of_all_op_time_in_pie_bar_and_table():
 
 def _raw_store(profiler_dir):
     """A small raw store as the hook writes it: five 8 ms steps with one op each."""
+    from msprof_agent.records import FORMAT
     from msprof_agent.store import EventWriter
 
     writer = EventWriter(profiler_dir, 0, 0)
-    writer.add({"k": "meta", "framework": "torch"})
+    writer.add({"k": "meta", "format": FORMAT, "framework": "torch"})
     ms = 1_000_000
     for n in range(1, 6):
         writer.add({"k": "step", "n": n, "start": n * 10 * ms, "end": (n * 10 + 8) * ms, "win": True})
     writer.add({"k": "ops", "source": "test", "device": "cpu", "start": [n * 10 * ms + ms for n in range(1, 6)], "dur": [5 * ms] * 5,
-                "tid": [1] * 5, "name": ["aten::mm"] * 5, "type": ["aten::mm"] * 5})
+                "tid": [1] * 5, "name_codes": [0] * 5, "name_table": ["aten::mm"], "type_codes": [0] * 5, "type_table": ["aten::mm"]})
     writer.close()
 
 

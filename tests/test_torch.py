@@ -132,7 +132,7 @@ def test_install_is_idempotent_guarded_and_uninstalls(tmp_path, capsys):
     from torch.utils.data import DataLoader
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-    from msprof_agent.frameworks import torch as integration
+    from msprof_agent.frameworks.torch import patch as integration
     from msprof_agent.options import Options
     from msprof_agent.session import Session
 
@@ -161,7 +161,7 @@ def test_install_is_idempotent_guarded_and_uninstalls(tmp_path, capsys):
 
 def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives():
     """An undecodable name loses one event, not the window; a collective no wrapper timed becomes a comm record."""
-    from msprof_agent.frameworks.torch import TorchDeviceSession
+    from msprof_agent.frameworks.torch.device import TorchDeviceSession
     from msprof_agent.options import Options
 
     class Event:

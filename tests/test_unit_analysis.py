@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT, read_csv, read_json, step_trace
 from msprof_agent.analysis import analyse_rank
 from msprof_agent.contract.summary import SUMMARY_VERSION, Summary
+from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
 
 pytestmark = pytest.mark.unit
@@ -28,7 +29,7 @@ STEP_OPS = [("Default/net/Conv2D-op0", "Conv2D", 2, 3), ("Default/net/MatMul-op1
 def write_store(profiler_dir, steps, ops, meta=None, cpu=()):
     """A raw store for rank 0: meta, the step records, one coded ops batch, cpu samples, an end record."""
     writer = EventWriter(profiler_dir, 0, 0)
-    writer.add(dict({"k": "meta", "framework": "mindspore", "device_target": "CPU", "pid": 4242, "rank_id": 0, "cpus": 2,
+    writer.add(dict({"k": "meta", "format": FORMAT, "framework": "mindspore", "device_target": "CPU", "pid": 4242, "rank_id": 0, "cpus": 2,
                      "options": {"cpu_sampling_interval": 1000}}, **(meta or {})))
     for step in steps:
         writer.add(dict(step, k="step"))
@@ -55,7 +56,7 @@ def analysed(tmp_path_factory):
     profiler_dir = str(tmp_path_factory.mktemp("run") / "profiler")
     steps = [step_record(n, win=n <= 3) for n in range(1, 5)]
     ops = [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS]
-    cpu = [{"ts": BASE // MS + 10 * i, "user": 40 + i, "sys": 5, "io": 0, "idle": 55 - i, "ctx": 100, "run": 2,
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "nice": 0, "io": 0, "steal": 0, "idle": 55 - i, "ctx": 100, "run": 2,
             "puser": 30.4 + i, "psys": 2.6, "rss": 100 * MS} for i in range(4)]
     write_store(profiler_dir, steps, ops, cpu=cpu)
     return profiler_dir, analyse_rank(profiler_dir, 0)
@@ -131,14 +132,14 @@ def test_cpu_samples_become_integer_percent_series(analysed):
     assert cpu["process_info"] == {"user_utilization": [30, 31, 32, 33], "sys_utilization": [3, 3, 3, 3]}
     # contract.readers.cpu_means of the written (integer percent) series, time-weighted: the figures report and viewer show
     assert summary["cpu"] == {"machine_busy_mean": 46.5, "machine_user_mean": 41.5, "machine_sys_mean": 5.0, "machine_iowait_mean": 0.0,
-                              "machine_nice_mean": None, "machine_steal_mean": None,  # a store from before the sampler read them
+                              "machine_nice_mean": 0.0, "machine_steal_mean": 0.0,
                               "process_user_mean": 31.5, "process_sys_mean": 3.0, "samples": 4}
 
 
 def test_every_busy_state_is_written_and_they_add_up_to_busy(tmp_path):
     """user + sys + nice + iowait + steal = 100 - idle, sample by sample and in the means the pages show."""
     profiler_dir = str(tmp_path / "profiler")
-    cpu = [{"ts": BASE // MS + 10 * i, "user": 5.6, "sys": 1.8, "nice": 90.0 - i, "iowait": 1.0, "steal": 1.0 + i, "idle": 0.6,
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 5.6, "sys": 1.8, "nice": 90.0 - i, "io": 1.0, "steal": 1.0 + i, "idle": 0.6,
             "ctx": 100, "run": 2, "puser": 3.0, "psys": 1.0, "rss": 100 * MS} for i in range(4)]
     steps = [step_record(n) for n in range(1, 4)]
     write_store(profiler_dir, steps, [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS], cpu=cpu)
@@ -194,3 +195,25 @@ def test_machine_percents_of_a_short_span_add_up_to_100():
     shares = machine_percents(before, after)
     assert {name: round(shares[name], 6) for name in ("user", "nice", "system", "idle")} == {"user": 40.0, "nice": 30.0, "system": 10.0, "idle": 20.0}
     assert round(sum(shares.values()), 6) == 100.0
+
+
+def test_interval_union_length_within_windows_matches_counting_each_ns():
+    """``intervals.merge`` + ``length_within`` (the advisor's compute time, the exports' Computing) against
+    a per-nanosecond count, on overlapping, nested, touching and zero-length intervals and windows
+    that start or end inside, between, before and after them."""
+    import numpy as np
+
+    from msprof_agent.analysis.intervals import length_within, merge
+
+    rng = np.random.default_rng(7)
+    starts = np.sort(rng.integers(0, 1000, 80))
+    ends = starts + rng.integers(0, 40, 80)
+    covered = np.zeros(1100, dtype=bool)
+    for s, e in zip(starts, ends):
+        covered[s:e] = True
+    lo = rng.integers(-20, 1080, 200)
+    hi = lo + rng.integers(0, 150, 200)
+    union = merge(starts, ends)
+    assert (union[0][1:] > union[1][:-1]).all()  # disjoint and sorted
+    expected = [int(covered[max(a, 0):max(b, 0)].sum()) for a, b in zip(lo, hi)]
+    assert length_within(*union, lo, hi).tolist() == expected

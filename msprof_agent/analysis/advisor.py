@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import frameworks
+from .intervals import length_within, merge
 from .operators import OP, op_kinds
 
 Finding = dict[str, Any]
@@ -35,42 +37,27 @@ MEMORY_MIN_BYTES_PER_STEP = 256 << 10
 MEMORY_MIN_GROWTH = 32 << 20
 LOW_MFU = 0.10
 
+# Actions in any framework's words; the framework-specific ones are its profile's advice (frameworks/<name>/profile.py).
 ACTIONS = {
-    ("data_wait", "mindspore"): "raise num_parallel_workers of the dataset's slow op (map / GeneratorDataset) and "
-                                "prefetch_size (mindspore.dataset.config.set_prefetch_size); convert the source to MindRecord",
-    ("data_wait", "torch"): "give the DataLoader num_workers > 0 (with persistent_workers=True, prefetch_factor), "
-                            "pin_memory=True for GPU training; move per-sample Python work out of __getitem__",
-    ("host_work", "mindspore"): "move the Python work named in the evidence out of the step loop (or into the dataset "
-                                "pipeline); use GRAPH mode (ms.jit) for the step; avoid .asnumpy() / printing every step",
-    ("host_work", "torch"): "move the Python work named in the evidence out of the training loop or forward (log every N steps, "
-                            "avoid .item() / .cpu() each step); use torch.compile or CUDA graphs to cut per-op dispatch",
-    ("hot_ops", "mindspore"): "the ops in the evidence own the step: check their shapes and dtypes (float16 / "
-                              "mixed precision), fuse small ops with GRAPH mode and graph kernel fusion",
-    ("hot_ops", "torch"): "the ops in the evidence own the step: use bf16 / AMP autocast, channels_last for convolutions, "
-                          "fuse small ops with torch.compile, check the shapes in the op table",
-    ("periodic_pause", "any"): "something runs every {period} steps (garbage collection, checkpointing, logging, evaluation): "
-                               "make it rarer or asynchronous (gc.freeze() after setup, save checkpoints in a thread)",
-    ("memory_growth", "mindspore"): "memory grows every step: keep no Tensors across steps (losses kept for logging: "
-                                    "keep float(loss)), clear lists and caches that grow in the loop",
-    ("memory_growth", "torch"): "memory grows every step: keep no tensors attached to the graph across steps "
-                                "(store loss.item(), not loss), clear lists and caches that grow in the loop",
-    ("warm_up", "any"): "one-off cost of compilation and first allocations; profile from a later step "
-                        "(start_step / schedule) so it does not skew the steady numbers",
-    ("cpu_contention", "any"): "other processes keep the machine's CPUs busy while the training waits on the host: "
-                               "run fewer jobs or data workers per machine, or pin the training to its own cores",
-    ("low_mfu", "any"): "the ops reach a small share of the device's peak: raise the batch size, use lower "
-                        "precision, or larger fused ops",
-    ("straggler", "any"): "rank {rank} is slower ({kind} time): give it the same data shard size and host work as the others, "
-                          "check its machine for other load, or rebalance the work across ranks",
-    ("communication", "any"): "communication takes much of the step: overlap it with compute (DDP bucket size, "
-                              "gradient accumulation), or reduce what is exchanged (lower precision, fewer syncs)",
+    "periodic_pause": "something runs every {period} steps (garbage collection, checkpointing, logging, evaluation): "
+                      "make it rarer or asynchronous (gc.freeze() after setup, save checkpoints in a thread)",
+    "warm_up": "one-off cost of compilation and first allocations; profile from a later step "
+               "(start_step / schedule) so it does not skew the steady numbers",
+    "cpu_contention": "other processes keep the machine's CPUs busy while the training waits on the host: "
+                      "run fewer jobs or data workers per machine, or pin the training to its own cores",
+    "low_mfu": "the ops reach a small share of the device's peak: raise the batch size, use lower "
+               "precision, or larger fused ops",
+    "straggler": "rank {rank} is slower ({kind} time): give it the same data shard size and host work as the others, "
+                 "check its machine for other load, or rebalance the work across ranks",
+    "communication": "communication takes much of the step: overlap it with compute (DDP bucket size, "
+                     "gradient accumulation), or reduce what is exchanged (lower precision, fewer syncs)",
 }
 
 
 def action(finding_id: str, framework: str | None, **fields: Any) -> str:
-    """The action for a finding in the words of the framework (torch / mindspore), else the generic one."""
-    text = ACTIONS.get((finding_id, framework or "")) or ACTIONS.get((finding_id, "any")) or ACTIONS.get((finding_id, "torch"), "")
-    return text.format(**fields)
+    """The action for a finding in the words of the framework (a run naming none reads PyTorch's), else the generic one."""
+    words = frameworks.profile_of(framework) or frameworks.TORCH
+    return (words.advice.get(finding_id) or ACTIONS.get(finding_id, "")).format(**fields)
 
 
 def _median(values: list[float]) -> float:
@@ -87,36 +74,35 @@ def _mad(values: list[float]) -> float:
 
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
     """Per step (ms): total, data wait, compute (some op running, outside the wait), host (the rest) and
-    communication (time in collectives, inside compute or host)."""
+    communication (time in collectives, inside compute or host). Compute is the union of the ops'
+    intervals (ops started in the step before and still running included) clipped to the step, less
+    its part inside the step's waits: a few vectorised look-ups for all steps (``intervals``)."""
     ops = data.ops
     if data.op_count:
         select = (op_kinds(data) == OP) & ~ops.device_is("cuda")
-        starts = ops["start"][select]
-        ends = starts + ops["dur"][select]
+        starts, durations = (ops["start"], ops["dur"]) if select.all() else (ops["start"][select], ops["dur"][select])
+        busy_starts, busy_ends = merge(starts, starts + durations)
     else:
-        starts = ends = np.zeros(0, dtype=np.int64)
-    reach_before = np.maximum.accumulate(ends) if len(ends) else ends  # the latest end of the ops started so far
+        busy_starts = busy_ends = np.zeros(0, dtype=np.int64)
+    lo = np.array([row["start"] for row in rows], dtype=np.int64)
+    hi = np.array([row["end"] for row in rows], dtype=np.int64)
+    compute = length_within(busy_starts, busy_ends, lo, np.maximum(hi, lo))
     steps = {s["n"]: s for s in data.window_steps}
+    owner, wait_lo, wait_hi = [], [], []
+    for i, row in enumerate(rows):
+        for a, b in steps.get(row["n"], {}).get("waits") or ():
+            owner.append(i)
+            wait_lo.append(min(max(a, row["start"]), row["end"]))
+            wait_hi.append(max(min(b, row["end"]), wait_lo[-1]))
+    np.subtract.at(compute, owner, length_within(busy_starts, busy_ends, wait_lo, wait_hi))  # ops run while fetching data are the wait's
     in_collectives: dict[int, float] = {}
     for call in data.comm:
         in_collectives[call.get("step", 0)] = in_collectives.get(call.get("step", 0), 0.0) + call["dur"] / 1e6
     out = []
-    for row in rows:
-        waits = np.array(steps.get(row["n"], {}).get("waits") or np.zeros((0, 2)), dtype=np.int64).reshape(-1, 2)
-        lo, hi = np.searchsorted(starts, row["start"]), np.searchsorted(starts, row["end"])
-        s, e = starts[lo:hi], np.minimum(ends[lo:hi], row["end"])
-        if lo and reach_before[lo - 1] > row["start"]:  # an op started in the step before still runs (asynchronous graphs)
-            s, e = np.concatenate(([row["start"]], s)), np.concatenate(([min(int(reach_before[lo - 1]), row["end"])], e))
-        busy = 0.0
-        if len(s):
-            reach = np.maximum.accumulate(e)
-            firsts = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))
-            begin, finish = s[firsts], np.maximum.reduceat(e, firsts)
-            in_wait = sum(np.clip(np.minimum(finish, b) - np.maximum(begin, a), 0, None).sum() for a, b in waits.tolist())
-            busy = float((finish - begin).sum() - in_wait) / 1e6  # ops run while fetching data are the wait's
-        total, wait = row["total"] / 1e6, row.get("wait", 0) / 1e6
-        out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy,
-                    "host": max(total - wait - busy, 0.0), "communication": in_collectives.get(row["n"], 0.0)})
+    for row, ns in zip(rows, compute.tolist()):
+        total, wait, busy_ms = row["total"] / 1e6, row.get("wait", 0) / 1e6, float(ns) / 1e6
+        out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy_ms,
+                    "host": max(total - wait - busy_ms, 0.0), "communication": in_collectives.get(row["n"], 0.0)})
     return out
 
 
@@ -233,16 +219,13 @@ def jitter_finding(steady: list[Row]) -> Finding | None:
                     action("periodic_pause", None, period=period))
 
 
-TORCH_PROFILER_BYTES_PER_EVENT = 5 * 1024  # with shapes, as measured for the profiler hand-overs (frameworks/torch.py)
-
-
 def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Finding | None:
     """A steady rise of memory step after step (allocator bytes with profile_memory, else RSS)."""
     if len(steady) < 4:
         return None
     first, last = steady[0], steady[-1]
     allocated = [(m["ts"], m.get("allocated", 0)) for m in data.mem]
-    samples = allocated or [(c["ts"] * 1_000_000, c["rss"]) for c in data.cpu if "rss" in c]
+    samples = allocated or [(c["ts"], c["rss"]) for c in data.cpu]
     starts = np.array([r["start"] for r in steady], dtype=np.int64)
     inside = [(t, v) for t, v in samples if first["start"] <= t <= last["end"]]
     if len(inside) < 4:
@@ -257,11 +240,12 @@ def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Findi
     fitted = slope * numbers + intercept
     spread = float(((values - values.mean()) ** 2).sum()) or 1.0
     r2 = 1.0 - float(((values - fitted) ** 2).sum()) / spread
-    if not allocated and framework == "torch" and data.op_count:
-        # torch.profiler holds each event in this process until its session stops: RSS grows with the
-        # events recorded per step, which is the profiler's buffer, not a leak of the job's
+    profile = frameworks.profile_of(framework)
+    if not allocated and profile is not None and profile.profiler_bytes_per_event and data.op_count:
+        # a profiler that holds each event in this process until its session stops (torch.profiler): RSS grows
+        # with the events recorded per step, which is the profiler's buffer, not a leak of the job's
         recorded = np.count_nonzero(np.isin(data.ops["step"], [r["n"] for r in steady])) / len(steady)
-        slope -= recorded * TORCH_PROFILER_BYTES_PER_EVENT
+        slope -= recorded * profile.profiler_bytes_per_event
     growth = slope * (numbers[-1] - numbers[0])
     if slope < MEMORY_MIN_BYTES_PER_STEP or growth < MEMORY_MIN_GROWTH or r2 < 0.8:
         return None

@@ -1,32 +1,24 @@
 """CPU utilization of the machine, the process and the dataset pipeline ops (``minddata_cpu_utilization_{r}.json``).
 
-Samples that cover less than ``MIN_SPAN_MS`` since the one before (a last sample taken as sampling
-stopped, right after another) hold no measurement and are dropped; the means are
+Samples that cover less than ``MIN_SPAN_NS`` (a last sample taken as sampling stopped, right after
+another) hold no measurement and are dropped; the means are
 ``contract.readers.cpu_means`` of the written file, as the report and viewer compute them.
 """
-import os
-
 import numpy as np
 
 from ..contract.names import CPU_UTILIZATION
 from ..contract.readers import cpu_means
 from ..writers import write_json
 
-MIN_SPAN_MS = 5
+MIN_SPAN_NS = 5_000_000
 
 
 def measured(samples):
-    """The samples that cover some time: their own ``span_ms`` where recorded, else the gap to the one before."""
-    kept, last = [], None
-    for sample in sorted(samples, key=lambda s: s["ts"]):
-        span = sample.get("span_ms", None if last is None else sample["ts"] - last)
-        if span is None or span >= MIN_SPAN_MS:
-            kept.append(sample)
-            last = sample["ts"]
-    return kept
+    """The samples that cover some time (their ``span``), in time order."""
+    return [sample for sample in sorted(samples, key=lambda s: s["ts"]) if sample["span"] >= MIN_SPAN_NS]
 
 
-MACHINE_STATES = ("user", "sys", "nice", "iowait", "io", "steal", "idle")  # "io": stores from before the sampler's "iowait"
+MACHINE_STATES = ("user", "sys", "nice", "io", "steal", "idle")  # records.Cpu's; "io" is iowait
 
 
 def whole_percents(sample):
@@ -48,17 +40,16 @@ def write(data, ctx, pipeline=None):
     percent = lambda values: [int(round(v)) for v in values if v is not None]  # noqa: E731
     op_info = [{"op_id": op["op_id"], "metrics": {"user_utilization": percent(op["cpu_user"]), "sys_utilization": percent(op["cpu_sys"])}}
                for op in (pipeline or {}).get("op_cpu", [])]
-    stamps = [s["ts"] for s in samples]
+    stamps = [s["ts"] // 1_000_000 for s in samples]  # ms, as MindInsight reads them
     utilization = {
-        "cpu_processor_num": data.meta.get("cpus") or os.cpu_count() or 1,  # the profiled machine's (stores before "cpus": this one's)
+        "cpu_processor_num": data.meta.get("cpus") or 1,  # the profiled machine's
         # the typical gap: the default interval adapts to the window's length (collectors.cpu)
         "sampling_interval": int(round(float(np.median(np.diff(stamps))))) if len(stamps) > 1 else ctx.sampling_interval_ms,
         "time_stamp": stamps,
         "device_info": {"user_utilization": series("user"), "sys_utilization": series("sys"),
-                        "io_utilization": series("iowait" if "iowait" in samples[0] else "io"), "idle_utilization": series("idle"),
+                        "io_utilization": series("io"), "idle_utilization": series("idle"),
                         "context_switch_count": series("ctx"), "runnable_process": series("run"),
-                        # the rest of "busy", where the sampler recorded them (stores before these states hold user, sys, io and idle)
-                        **{f"{state}_utilization": series(state) for state in ("nice", "steal") if state in samples[0]}},
+                        "nice_utilization": series("nice"), "steal_utilization": series("steal")},  # the rest of busy: ours
         "process_info": {"user_utilization": series("puser"), "sys_utilization": series("psys")},
         "op_info": op_info,
     }

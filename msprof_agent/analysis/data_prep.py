@@ -11,6 +11,7 @@ queue-usage rules (``contract.readers.pipeline_bottlenecks``, the viewer's too).
 """
 import orjson
 
+from .. import frameworks
 from ..contract.columns import PIPELINE_HEADER
 from ..contract.names import DATA_WAITS, DEVICE_QUEUE, ITERATOR_QUEUE, PIPELINE_PROFILING, PIPELINE_RAW, rank_file
 from ..contract.readers import pipeline_bottlenecks
@@ -57,7 +58,8 @@ def bottleneck(ops):
 
 def _write_pipeline(data, ctx):
     if not data.pipeline:
-        if data.meta.get("framework") == "mindspore":  # MindInsight's CPU utilization page needs the file, ops or none
+        profile = frameworks.profile_of(data.meta.get("framework"))
+        if profile is not None and profile.empty_pipeline_file:
             write_json(ctx.path(PIPELINE_PROFILING), {"sampling_interval": ctx.sampling_interval_ms, "op_info": []}, ctx.pretty)
         return None
     ops = {}

@@ -19,7 +19,7 @@ def _seconds_between(samples, interval_ms):
     """Each sample's span in s (the first one's is the sampling interval)."""
     spans, previous = [], None
     for sample in samples:
-        spans.append(max((sample["ts"] - previous) / 1000.0 if previous is not None else interval_ms / 1000.0, 1e-3))
+        spans.append(max((sample["ts"] - previous) / 1e9 if previous is not None else interval_ms / 1000.0, 1e-3))
         previous = sample["ts"]
     return spans
 
@@ -37,7 +37,7 @@ def write(data, ctx):
                  for name, values in series.items() if name.endswith("_bytes")}
         total = {name: sum(values) for name, values in series.items()}
         write_json(ctx.path(page.format(rank=ctx.rank)), {
-            "sampling_interval": ctx.sampling_interval_ms, "time_stamp": [s["ts"] for s in samples],
+            "sampling_interval": ctx.sampling_interval_ms, "time_stamp": [s["ts"] // 1_000_000 for s in samples],
             **series, **rates, "total": total,
             "peak_mb_per_s": {name: max(values) for name, values in rates.items()},
         }, ctx.pretty)
@@ -56,6 +56,6 @@ def counter_events(data, pid, interval_ms, base=0):
         byte_fields = [(field, name) for field, name in columns if name.endswith("_bytes") and not name.startswith("process")]
         samples = _sampled(data, columns)
         for sample, span in zip(samples, _seconds_between(samples, interval_ms)):
-            events.append({"ph": "C", "name": f"{title} MB/s", "pid": pid, "tid": 0, "ts": round((sample["ts"] * 1_000_000 - base) / 1000.0, 3),
+            events.append({"ph": "C", "name": f"{title} MB/s", "pid": pid, "tid": 0, "ts": round((sample["ts"] - base) / 1000.0, 3),
                            "args": {name.replace("_bytes", ""): round(sample.get(field, 0) / 1e6 / span, 3) for field, name in byte_fields}})
     return events

@@ -1,4 +1,5 @@
 """``profiler_info_{r}.json``: how MindInsight finds ranks, plus what we collected and with which options."""
+from .. import frameworks
 from ..contract.names import PROFILER_INFO
 from ..writers import write_json
 
@@ -6,12 +7,13 @@ from ..writers import write_json
 def write(data, ctx):
     meta = data.meta
     options = meta.get("options") or {}
+    profile = frameworks.profile_of(meta.get("framework")) or frameworks.MINDSPORE
     info = {
-        "context_mode": meta.get("context_mode", "pynative" if meta.get("framework") == "torch" else "graph"),
+        "context_mode": meta.get("context_mode", profile.default_context_mode),
         "rank_id": ctx.rank, "ms_version": meta.get("ms_version", ""),
         "parallel_mode": meta.get("parallel_mode", "data_parallel" if meta.get("rank_size", 1) > 1 else "stand_alone"),
         "stage_num": meta.get("stage_num", 1), "rank_size": meta.get("rank_size", 1), "is_heterogeneous": False,
-        "diff_time": 0, "framework": meta.get("framework"), "framework_version": meta.get("ms_version") or meta.get("torch_version"),
+        "diff_time": 0, "framework": meta.get("framework"), "framework_version": meta.get(profile.version_key),
         "device_target": meta.get("device_target", "CPU"), "device_id": meta.get("device_id", 0), "pid": meta.get("pid"),
         "analyse_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "profiler_parameters": options, "agent": "msprof-agent",

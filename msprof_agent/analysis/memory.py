@@ -22,16 +22,8 @@ def _per_step_peaks(steps, times_ns, values):
     return peaks
 
 
-def _capacity(data):
-    """The profiled machine's memory; stores written before it was recorded: this machine's."""
-    if data.meta.get("memory_bytes"):
-        return data.meta["memory_bytes"]
-    import psutil  # only for such stores: psutil costs the analysis's start-up 20 ms
-    return psutil.virtual_memory().total
-
-
 def write(data, ctx):
-    rss = [(s["ts"] * 1_000_000, s["rss"]) for s in data.cpu if "rss" in s]
+    rss = [(s["ts"], s["rss"]) for s in data.cpu]
     devices = {m.get("device", "cpu") for m in data.mem}
     device = "cuda" if "cuda" in devices else "cpu"  # one series: the accelerator's when there is one
     alloc = sorted((m["ts"], m.get("allocated", 0)) for m in data.mem if m.get("device", "cpu") == device)
@@ -43,8 +35,9 @@ def write(data, ctx):
     allocations = sum(1 for a, b in zip(values, values[1:]) if b > a)
     deallocations = sum(1 for a, b in zip(values, values[1:]) if b < a)
     source = "framework allocator" if alloc else "process RSS"
+    capacity = data.meta.get("memory_bytes")  # the profiled machine's (None where it could not be read)
     write_json(ctx.path(MEMORY_SUMMARY), {
-        "capacity": round(_capacity(data) / GIB, 4), "allocations": allocations, "deallocations": deallocations,
+        "capacity": round(capacity / GIB, 4) if capacity else None, "allocations": allocations, "deallocations": deallocations,
         "peak_mem": round(peak / GIB, 6), "static_mem": round(values[0] / GIB, 6), "source": source,
     }, ctx.pretty)
     step_peaks = _per_step_peaks(data.window_steps, times, values)

@@ -5,7 +5,7 @@ builds a Python int for every time stamp only for numpy to copy it again, so an 
 plain form the store's writer produces (one flat object, no backslash) is split at its keys and its
 integer columns (times, threads, and the name and type codes the writers give against their own
 tables, ``store.coded``) read by ``np.fromstring``; everything else, and any line not in that form,
-goes through orjson. Records with plain name / type lists (stores written before the codes) load too.
+goes through orjson.
 
 Names, types, threads, shapes, streams and devices repeat all the time: each is stored as an integer
 code per op plus the value of each code (names and types numbered in order of first appearance).
@@ -13,8 +13,11 @@ code per op plus the value of each code (names and types numbered in order of fi
 import numpy as np
 import orjson
 
+from ..records import KIND, OPS
+
 INTEGER_COLUMNS = ("start", "dur", "tid", "stream", "name_codes", "type_codes")
 CODED_COLUMNS = ("name", "type", "tid", "shape", "stream", "device")
+WRITER_CODED = ("name", "type")  # coded by every writer against its own table (store.coded)
 CODE = np.int32  # half the memory of intp; two billion distinct names or shapes are not expected
 
 
@@ -33,8 +36,12 @@ class OpColumns(dict):
         return array
 
     def device_is(self, device):
-        """Which ops ran on ``device`` ("cuda", "cpu"...), compared once per distinct device, not per op."""
-        return np.array([d == device for d in self.values["device"]], dtype=bool)[self["device_id"]]
+        """Which ops ran on ``device`` ("cuda", "cpu"...), compared once per distinct device, not per op;
+        a read-only view of one value when every op agrees (a host-only run: no pass over the ops)."""
+        matches = np.array([d == device for d in self.values["device"]], dtype=bool)
+        if len(matches) and (matches.all() or not matches.any()):
+            return np.broadcast_to(matches[0], self["device_id"].shape)
+        return matches[self["device_id"]]
 
     def take(self, index):
         """The ops at ``index``, as a new table sharing the code values."""
@@ -46,7 +53,7 @@ def split_ops_line(line):
     other line (or one not in that form), which orjson must parse instead. Thread-safe: np.fromstring,
     most of the work, releases the GIL, so the loader splits lines in a few threads."""
     record = _split_line(line)
-    if record is None or record.get("k") != "ops" or not isinstance(record.get("start"), np.ndarray):
+    if record is None or record.get(KIND) != OPS or not isinstance(record.get("start"), np.ndarray):
         return None
     if any(isinstance(v, np.ndarray) and len(v) != len(record["start"]) for v in record.values()):
         return None  # np.fromstring stopped early (older numpy warns instead of raising), or the columns disagree
@@ -75,7 +82,7 @@ class OpBatches:
         flops = record.get("flops")
         parts["flops"].append(_Same(np.nan, size) if flops is None else np.array(flops, dtype=np.float64))  # None -> nan
         for column in CODED_COLUMNS:
-            if column + "_codes" in record:  # coded by the writer against its own table (store.coded)
+            if column in WRITER_CODED:
                 codes = _encode_table(record[column + "_codes"], record[column + "_table"], self.codes[column])
             else:
                 codes = _encode(record.get(column), size, self.codes[column])

@@ -8,17 +8,17 @@ Only ops inside the profiled steps are counted, so per-step frequencies divide b
 Aggregation is a sort plus ``np.add.reduceat``: linear in the number of ops with no Python loop per op.
 
 Compute means ops running: torch also reports ``record_function`` ranges (``Optimizer.step#SGD.step``,
-user ranges, a framework's closures) and, with ``with_stack``, Python function calls. Neither is an
-op: a range's self time is the Python code run inside it, not compute. ``op_kinds`` tells them
+user ranges, a framework's closures). They are not ops: a range's self time is the Python code run
+inside it, not compute. ``op_kinds`` tells them
 apart; the op tables rank ops only, and the ranges get their own table (``annotations``).
 """
-import re
 
 import numpy as np
 
 from ..contract.columns import CPU_OP_DETAIL_HEADER, CPU_OP_SHAPE_HEADER, CPU_OP_TYPE_HEADER, GPU_OP_DETAIL_HEADER, GPU_OP_TYPE_HEADER
 from ..contract.names import CPU_OP_DETAIL, CPU_OP_SHAPES, CPU_OP_TYPES, GPU_OP_DETAIL, GPU_OP_TYPES
 from ..writers import write_csv
+from .opevents import groups
 
 
 def group_sum(codes, durations):
@@ -39,29 +39,30 @@ def type_of_names(data):
     return types
 
 
-OP, ANNOTATION, PYTHON = 0, 1, 2  # what each recorded event is (``op_kinds``)
-_TORCH_PYTHON_EVENT = re.compile(r"^(<built-in |<frozen |<method )|\.py\(\d+\): |^[^:]*\(\d+\): ")
+OP, ANNOTATION = 0, 1  # what each recorded event is (``op_kinds``)
 
 
 def name_kinds(data):
-    """OP, ANNOTATION or PYTHON for each op-name code. Only torch records ranges and Python calls
-    among its events: its ops are ``namespace::op`` (``aten::addmm``, ``c10d::allreduce_``), CUDA
-    kernels and memcpy/memset; any other name is a ``record_function`` range or a Python call."""
+    """OP or ANNOTATION for each op-name code. Only torch records ranges among its events: its ops are
+    ``namespace::op`` (``aten::addmm``, ``c10d::allreduce_``), CUDA kernels and memcpy/memset; any
+    other name is a ``record_function`` range."""
     names = data.op_names.astype(str)
     kinds = np.full(len(names), OP, dtype=np.int8)
     if data.meta.get("framework") != "torch":
         return kinds
     for code, name in enumerate(names.tolist()):
-        if "::" in name:
-            continue
-        kinds[code] = PYTHON if _TORCH_PYTHON_EVENT.search(name) else ANNOTATION
+        if "::" not in name:
+            kinds[code] = ANNOTATION
     return kinds
 
 
 def op_kinds(data):
-    """The kind of each recorded event; CUDA kernels are always ops."""
-    kinds = name_kinds(data)[data.ops["name_id"]]
-    return np.where(data.ops.device_is("cuda"), OP, kinds)
+    """The kind of each recorded event; CUDA kernels are always ops. Where every event is an op (any
+    run but torch's), a read-only view of OP: no pass over the ops."""
+    by_name = name_kinds(data)
+    if (by_name == OP).all():
+        return np.broadcast_to(np.int8(OP), data.ops["name_id"].shape)
+    return np.where(data.ops.device_is("cuda"), OP, by_name[data.ops["name_id"]])
 
 
 def profiled_op_mask(data):
@@ -104,35 +105,35 @@ def _device_tables(data, mask, device):
     return columns[0], columns[1], columns[2].astype(np.float64)  # bincount weighs in float64: converted once, not per table
 
 
-def _write_shapes(data, mask, ctx):
+def _write_shapes(data, mask, ctx, op_type):
     """Host ops by (op, input shape) with self and total time (total keeps the ops nested inside, torch's
-    "CPU total"): one ``np.unique`` over combined name and shape codes, no Python loop per op."""
+    "CPU total"): the (name, shape) pairs numbered by ``groups`` (a presence table, not a sort), no
+    Python loop per op."""
     ops = data.ops
     select = mask & ~ops.device_is("cuda")
+    every = bool(select.all())  # the usual case: no copies
+    names, shapes, own, total = (column if every else column[select] for column in (ops["name_id"], ops["shape_id"], ops["self"], ops["dur"]))
+    pair, first = groups([names, shapes])
+    counts = np.bincount(pair, minlength=len(first))
+    self_ns = np.bincount(pair, weights=own.astype(np.float64), minlength=len(first))
+    total_ns = np.bincount(pair, weights=total.astype(np.float64), minlength=len(first))
+    pair_names, pair_shapes = names[first].tolist(), shapes[first].tolist()
     shape_values = ops.values["shape"]
-    width = max(len(shape_values), 1)
-    pairs, inverse = np.unique(ops["name_id"][select].astype(np.int64) * width + ops["shape_id"][select], return_inverse=True)
-    inverse = inverse.reshape(-1)
-    counts = np.bincount(inverse, minlength=len(pairs))
-    self_ns = np.bincount(inverse, weights=ops["self"][select].astype(np.float64), minlength=len(pairs))
-    total_ns = np.bincount(inverse, weights=ops["dur"][select].astype(np.float64), minlength=len(pairs))
-    op_type = type_of_names(data)
     rows = []
     for i in np.argsort(-self_ns, kind="stable").tolist():
-        name, shape = divmod(int(pairs[i]), width)
+        name, shape = pair_names[i], pair_shapes[i]
         rows.append([data.op_types[op_type[name]], data.op_names[name], shape_values[shape] or "", int(counts[i]),
                      round(self_ns[i] / 1e6, 6), round(total_ns[i] / 1e6, 6)])
     write_csv(ctx.path(CPU_OP_SHAPES), CPU_OP_SHAPE_HEADER, rows)
 
 
-def _tables(data, mask, device):
+def _tables(data, mask, device, op_type):
     """(type rows, op rows) as (name, count, total ns) plus the grand total, for one device."""
     type_ids, name_ids, durs = _device_tables(data, mask, device)
     if not len(durs):
         return None
     type_lookup, name_lookup = data.op_types, data.op_names
     types = [(type_lookup[c], n, s) for c, n, s in zip(*group_sum(type_ids, durs))]
-    op_type = type_of_names(data)
     ops = [(name_lookup[c], type_lookup[op_type[c]], n, s) for c, n, s in zip(*group_sum(name_ids, durs))]
     return types, ops, float(durs.sum()) or 1.0
 
@@ -154,9 +155,10 @@ def write(data, ctx):
     result = {"types": [], "total_ms": 0.0, "annotations": []}
     if not data.op_count:
         return result
-    mask = counted_op_mask(data)
-    result["annotations"] = annotations(data, profiled_op_mask(data), op_kinds(data), steps)
-    tables = _tables(data, mask, "cpu")
+    profiled, kinds, op_type = profiled_op_mask(data), op_kinds(data), type_of_names(data)
+    mask = profiled & (kinds == OP)  # counted_op_mask
+    result["annotations"] = annotations(data, profiled, kinds, steps)
+    tables = _tables(data, mask, "cpu", op_type)
     if tables:
         types, ops, total = tables
         # execution_frequency(per-step) is an integer: MindInsight reads it with int()
@@ -166,10 +168,10 @@ def write(data, ctx):
         detail_rows = [["Host", t, short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),
                         n.split("/", 1)[0] if "/" in n else "Default", pid] for n, t, c, s in ops]
         write_csv(ctx.path(CPU_OP_DETAIL), CPU_OP_DETAIL_HEADER, detail_rows)
-        _write_shapes(data, mask, ctx)
+        _write_shapes(data, mask, ctx, op_type)
         result.update({"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
                        "total_ms": total / 1e6, "ops": len(detail_rows)})
-    tables = _tables(data, mask, "cuda")
+    tables = _tables(data, mask, "cuda", op_type)
     if tables:
         types, ops, total = tables
         write_csv(ctx.path(GPU_OP_TYPES), GPU_OP_TYPE_HEADER,

@@ -13,7 +13,6 @@ import errno
 import fcntl
 import mmap
 import os
-import re
 
 import numpy as np
 import orjson
@@ -32,8 +31,7 @@ _TABLE_LIMIT = 1 << 22  # combinations numbered by a presence table up to this m
 
 class OpEvents:
     """Every op's event length, known before formatting (``lengths``, the comma included), and the
-    events of any subset of ops written into a file (``write_file``); ``python_tracks``: the (track,
-    thread) of each thread's Python-function events (``_track``)."""
+    events of any subset of ops written into a file (``write_file``)."""
 
     def __init__(self, data, host_pid, device_pid, base, category=None):
         """``base``: the epoch ns ``ts`` count from; ``category``: one ``cat`` for every event (the exports' "cpu_op"); by default each op's type."""
@@ -44,10 +42,8 @@ class OpEvents:
         columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
         self.texts, first = groups(columns)  # the code of each op's head and tail
         samples = list(zip(*(column[first].tolist() for column in columns)))
-        tids = [_track(values["name"][n], values["tid"][i]) for n, _, _, i, _ in samples]
-        self.python_tracks = sorted({(tid, values["tid"][i]) for tid, (*_, i, _) in zip(tids, samples) if tid != values["tid"][i]}, key=str)
-        self.heads = _Texts([_head(values["name"][n], category or values["type"][t], device_pid if c else host_pid, tid)
-                             for (n, t, c, _, _), tid in zip(samples, tids)])
+        self.heads = _Texts([_head(values["name"][n], category or values["type"][t], device_pid if c else host_pid, values["tid"][i])
+                             for n, t, c, i, _ in samples])
         self.tails = _Texts([_tail(values["shape"][s]) for *_, s in samples])
         self.widths = (_micros_width(self.starts), _micros_width(ops["dur"]), _integer_width(ops["step"]))
         self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP)).astype(np.int32)[self.texts]
@@ -195,20 +191,6 @@ def _pwrite(fd, data, offset):
             if exc.errno != errno.EINVAL or not flags & getattr(os, "O_DIRECT", 0):
                 raise
             fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
-
-
-PYTHON_TRACK_OFFSET = 1 << 24  # above any thread id: the Python-function track of thread t is t + this
-_PYTHON_FUNCTION = re.compile(r"^<built-in |^[^ ]+\.py\(\d+\): ")
-
-
-def _track(name, tid):
-    """The track (tid) of an op: its thread's, or for Python-function events (torch ``with_stack``) a track
-    of their own beside it: torch's ``record_function`` ranges begin inside one such event and end inside
-    another, so on one track they would overlap without nesting. The agent no longer asks torch for them
-    (its own sampler draws the Python stacks); raw stores recorded before that still hold them."""
-    if not isinstance(name, str) or not _PYTHON_FUNCTION.match(name):
-        return tid
-    return tid + PYTHON_TRACK_OFFSET if isinstance(tid, int) and 0 <= tid < PYTHON_TRACK_OFFSET else f"{tid} python"
 
 
 def _head(name, kind, pid, tid):

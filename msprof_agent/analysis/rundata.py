@@ -11,7 +11,8 @@ import numpy as np
 import orjson
 
 from ..options import Options
-from ..store import raw_lines
+from ..records import COMM, CPU, END, FORMAT, HOSTIO, KIND, MEM, META, MSTX, NOTE, OPS, PAUSE, PIPELINE, PROBE, QUEUE, STACK, STEP, WINDOW
+from ..store import rank_raw_dir, raw_lines
 from .opcolumns import OpBatches, split_ops_line
 from .workers import COUNT, Workers
 
@@ -55,23 +56,28 @@ class RunData:
         self.comm = [c for c in self.comm if c.get("step") in wanted]
         self.queue = [q for q in self.queue if q.get("step") in wanted]
         if self.steps:
-            lo, hi = self.steps[0]["start"] // 1_000_000, self.steps[-1]["end"] // 1_000_000
+            lo, hi = self.steps[0]["start"], self.steps[-1]["end"]
             self.cpu = [c for c in self.cpu if lo <= c["ts"] <= hi]
             self.host_io = [c for c in self.host_io if lo <= c["ts"] <= hi]
             self.mstx = [m for m in self.mstx if m.get("step") in wanted]
-            self.stacks = [c for c in self.stacks if lo * 1_000_000 <= c["ts"] <= hi * 1_000_000]
-            self.pauses = [p for p in self.pauses if lo * 1_000_000 <= p["start"] <= hi * 1_000_000]
+            self.stacks = [c for c in self.stacks if lo <= c["ts"] <= hi]
+            self.pauses = [p for p in self.pauses if lo <= p["start"] <= hi]
 
 
-_LISTS = {"cpu": "cpu", "mem": "mem", "queue": "queue", "pipeline": "pipeline", "comm": "comm", "stack": "stacks",
-          "hostio": "host_io", "mstx": "mstx", "window": "windows", "note": "notes", "pause": "pauses", "probe": "probes"}
+_LISTS = {CPU: "cpu", MEM: "mem", QUEUE: "queue", PIPELINE: "pipeline", COMM: "comm", STACK: "stacks",
+          HOSTIO: "host_io", MSTX: "mstx", WINDOW: "windows", NOTE: "notes", PAUSE: "pauses", PROBE: "probes"}
+_META_MARK = orjson.dumps({KIND: META})[1:-1]  # b'"k":"meta"'
 _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
+
+
+class StoreFormatError(ValueError):
+    """A raw store another version of msprof-agent wrote: its records mean something else."""
 
 
 def started_ns(profiler_dir, rank):
     """When the rank's run started (its meta record's ``started_ns``), read without loading the rank; None if unrecorded."""
     for line in raw_lines(profiler_dir, rank):
-        if len(line) < 1 << 16 and b'"k":"meta"' in line:  # not an ops line of megabytes
+        if len(line) < 1 << 16 and _META_MARK in line:  # not an ops line of megabytes
             with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 return int(orjson.loads(line)["started_ns"])
     return None
@@ -93,17 +99,17 @@ def load_rank(profiler_dir, rank):
             record = orjson.loads(line)
         except orjson.JSONDecodeError:  # a torn last line (killed mid-write)
             return
-        kind = record.get("k")
-        if kind == "step":
+        kind = record.get(KIND)
+        if kind == STEP:
             if not record.get("win"):  # only its time is ever read (run step time, ops' steps): a long run has millions
                 record = {"n": record["n"], "start": record["start"], "end": record["end"], "win": False}
             steps[record["n"]] = record  # a step recorded twice (re-run flush) keeps the last copy
-        elif kind == "ops":
+        elif kind == OPS:
             batches.add(record)
-        elif kind == "meta":
-            record.pop("k", None)
+        elif kind == META:
+            record.pop(KIND, None)
             data.meta.update(record)
-        elif kind == "end":
+        elif kind == END:
             data.end = record
         elif kind in _LISTS:
             getattr(data, _LISTS[kind]).append(record)
@@ -123,6 +129,7 @@ def load_rank(profiler_dir, rank):
                 take(line, split and split.result())
         for line, split in waiting:
             take(line, split and split.result())
+    _check_format(profiler_dir, rank, data.meta)
     data.steps = [steps[n] for n in sorted(steps)]
     if batches.size:
         data.ops = batches.columns()
@@ -131,6 +138,15 @@ def load_rank(profiler_dir, rank):
         data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
     data.options = Options.from_record(data.meta)
     return data
+
+
+def _check_format(profiler_dir, rank, meta):
+    """Refuse a store of another format (``records.FORMAT``), saying which and what to do."""
+    written = meta.get("format")
+    if meta and written != FORMAT:
+        raise StoreFormatError(f"{rank_raw_dir(profiler_dir, rank)}: a raw store of format {written!r}, written by another "
+                               f"msprof-agent version; this one reads format {FORMAT}: analyse it with the version that recorded it, "
+                               "or record the job again")
 
 
 def _self_durations(ops):

@@ -9,6 +9,7 @@ from ..contract.columns import PYTHON_HOT_SPOTS_HEADER
 from ..contract.names import PYTHON_HOT_SPOTS, SUMMARY
 from ..contract.summary import SUMMARY_VERSION, Summary
 from ..options import not_applicable
+from ..records import KIND
 from ..writers import write_csv, write_json
 from . import advisor, warmup
 
@@ -70,7 +71,7 @@ def build(data, ctx, results):
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses)
                  + _lost_notes(data.end),
-        "windows": [{k: v for k, v in w.items() if k not in ("k", "event")} for w in data.windows if w.get("event") == "collected"],
+        "windows": [{k: v for k, v in w.items() if k not in (KIND, "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(data.options, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", "killed (no end record)"),
         "per_step_ms": results["step_trace"]["per_step_ms"],

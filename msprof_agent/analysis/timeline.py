@@ -43,16 +43,13 @@ def time_base(data, stages):
     if data.op_count:
         candidates.append(int(data.ops["start"].min()))
     candidates += [p["start"] for p in data.pauses] + [c["start"] for c in data.comm] + [m["start"] for m in data.mstx]
-    candidates += [s["ts"] * 1_000_000 for s in list(data.cpu) + list(data.host_io)] + [s["ts"] for s in data.stacks]
+    candidates += [s["ts"] for s in list(data.cpu) + list(data.host_io) + list(data.stacks)]
     return day_base(min(candidates, default=0))
 
 
-def _fixed_events(data, base, ops=None):
-    """Every event but the ops and the per-step tracks, as dicts; with ``ops`` (``OpEvents``), the names
-    of their Python-function tracks."""
+def _fixed_events(data, base):
+    """Every event but the ops and the per-step tracks, as dicts."""
     events = [time_base_event(base, STEP_PID)]
-    events += [{"ph": "M", "name": "thread_name", "pid": OPS_PID, "tid": track, "args": {"name": f"thread {thread}: Python functions"}}
-               for track, thread in (ops.python_tracks if ops else ())]
     events += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}} for pid, name in TRACK_NAMES.items()]
     events += [{"ph": "M", "name": "thread_name", "pid": STEP_PID, "tid": 1, "args": {"name": "Steps"}},
                {"ph": "M", "name": "thread_name", "pid": STEP_PID, "tid": 2, "args": {"name": "Stages"}}]
@@ -60,7 +57,7 @@ def _fixed_events(data, base, ops=None):
         events.append({"ph": "X", "name": pause.get("what", "agent pause"), "cat": "agent", "pid": STEP_PID, "tid": 1,
                        "ts": _us(pause["start"], base), "dur": _us(pause["end"] - pause["start"], 0)})
     for sample in data.cpu:
-        events.append({"ph": "C", "name": "CPU %", "pid": CPU_PID, "tid": 0, "ts": _us(sample["ts"] * 1_000_000, base),
+        events.append({"ph": "C", "name": "CPU %", "pid": CPU_PID, "tid": 0, "ts": _us(sample["ts"], base),
                        "args": {"machine busy": round(100 - sample.get("idle", 0), 1), "process": round(sample.get("puser", 0) + sample.get("psys", 0), 1)}})
     events += _stack_events(data.stacks, base)
     for call in data.comm:
@@ -133,7 +130,7 @@ def write(data, ctx, stages):
     limit_mb = data.options.timeline_limit
     base = time_base(data, stages)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
-    fixed = (_fixed_events(data, base, events) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)
+    fixed = (_fixed_events(data, base) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)
              + mstx.events(data, MSTX_PID, base))
     steps, step_events = _step_events(data, stages, base)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"

@@ -17,12 +17,14 @@ from collections.abc import Iterable
 
 import psutil
 
+from .. import records
 from . import SamplerThread
 
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..records import Cpu
     from ..store import Record
 
 
@@ -104,7 +106,7 @@ class CpuSampler(SamplerThread):
     Unless the user gave ``cpu_sampling_interval`` (``adaptive``: the session checks ``Options.keys_given``), the wait adapts to the window: a
     ``1/POINTS`` of the time sampled so far, from ``FIRST_WAIT_S`` up to the interval, so a window of
     any length has at least about ``POINTS`` samples; any other interval the user gives is kept as is.
-    Each sample says how long it covers (``span_ms``); one covering under ``MIN_SPAN_S`` (a stop right
+    Each sample says how long it covers (``span``, ns); one covering under ``MIN_SPAN_S`` (a stop right
     after a sample) holds no measurement and is not taken.
     """
 
@@ -117,7 +119,7 @@ class CpuSampler(SamplerThread):
         self._adaptive = adaptive  # the interval is the default, not one the user gave: adapt to the window
 
     def _run(self) -> None:
-        self._queue.append(dict(speed_probe(), k="probe", at="start", ts=time.time_ns()))
+        self._queue.append({**speed_probe(), records.KIND: records.PROBE, "at": "start", "ts": time.time_ns()})
         process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process
         cpus = psutil.cpu_count() or 1
         last_times = psutil.cpu_times()
@@ -137,23 +139,23 @@ class CpuSampler(SamplerThread):
                     ctx = psutil.cpu_stats().ctx_switches
                     proc = process.cpu_times()
                     span = (wall - last_wall) * cpus
-                    now_ms = time.time_ns() // 1_000_000
-                    self._queue.append({
-                        "k": "cpu", "ts": now_ms, "span_ms": round((wall - last_wall) * 1000, 3),
-                        "user": machine["user"], "sys": machine["system"], "nice": machine.get("nice", 0.0),
-                        "iowait": machine.get("iowait", 0.0), "steal": machine.get("steal", 0.0),
-                        "idle": machine["idle"], "ctx": ctx - last_ctx, "run": _runnable_processes(),
+                    now = time.time_ns()
+                    sample: Cpu = {
+                        records.KIND: records.CPU, "ts": now, "span": round((wall - last_wall) * 1e9),
+                        "user": machine["user"], "sys": machine["system"], "nice": machine.get("nice", 0.0), "io": machine.get("iowait", 0.0),
+                        "steal": machine.get("steal", 0.0), "idle": machine["idle"], "ctx": ctx - last_ctx, "run": _runnable_processes(),
                         "puser": 100.0 * (proc.user - last_proc.user) / span,
                         "psys": 100.0 * (proc.system - last_proc.system) / span,
                         "rss": process.memory_info().rss,
-                    })
+                    }
+                    self._queue.append(sample)
                     last_ctx, last_proc, last_wall, last_times = ctx, proc, wall, times
                     if last_io is not None:
                         io = _io_counters(process, self._io_kinds)
-                        self._queue.append(dict({key: io[key] - last_io.get(key, io[key]) for key in io}, k="hostio", ts=now_ms))
+                        self._queue.append({**{key: io[key] - last_io.get(key, io[key]) for key in io}, records.KIND: records.HOSTIO, "ts": now})
                         last_io = io
             except Exception:  # a vanished /proc entry must not kill sampling or the job
                 pass
             if stopping:
-                self._queue.append(dict(speed_probe(), k="probe", at="end", ts=time.time_ns()))
+                self._queue.append({**speed_probe(), records.KIND: records.PROBE, "at": "end", "ts": time.time_ns()})
                 return

@@ -11,6 +11,8 @@ import itertools
 import threading
 import time
 
+from .. import records
+
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
     from ..session import Session
@@ -40,7 +42,7 @@ class MstxRecorder:
 
     def mark(self, name: str, domain: str) -> None:
         if self._wanted(domain):
-            self._session.record({"k": "mstx", "kind": "mark", "name": name, "domain": domain, "start": time.time_ns(),
+            self._session.record({records.KIND: records.MSTX, "kind": "mark", "name": name, "domain": domain, "start": time.time_ns(),
                                   "step": self._step(), "tid": threading.get_native_id()})
 
     def range_start(self, name: str, domain: str, native_id: int = 0) -> int:
@@ -54,5 +56,5 @@ class MstxRecorder:
         opened = self._open.pop((domain, range_id), None)
         if opened is not None:
             name, start, step = opened
-            self._session.record({"k": "mstx", "kind": "range", "name": name, "domain": domain, "start": start,
+            self._session.record({records.KIND: records.MSTX, "kind": "range", "name": name, "domain": domain, "start": start,
                                   "end": time.time_ns(), "step": step, "tid": threading.get_native_id()})

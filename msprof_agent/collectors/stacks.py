@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 
+from .. import records
 from . import SamplerThread
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
@@ -62,7 +63,7 @@ class StackSampler(SamplerThread):
 
     def _after_stop(self) -> None:
         """An empty stack closes every open frame at the window's end."""
-        self._queue.append({"k": "stack", "ts": time.time_ns(), "frames": []})
+        self._queue.append({records.KIND: records.STACK, "ts": time.time_ns(), "frames": []})
 
     def _run(self) -> None:
         previous = None
@@ -73,5 +74,5 @@ class StackSampler(SamplerThread):
             frames = stack_of(frame)
             del frame
             if frames != previous:  # an unchanged stack adds nothing: the timeline extends the last one
-                self._queue.append({"k": "stack", "ts": time.time_ns(), "frames": frames})
+                self._queue.append({records.KIND: records.STACK, "ts": time.time_ns(), "frames": frames})
                 previous = frames

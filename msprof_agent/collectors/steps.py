@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import time
 
+from .. import records
+
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
-    from ..store import Record
+    Record = dict[str, Any]  # the open step (records.Step), filled in as the step runs
 
 MAX_WAITS_KEPT = 32
 
@@ -32,7 +35,7 @@ class StepRecorder:
         """Make sure a step is open (idempotent); the first call marks the start of training."""
         if self.current is None:
             start = self._next_start or (time.time_ns() if now is None else now)
-            self.current = {"k": "step", "n": self.completed + 1, "start": start, "wait": 0, "waits": [], "fp": None, "bp": None}
+            self.current = {records.KIND: records.STEP, "n": self.completed + 1, "start": start, "wait": 0, "waits": [], "fp": None, "bp": None}
             self._on_open(self.current["n"], start)
         return self.current
 

@@ -11,7 +11,8 @@ second directory for the rank (msprof-analyze keeps only the one with the larges
 """
 import os
 
-from ..contract.names import ASCEND_FOLDER, ASCEND_SUFFIX, HTA_FOLDER
+from .. import frameworks
+from ..contract.names import ASCEND_FOLDER, HTA_FOLDER
 from ..options import EXPORT_TYPES
 
 
@@ -27,15 +28,16 @@ def kinds(value):
     return [k for k in EXPORT_TYPES if k in names]
 
 
-def is_torch(data):
-    return data.meta.get("framework") == "torch"
+def framework_profile(data):
+    """The run's framework profile; MindSpore's for a run no framework attached to."""
+    return frameworks.profile_of(data.meta.get("framework")) or frameworks.MINDSPORE
 
 
 def ascend_dir(data, profiler_dir):
     """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside ``profiler_dir``, from the run's meta."""
     meta = data.meta
     started_ms = int(meta.get("started_ns") or 0) // 1_000_000
-    suffix = ASCEND_SUFFIX["torch" if is_torch(data) else "mindspore"]
+    suffix = framework_profile(data).export_suffix
     host = str(meta.get("host") or "localhost").replace(os.sep, "-")
     folder = ASCEND_FOLDER.format(host=host, pid=meta.get("pid", 0), started_ms=started_ms, suffix=suffix)
     return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), folder)
@@ -60,7 +62,7 @@ def write(data, ctx, results, names=None):
     written = {"dir": root, "dirs": [root]}
     if "text" in names:
         written["text"] = ascend_text.write(data, ctx, root, overlap, results)
-        if is_torch(data):
+        if framework_profile(data).hta_trace:
             written["hta"] = hta_trace.write(data, hta_dir(ctx.profiler_dir), stages)
             written["dirs"].append(hta_dir(ctx.profiler_dir))
     if "db" in names:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..analysis.operators import counted_op_mask
 from ..contract import names
+from . import framework_profile
 from .ascend_text import step_table
 from .overlap import GROUP, collectives
 
@@ -53,8 +54,7 @@ INDEXES = (("TASK", "startNs"), ("PYTORCH_API", "startNs"), ("COMMUNICATION_OP",
 
 
 def file_name(data):
-    framework = names.ASCEND_DB_FRAMEWORK["torch" if data.meta.get("framework") == "torch" else "mindspore"]
-    return names.rank_file(names.ASCEND_DB, data.rank, framework=framework)
+    return names.rank_file(names.ASCEND_DB, data.rank, framework=framework_profile(data).db_framework)
 
 
 class _Strings:
@@ -83,10 +83,10 @@ class _Strings:
 
 def write(data, root, overlap):
     out = os.path.join(root, names.ASCEND_OUTPUT)
-    torch = data.meta.get("framework") == "torch"
-    indexes = [i for i in INDEXES if torch or i[0] != "PYTORCH_API"]
+    api_tables = framework_profile(data).api_tables
+    indexes = [i for i in INDEXES if api_tables or i[0] != "PYTORCH_API"]
     counts = _write_db(os.path.join(out, file_name(data)), lambda db: _fill(db, data, overlap), indexes)
-    if torch:  # msprof-analyze's cluster step table reads PyTorch's from analysis.db
+    if api_tables:  # msprof-analyze's cluster step table reads PyTorch's from analysis.db
         _write_db(os.path.join(out, names.ASCEND_ANALYSIS_DB), lambda db: _step_trace(db, overlap), ())
     return dict(counts, file=file_name(data))
 
@@ -124,9 +124,9 @@ def _write_db(path, fill, indexes):
 
 def _fill(db, data, overlap):
     meta = data.meta
-    torch = meta.get("framework") == "torch"
+    api_tables = framework_profile(data).api_tables
     for table, columns in TABLES.items():
-        if table != "PYTORCH_API" or torch:
+        if table != "PYTORCH_API" or api_tables:
             db.execute(f"CREATE TABLE {table} ({columns})")
     strings = _Strings(data)
     pid = int(meta.get("pid") or 0)
@@ -140,17 +140,17 @@ def _fill(db, data, overlap):
     db.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?, ?)", (data.rank, int(meta.get("device_id") or 0)))
     db.execute("INSERT INTO ENUM_API_TYPE VALUES (?, ?)", (API_TYPE_OP, "op"))
     db.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", [(r["n"], r["start"], r["end"]) for r in overlap.stages])
-    tasks = _ops(db, data, strings, pid, torch)
+    tasks = _ops(db, data, strings, pid, api_tables)
     calls = collectives(data)
     group = strings(GROUP)
     db.executemany("INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
         (strings(key.split("@")[0]), c["start"], c["start"] + c["dur"], -1, group, i, 0, 0, strings("UNKNOWN"), strings("gloo"),
          c.get("bytes") or 0, strings(c.get("name", "comm"))) for i, (_, key, c) in enumerate(calls)])
-    db.executemany("INSERT INTO CPU_USAGE VALUES (?, ?, ?)", [(c["ts"] * 1_000_000, "Avg", round(100 - c.get("idle", 0), 2)) for c in data.cpu])
+    db.executemany("INSERT INTO CPU_USAGE VALUES (?, ?, ?)", [(c["ts"], "Avg", round(100 - c["idle"], 2)) for c in data.cpu])
     capacity = meta.get("memory_bytes") or 0
     if capacity:
         db.executemany("INSERT INTO HOST_MEM_USAGE VALUES (?, ?)",
-                       [(c["ts"] * 1_000_000, round(100 * c["rss"] / capacity, 4)) for c in data.cpu if "rss" in c])
+                       [(c["ts"], round(100 * c["rss"] / capacity, 4)) for c in data.cpu])
     db.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", enumerate(strings.values))
     return {"tasks": tasks, "collectives": len(calls)}
 
@@ -178,7 +178,7 @@ def _insert_rows(db, table, row, values):
         db.execute(statement(len(values) - whole), values[whole:].reshape(-1).tolist() + [whole + 1] * numbered)
 
 
-def _ops(db, data, strings, pid, torch):
+def _ops(db, data, strings, pid, api_tables):
     """TASK + COMPUTE_TASK_INFO (and PYTORCH_API) rows of the host ops in the profiled steps, as the op tables count them.
 
     Rows go straight into the tables, many per statement (``_insert_rows``), each binding only the values
@@ -204,7 +204,7 @@ def _ops(db, data, strings, pid, torch):
                  f"({{0}}, {{1}}, {device}, {{id}}, NULL, {pid}, {host}, {{2}}, {{id}})", np.stack((start, end, tid), axis=1))
     _insert_rows(db, "COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType, inputShapes)",
                  f"({{0}}, NULL, {host}, {{1}}, {{2}})", np.stack((name, op_type, shape), axis=1))
-    if torch:
+    if api_tables:
         _insert_rows(db, "PYTORCH_API (startNs, endNs, globalTid, connectionId, name, inputShapes, type)",
                      f"({{0}}, {{1}}, {pid << 32} | {{2}}, {{id}}, {{3}}, {{4}}, {API_TYPE_OP})",
                      np.stack((start, end, tid, name, shape), axis=1))

@@ -24,6 +24,7 @@ from ..analysis.opevents import OpEvents
 from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, _step_events, time_base, write_trace
 from ..contract import names
 from ..writers import write_csv, write_json
+from . import framework_profile
 from .overlap import collectives
 
 STEP_HEADER = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
@@ -53,7 +54,7 @@ def write(data, ctx, root, overlap, results):
     write_json(os.path.join(out, names.ASCEND_COMMUNICATION_MATRIX), matrix, pretty)
     write_csv(os.path.join(out, names.ASCEND_OP_STATISTIC), OP_HEADER, op_statistic(data))
     if data.mem:
-        component = "PTA" if data.meta.get("framework") == "torch" else "MindSpore"
+        component = framework_profile(data).component
         write_csv(os.path.join(out, names.ASCEND_MEMORY_RECORD), MEMORY_HEADER,
                   [[component, _us(m["ts"]), round(m.get("allocated", 0) / MB, 4), "", "", "", m.get("device", "cpu").upper()]
                    for m in sorted(data.mem, key=lambda m: m["ts"])])
@@ -110,7 +111,7 @@ def _trace_view(data, path, overlap):
     fixed, overlap_bytes = overlap_events(overlap, base)
     steps, _ = _step_events(data, overlap.stages, base)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base, category="cpu_op") if data.op_count else None
-    head = orjson.dumps(_fixed_events(data, base, events) + fixed)[:-1] + steps + overlap_bytes
+    head = orjson.dumps(_fixed_events(data, base) + fixed)[:-1] + steps + overlap_bytes
     limit_mb = data.options.timeline_limit
     _, kept, size = write_trace(path, head, b"]", events, data.ops["dur"] if events else None, limit_mb)
     return {"ops": kept, "bytes": size}

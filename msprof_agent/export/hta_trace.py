@@ -35,7 +35,7 @@ def write(data, directory, stages):
     distributed = json.dumps({"backend": "gloo" if world > 1 else "", "rank": rank, "world_size": world})  # '"rank": r' spaced: HTA finds it by regex
     events = OpEvents(data, OPS_PID, DEVICE_PID, base, category="cpu_op") if data.op_count else None
     head = (b'{"schemaVersion": 1, "distributedInfo": %s, "deviceProperties": [], "displayTimeUnit": "ms",\n"traceEvents": %s'
-            % (distributed.encode(), orjson.dumps(_fixed_events(data, base, events) + steps)[:-1]))  # the ops and "]}" follow
+            % (distributed.encode(), orjson.dumps(_fixed_events(data, base) + steps)[:-1]))  # the ops and "]}" follow
     limit_mb = data.options.timeline_limit
     name = HTA_TRACE.format(host=meta.get("host", "localhost"), pid=meta.get("pid", 0), rank=rank)
     _, kept, size = write_trace(os.path.join(directory, name), head, b"]}", events, data.ops["dur"] if events else None, limit_mb)

@@ -4,40 +4,16 @@ Computing is the union of the rank's own op intervals in the step, communication
 gloo a fast rank waits inside its collectives for the slow one, so step totals are equal on every
 rank while Computing still tells them apart. Communication is the union of the recorded collective
 calls; the part no op overlaps is ``Communication(Not Overlapped)``; Free is the rest of the step.
-Intervals are merged with numpy (sorted starts, running maximum of ends), not op by op.
+Intervals are merged with numpy (``analysis.intervals``), not op by op.
 """
 import re
 
 import numpy as np
 
+from ..analysis.intervals import length_within, merge
+
 COMM_OP = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_?to_?all|^gloo:|^nccl:|^hccl|^hcom|c10d::|^send$|^recv$|isend|irecv",
                      re.IGNORECASE)
-
-
-def merge(starts, ends):
-    """The union of intervals (starts sorted) as disjoint sorted (starts, ends) arrays."""
-    if not len(starts):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    reach = np.maximum.accumulate(ends)
-    new = np.append(True, starts[1:] > reach[:-1])
-    if new.all():  # already disjoint (ops one after another on a host thread): nothing to merge
-        return starts, ends
-    firsts = np.flatnonzero(new)
-    return starts[firsts], np.maximum.reduceat(ends, firsts)
-
-
-def _length_within(starts, ends, lo, hi):
-    """Total length of disjoint sorted intervals clipped to each [lo, hi)."""
-    cut_starts, cut_ends = np.searchsorted(ends, lo, side="right"), np.searchsorted(starts, hi, side="left")
-    spans = np.maximum(ends - starts, 0)
-    total = np.concatenate(([0], np.cumsum(spans)))
-    whole = total[cut_ends] - total[cut_starts]
-    lengths = []
-    for a, b, low, high, inner in zip(cut_starts.tolist(), cut_ends.tolist(), lo.tolist(), hi.tolist(), whole.tolist()):
-        if a < b:  # the first and last interval may stick out of the window
-            inner -= max(0, low - int(starts[a])) + max(0, int(ends[b - 1]) - high)
-        lengths.append(inner)
-    return np.array(lengths, dtype=np.int64)
 
 
 def _subtract(a, b):
@@ -84,9 +60,9 @@ class Overlap:
         self.rows = []
         if not stages:
             return
-        computing = _length_within(*self.computing, lo, hi)
-        communication = _length_within(*comm, lo, hi)
-        alone = _length_within(*self.comm_alone, lo, hi)
+        computing = length_within(*self.computing, lo, hi)
+        communication = length_within(*comm, lo, hi)
+        alone = length_within(*self.comm_alone, lo, hi)
         for stage, c, m, a in zip(stages, computing.tolist(), communication.tolist(), alone.tolist()):
             total = stage["end"] - stage["start"]
             self.rows.append({"n": stage["n"], "start": stage["start"], "end": stage["end"], "computing": c, "communication": m,

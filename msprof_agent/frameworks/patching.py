@@ -2,8 +2,12 @@
 while it still holds our wrapper (someone may have wrapped it again on top of us).
 
 wrapt does nothing against double wrapping, hence the marker attribute; arguments go positionally
-because wrapt 2.0 renamed ``wrap_function_wrapper``'s first parameter.
+because wrapt 2.0 renamed ``wrap_function_wrapper``'s first parameter. A method that runs several
+times a step takes a plain function instead (``replace``): wrapt binds a new wrapper object at every
+call of a wrapped method.
 """
+import functools
+
 import wrapt
 
 from .. import log
@@ -39,6 +43,20 @@ class Patches:
         wrapped._self_msprof = True
         setattr(owner, attribute, wrapped)
         self._applied.append((owner, attribute, wrapped))
+
+    def replace(self, owner, attribute, make):
+        """Put ``make(method)``, a plain function taking the method's arguments, in place of a class's
+        own method (once; ``remove_all`` puts the method back while ours is still there)."""
+        current = vars(owner).get(attribute)
+        if current is None:
+            log.warn_once(f"{owner.__name__} has no {attribute}; that part of the run loop is not instrumented")
+            return
+        if getattr(current, "_msprof", False):
+            return
+        replacement = functools.wraps(current)(make(current))  # sets __wrapped__, which remove_all restores
+        replacement._msprof = True
+        setattr(owner, attribute, replacement)
+        self._applied.append((owner, attribute, replacement))
 
     def __bool__(self):
         return bool(self._applied)

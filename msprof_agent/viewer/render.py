@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 import orjson
 
+from .. import frameworks
 from ..contract.columns import CPU_BUSY_STATES, FETCH_GET
 from ..contract.names import SUMMARY, rank_file
 from ..contract.readers import cpu_means
@@ -32,15 +33,11 @@ STAGES = (("iteration_interval", "Step interval"), ("fp_and_bp", "Forward + back
 STAGE_COLORS = {"iteration_interval": "#8fb3e0", "fp_and_bp": "#3b6fb6", "tail": "#f2a541", "data_wait": "#c0392b",
                 "communication": "#2e8b57"}
 
-# One sentence per section that can be absent: which option fills it, or why this framework has none.
-# A value is the sentence, or {framework: sentence} where frameworks differ ("torch" / "mindspore").
+# One sentence per section that can be absent: which option fills it; where frameworks differ, the
+# framework profile's hints say why this framework has none.
 FILLED_BY = {
     "step_trace": "No step was profiled: check start_step / stop_step, and that the training loop ran while profiling was on.",
     "queue": "The wait for data is recorded for every profiled step; this run profiled none (check start_step / stop_step).",
-    "queue_sizes": {"mindspore": "set data_process: true to sample the dataset queue's size at each fetch.",
-                    "torch": "a PyTorch DataLoader has no queue to sample; the wait per step above is how long each batch took."},
-    "pipeline": {"mindspore": "Set data_process: true in MS_PROFILER_OPTIONS to record the dataset pipeline's ops and queues.",
-                 "torch": "The pipeline view is for mindspore.dataset pipelines; a PyTorch DataLoader has none (the wait for data per step is shown above)."},
     "op_types": "Set op_time: true (the default) to record operators.",
     "op_detail": "Set op_time: true (the default) to record operators.",
     "op_shapes": "Set op_time: true (the default) to record operators; analyse again (msprof-agent analyse) if the run predates this table.",
@@ -55,30 +52,28 @@ FILLED_BY = {
 }
 
 
-def framework_of(sections):
-    """The run's framework ("torch" or "mindspore") from its profiler_info or summary; "mindspore" when neither says."""
+def profile_of_run(sections):
+    """The run's framework profile, from its profiler_info or summary; MindSpore's when neither names a known framework."""
     for name in ("info", "summary"):
         section = sections.get(name)
         if ok(section) and isinstance(section["data"], dict) and section["data"].get("framework"):
-            return section["data"]["framework"]
-    return "mindspore"
+            return frameworks.profile_of(section["data"]["framework"]) or frameworks.MINDSPORE
+    return frameworks.MINDSPORE
 
 
-def hints(framework):
-    """FILLED_BY for one framework: {section: sentence}."""
-    return {key: value.get(framework, value.get("mindspore")) if isinstance(value, dict) else value for key, value in FILLED_BY.items()}
+def hints(profile):
+    """FILLED_BY in one framework's words: {section: sentence}."""
+    return dict(FILLED_BY, **profile.hints)
 
 
-def info_rows(info, framework):
-    """The run card's rows from profiler_info, in the framework's words: torch runs show their torch version
-    and eager mode, MindSpore runs their MindSpore version and context mode."""
+def info_rows(info, profile):
+    """The run card's rows from profiler_info, in the framework's words: its version, and its mode (torch's
+    is always eager, MindSpore's the run's context mode)."""
     data = info["data"] if ok(info) and isinstance(info["data"], dict) else {}
     if not data:
         return []
-    if framework == "torch":
-        rows = [("torch version", data.get("framework_version")), ("mode", "eager")]
-    else:
-        rows = [("MindSpore version", data.get("ms_version") or data.get("framework_version")), ("mode", data.get("context_mode"))]
+    rows = [(profile.version_label, data.get(profile.version_key) or data.get("framework_version")),
+            ("mode", profile.fixed_mode or data.get("context_mode"))]
     rows += [("parallel mode", data.get("parallel_mode")), ("ranks", data.get("rank_size"))]
     return [(key, value) for key, value in rows if value not in (None, "")]
 
@@ -316,7 +311,7 @@ def data_stats(sections):
 def overview(page, run, rank, sections, report=False):
     summary = sections.get("summary")
     context = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [],
-               "info_rows": info_rows(sections.get("info"), framework_of(sections))}
+               "info_rows": info_rows(sections.get("info"), profile_of_run(sections))}
     if ok(summary):
         context["suggestions"] = [{"id": sug.get("id"), "text": sug.get("text"),
                                    "evidence": [(k, _evidence_text(v)) for k, v in (sug.get("evidence") or {}).items()]}
@@ -724,10 +719,10 @@ def page_body(page, name, run, rank, sections, report=False):
     """One page's cards, rendered from templates/<name>.html with what its view computed, in the run's framework's words."""
     view = VIEWS[name]
     context = view(page, run, rank, sections, report) if name in ("overview", "cluster") else view(page, run, rank, sections)
-    framework = framework_of(sections)
+    profile = profile_of_run(sections)
     from markupsafe import Markup
 
-    return Markup(render(f"{name}.html", run=run, rank=rank, framework=framework, hints=hints(framework), **context))
+    return Markup(render(f"{name}.html", run=run, rank=rank, profile=profile, hints=hints(profile), **context))
 
 
 def run_page(run, rank, page_name, loaded):

@@ -33,24 +33,17 @@ guarded so an agent error never reaches the training script):
   datasets are evaluation); iterators of any other dataset (an eval set iterated in the loop) create
   no steps. A step left open at exit is discarded.
 
-The device session drives ``mindspore._c_expression.Profiler.get_instance("CPU")`` (what the public
-CPU profiler uses, without its ~1 s analysis), falling back to ``mindspore.profiler.Profiler``, into a
-scratch directory that is parsed into ``ops`` / ``mem`` records and deleted at the window's end.
-With ``data_process`` the dataset profiler must run before the pipeline is built, so it starts at
-install time and is saved and parsed at the window's end.
+The device session (``device.MindSporeDevice``) is handed to the session at install.
 """
 import collections.abc
-import os
-import shutil
 import sys
 import time
 import weakref
 
-from .. import log
-from ..contract import names
-from ..store import rank_raw_dir
-from . import mindspore_profiler_files as profiler_files
-from .patching import Patches
+from ... import log, records
+from ..patching import Patches
+from .device import MindSporeDevice
+from .profile import PROFILE
 
 _patches = Patches()
 _state = None
@@ -97,7 +90,7 @@ def install(session):
 
     _state = _State(session)
     device = MindSporeDevice(session)
-    if not session.attach("mindspore", device=device, ms_version=mindspore.__version__):
+    if not session.attach(PROFILE.name, device=device, ms_version=mindspore.__version__):
         _state = None
         return
     _patches.wrap(model_module.Model, "_train", _model_train)
@@ -162,7 +155,7 @@ def _with_step_callback(state, args, kwargs):
     import mindspore as ms
 
     if sink and ms.get_context("device_target") == "CPU":
-        state.session.record({"k": "note", "ts": time.time_ns(),
+        state.session.record({records.KIND: records.NOTE, "ts": time.time_ns(),
                               "text": "dataset_sink_mode=True on CPU: MindSpore ran without sinking; one step per batch"})
     return tuple(args), kwargs
 
@@ -299,7 +292,7 @@ def _patch_mstx(session):
     except ImportError:  # MindSpore before 2.5 has no mstx: nothing to record
         return
 
-    from ..collectors.mstx import MstxRecorder
+    from ...collectors.mstx import MstxRecorder
 
     recorder = MstxRecorder(session)
 
@@ -414,7 +407,7 @@ def _call_ends(state, role, now, what):
     state.session.steps.close(now, epoch=state.loop_epoch)
     if not state.steps_explained:
         state.steps_explained = True
-        state.session.record({"k": "note", "ts": now, "text": _steps_explained(role, what)})
+        state.session.record({records.KIND: records.NOTE, "ts": now, "text": _steps_explained(role, what)})
 
 
 def _steps_explained(role, what):
@@ -428,106 +421,3 @@ def _steps_explained(role, what):
     if role == STEP and any(isinstance(cell, ms.nn.Optimizer) for _, cell in what.cells_and_names()):
         return f"custom loop: one step per call of the outermost compiled cell {type(what).__name__}"
     return f"inference loop (no optimizer): one step per forward of the outermost model {type(what).__name__}"
-
-
-# -- the device session -----------------------------------------------------------------------------
-class MindSporeDevice:
-    """MindSpore's own CPU profiler for the window, read back into raw records and then removed."""
-
-    def __init__(self, session):
-        self.session = session
-        self.options = None  # the recording window's, from start()
-        raw = rank_raw_dir(session.profiler_dir, session.options.rank_id)
-        self.scratch = os.path.join(raw, names.NATIVE_SCRATCH.format(pid=os.getpid()))
-        self._native = None
-        self._public = None
-        self._dataset_profiler = None
-
-    def start(self, options):
-        """Start the CPU profiler for a window with the window's OPTIONS."""
-        self.options = options
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        os.makedirs(self.scratch, exist_ok=True)
-        if not options.op_time:
-            return  # data_process only: the dataset profiler already runs since install
-        try:
-            self._start_native()
-        except Exception as exc:
-            log.report_error("MindSpore's native CPU profiler (using the public Profiler instead)", exc)
-            self._native = None
-            self._start_public()
-
-    def _start_native(self):
-        from mindspore._c_expression import Profiler
-
-        profiler = Profiler.get_instance("CPU")
-        profiler.init(self.scratch)
-        profiler.step_profiling_enable(True)
-        profiler.enable_op_time()
-        if self.options.profile_memory:
-            profiler.enable_profile_memory()
-        self._native = profiler
-
-    def _start_public(self):
-        from mindspore.profiler import Profiler
-
-        self._public = Profiler(output_path=self.scratch, profile_memory=self.options.profile_memory)
-
-    def stop(self, session):
-        try:
-            if self._native is not None:
-                self._native.stop()
-            elif self._public is not None:
-                self._public.stop()
-            self._stop_dataset_profiler()
-            self._read_back(session)
-        finally:
-            self._native = self._public = None
-            shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def _read_back(self, session):
-        path = profiler_files.find(self.scratch, names.MS_OP_EXECUTIONS)
-        if path is not None:
-            ops = profiler_files.read_op_executions(path)
-            shapes = profiler_files.find(self.scratch, names.MS_FRAMEWORK)
-            if shapes is not None and self.options.record_shapes:
-                profiler_files.attach_shapes(ops, profiler_files.read_shapes(shapes))
-            for batch in profiler_files.op_batches(ops, "mindspore-cpu"):
-                session.record(batch)
-        memory = profiler_files.find(self.scratch, names.MS_MEMORY_RECORD)
-        if memory is not None:
-            for record in profiler_files.memory_records(memory):
-                session.record(record)
-        queues = ((names.MS_ITERATOR_QUEUE, "iterator"), (names.MS_DEVICE_QUEUE, "device_queue"))
-        for pattern, kind in queues:
-            queue = profiler_files.find(self.scratch, pattern)
-            if queue is not None:
-                for record in profiler_files.queue_records(queue, kind):
-                    session.record(record)
-        pipeline = profiler_files.find(self.scratch, names.MS_PIPELINE)
-        if pipeline is not None:
-            cpu = profiler_files.find(self.scratch, names.MS_CPU_UTILIZATION)
-            for record in profiler_files.pipeline_records(pipeline, cpu):
-                session.record(record)
-
-    # The dataset profiler only sees pipelines built after it started, hence install time.
-    def start_dataset_profiler(self):
-        try:
-            import mindspore._c_dataengine as cde
-
-            manager = cde.GlobalContext.profiling_manager()
-            manager.init()
-            manager.start()
-            self._dataset_profiler = manager
-        except Exception as exc:
-            log.report_error("starting MindSpore's dataset profiler", exc)
-
-    def _stop_dataset_profiler(self):
-        manager, self._dataset_profiler = self._dataset_profiler, None
-        if manager is None:
-            return
-        try:
-            manager.stop()
-            manager.save(self.scratch)
-        except Exception as exc:
-            log.report_error("saving MindSpore's dataset profiler", exc)

@@ -8,8 +8,8 @@ one module executes. It stays in ``os.environ`` for everything else, child proce
 import os
 import sys
 
-from ..environment import OPTIONS
-from .import_hooks import around_first_exec
+from ...environment import OPTIONS
+from ..import_hooks import around_first_exec
 
 TARGET = "mindspore.profiler.envprofiler"
 _hidden = []

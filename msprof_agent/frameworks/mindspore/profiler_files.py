@@ -17,7 +17,8 @@ import os
 import re
 import time
 
-from ..store import coded
+from ...records import KIND, MEM, OPS, PIPELINE, QUEUE
+from ...store import coded
 
 OPS_PER_RECORD = 50_000
 _SHAPE = re.compile(r"input_\d+:(\[[^\]]*\]|NoShape)")
@@ -100,7 +101,7 @@ def op_batches(ops, source):
         batch = {key: values[lo:lo + OPS_PER_RECORD] for key, values in ops.items()}
         for column in ("name", "type"):
             batch[column + "_codes"], batch[column + "_table"] = coded(batch.pop(column))
-        batch.update(k="ops", source=source, device="cpu")
+        batch.update({KIND: OPS, "source": source, "device": "cpu"})
         yield batch
 
 
@@ -111,7 +112,7 @@ def memory_records(path):
             fields = line.strip().split(",")
             if len(fields) < 4 or not fields[0].isdigit():
                 continue
-            records.append({"k": "mem", "ts": int(fields[0]), "allocated": int(fields[1]),
+            records.append({KIND: MEM, "ts": int(fields[0]), "allocated": int(fields[1]),
                             "reserved": int(fields[2]), "active": int(fields[3]), "device": "cpu"})
     return records
 
@@ -131,7 +132,7 @@ def queue_records(path, kind):
             if len(fields) != 5 or fields[0] != "1":
                 continue
             capacity, step, size, ts_ms = (int(f) for f in fields[1:])
-            records.append({"k": "queue", "ts": ts_ms * 1_000_000 + offset, "step": step, "size": size,
+            records.append({KIND: QUEUE, "ts": ts_ms * 1_000_000 + offset, "step": step, "size": size,
                             "capacity": capacity, "kind": kind})
     return records
 
@@ -170,7 +171,7 @@ def pipeline_records(path, cpu_path=None):
                 "parent_id": parents.get(op.get("op_id"), -1), "children_id": op.get("children", []) or [],
                 "cpu_user": _at(metrics.get("user_utilization"), i), "cpu_sys": _at(metrics.get("sys_utilization"), i),
             })
-        records.append({"k": "pipeline", "ts": ts, "ops": entries})
+        records.append({KIND: PIPELINE, "ts": ts, "ops": entries})
     return records
 
 

@@ -1,0 +1,1 @@
+"""PyTorch integration: the run-loop patches (``patch``) and torch.profiler as the device session (``device``)."""

@@ -1,0 +1,313 @@
+"""The torch device session: torch.profiler for the op-collection window, read back as raw records.
+
+The run-loop patches (``patch.py``) drive it: ``start`` / ``stop`` at the window's edges (the
+``DeviceSession`` protocol), ``step_ended`` at each close and ``hand_over`` between two steps when a
+profiler session holds ~SESSION_EVENTS events.
+"""
+import bisect
+import os
+import re
+import time
+
+import orjson
+
+from ... import environment, log, records
+from ...store import coded
+from .fork_guard import guard_fork_children_against_kineto_exit
+
+OPS_CHUNK = 65536
+# torch.profiler keeps every event of a session until its stop(), at ~5 KB each with shapes (6 GB
+# for the 1.1 M events of 300 ResNet steps), so a window is collected as a series of profiler
+# sessions of about this many events, handed over between two steps.
+SESSION_EVENTS = 50_000
+FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
+MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
+MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
+
+# Collectives that run inside C++ (DDP's reducer) reach no Python wrapper; the profiler sees them.
+COMM_OP_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:", "xccl:")
+DTYPE_BYTES = {
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4, "short int": 2,
+    "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
+}
+
+# torch.profiler's own step and DataLoader annotations: the agent records steps and data waits
+# itself, and the DataLoader one's "self time" is waiting, which would top the op tables.
+ANNOTATIONS_NOT_OPS = ("ProfilerStep#", "enumerate(DataLoader)#")
+
+# kineto (linked into libtorch) writes "USDT: ... profiler_start" and "profiler_stop" to stderr for every
+# profiler session at its default level, ERROR (4); USDT is 5. It reads KINETO_LOG_LEVEL once, when
+# the process's first profiler session starts. Above USDT, kineto prints nothing (its ERROR lines go too).
+KINETO_QUIET_LEVEL = "6"
+
+# A memory address in an op name ("... object at 0x7ff7...", a record_function label made from an object):
+# removed, so that the same op has the same name in every run and `compare` can match it.
+ADDRESS = re.compile(r"\s*(?:at )?0x[0-9a-fA-F]+")
+
+
+def cuda_in_use():
+    """True once the script itself initialised CUDA. Never ``torch.cuda.is_available()``: that
+    initialises the driver in this process, and a later ``fork`` could then not use CUDA."""
+    import torch
+
+    return torch.cuda.is_initialized()
+
+
+
+_kineto_level_chosen = False
+
+
+def _start_quietly(prof):
+    """Start ``prof`` with kineto's lines off, so the job's output stays its own: the level is set
+    for kineto's first start only (it reads it then), and never where the user chose one; the
+    variable is removed again, so the job's children do not inherit it."""
+    global _kineto_level_chosen
+    if _kineto_level_chosen or environment.KINETO_LOG_LEVEL in os.environ:
+        prof.start()
+        return
+    _kineto_level_chosen = True
+    os.environ[environment.KINETO_LOG_LEVEL] = KINETO_QUIET_LEVEL
+    try:
+        prof.start()
+    finally:
+        os.environ.pop(environment.KINETO_LOG_LEVEL, None)
+
+
+
+class TorchDeviceSession:
+    """torch.profiler for the op-collection window; the events go out as raw ``ops`` / ``mem`` batches.
+
+    ``key_averages()`` and the profiler's Python event parsing are avoided: on a long window they
+    take minutes and gigabytes. Instead the kineto result's events are read once, flat, and streamed
+    into column batches. All ops are kept (nested ``aten::`` calls included, no parent links), so
+    counts per op name equal torch.profiler's own table.
+    """
+
+    def __init__(self, steps):
+        self.options = None  # the recording window's, from start()
+        self._session_events = _session_events()
+        self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
+        self._steps = steps
+        self.step_ends = []  # boundaries of the window's steps, to number the collectives found in it
+        self.wrapped_comm = []  # (start, end) of calls the Python wrappers timed already
+        self._first_step = 1
+        self._session_steps = FIRST_SESSION_STEPS  # steps per profiler session, sized from the last one
+        self._steps_in_session = 0
+        self._prof = None
+        self._sync = None
+        self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
+
+    def start(self, options):
+        """Start torch.profiler for a window with the window's OPTIONS."""
+        self.options = options
+        self._start_profiler(continuing=False)
+
+    def _start_profiler(self, continuing):
+        """A profiler session for the window, or (``continuing``) its next one after a hand-over."""
+        if not self.options.op_time:
+            return  # torch.profiler has nothing but ops to give: data waits come from the run loop
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        self.cuda = cuda_in_use()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        # with_stack is the agent's own stack sampler (collectors/stacks.py): torch's Python stack events
+        # made a 1.7 s training loop take 22 s and named ops after Python objects and their addresses.
+        self._prof = profile(activities=activities, record_shapes=self.options.record_shapes,
+                             profile_memory=self.options.profile_memory, with_flops=self.options.record_shapes)
+        if not continuing:
+            self._mem_base = {"cpu": 0, "cuda": torch.cuda.memory_allocated() if self.cuda and self.options.profile_memory else 0}
+        self.step_ends, self.wrapped_comm = [], []
+        self._steps_in_session = 0
+        self._first_step = self._steps.completed + 1
+        before = time.time_ns()
+        _start_quietly(self._prof)
+        self._sync = (before, time.time_ns())
+        guard_fork_children_against_kineto_exit()
+
+    @property
+    def active(self):
+        return self._prof is not None
+
+    def step_ended(self, now):
+        self.step_ends.append(now)
+        self._steps_in_session += 1
+
+    @property
+    def handover_due(self):
+        return self._prof is not None and self._steps_in_session >= self._session_steps
+
+    def hand_over(self, session):
+        """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS."""
+        steps = self._steps_in_session
+        events = self.stop(session)
+        self._session_steps = max(1, steps * self._session_events // max(events, 1))
+        self._start_profiler(continuing=True)
+
+    def stop(self, session):
+        """Stop torch.profiler and write its events; returns how many it gave."""
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return 0
+        prof.stop()
+        results = prof.profiler.kineto_results
+        events = results.events()
+        self._emit(session, events, self._clock_offset(results.trace_start_ns()))
+        # The profile object sits in reference cycles that only a full garbage collection frees, and
+        # with it the C++ events (~10 KB each): drop them now, or every hand-over's stay in memory.
+        prof.profiler.kineto_results = None
+        prof.profiler = None
+        return len(events)
+
+    def _emit(self, session, events, offset):
+        cuda = self.cuda
+        shapes_on = bool(self.options.record_shapes)
+        batches = {}
+        memory, comm = [], []
+        skipped = 0
+        for event in events:
+            try:  # read the whole row before appending, so a bad event never misaligns the columns
+                name = event.name()
+                if name == "[memory]":
+                    memory.append((event.start_ns(), event.nbytes(), cuda and event.device_type().name == "CUDA"))
+                    continue
+                if event.is_hidden_event() or name.startswith(ANNOTATIONS_NOT_OPS) or name == "[OutOfMemory]":
+                    continue
+                on_gpu = cuda and event.device_type().name == "CUDA"
+                row = (name, event.start_ns(), event.duration_ns(),
+                       event.device_index() if on_gpu else event.start_thread_id(), event.flops())
+                stream = event.device_resource_id() if on_gpu else None
+                if name.startswith(COMM_OP_PREFIXES):
+                    comm.append((name, row[1], row[2], event.shapes(), event.dtypes()))
+                shape = orjson.dumps(event.shapes()).decode() if shapes_on else None
+            except Exception:  # e.g. UnicodeDecodeError on one odd name: skip the event, keep the window
+                skipped += 1
+                continue
+            device = "cuda" if on_gpu else "cpu"
+            batch = batches.get(device)
+            if batch is None:
+                batch = batches[device] = _new_batch(shapes_on, device)
+            batch["name"].append(row[0])
+            batch["start"].append(row[1])
+            batch["dur"].append(row[2])
+            batch["tid"].append(row[3])
+            batch["flops"].append(float(row[4]) if row[4] else None)
+            if on_gpu:
+                batch["stream"].append(stream)
+            if shapes_on:
+                batch["shape"].append(shape)
+            if len(batch["start"]) >= OPS_CHUNK:
+                del batches[device]
+                _flush_batch(session, batch, offset)
+        for batch in batches.values():
+            _flush_batch(session, batch, offset)
+        if memory:
+            self._emit_memory(session, memory, offset)
+        if comm:
+            self._emit_comm(session, comm, offset)
+        if skipped:
+            session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
+
+    def _emit_comm(self, session, comm, offset):
+        """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
+
+        A profiler collective that starts inside a wrapped call is that call, already recorded (an
+        ``async_op=True`` call may run after its wrapper returned and then shows twice: once as
+        the launch, once from the profiler). Its step is found from the window's step boundaries.
+        """
+        wrapped = sorted(self.wrapped_comm)
+        wrapped_starts = [w[0] for w in wrapped]
+        ends = sorted(self.step_ends)
+        for name, start, dur, shapes, dtypes in comm:
+            start += offset
+            i = bisect.bisect_right(wrapped_starts, start) - 1
+            if i >= 0 and start <= wrapped[i][1]:
+                continue
+            session.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start),
+                            "name": name.split(":", 1)[1], "start": start, "dur": dur,
+                            "bytes": _tensor_bytes(shapes, dtypes), "source": records.COMM_FROM_PROFILER})
+
+    def _clock_offset(self, trace_start_ns):
+        """Kineto stamps epoch ns in torch 2.x (checked: its trace start falls inside our start() call);
+        should a build use another clock, the ops are shifted onto ``time.time_ns``."""
+        before, after = self._sync
+        if before - 1_000_000 <= trace_start_ns <= after + 1_000_000:
+            return 0
+        log.warn_once("torch.profiler's clock differs from time.time_ns(); op times are shifted to the wall clock")
+        return (before + after) // 2 - trace_start_ns
+
+    def _emit_memory(self, session, memory, offset):
+        """Allocated bytes over time from the allocator's [memory] events, the peak of each time bucket.
+
+        CUDA counts from ``torch.cuda.memory_allocated()`` at the window start; the CPU allocator
+        keeps no total, so CPU values are bytes allocated since the window start (may go negative
+        when tensors from before the window are freed).
+        """
+        import numpy as np
+
+        for on_gpu, device in ((False, "cpu"), (True, "cuda")):
+            rows = [(ts, delta) for ts, delta, gpu in memory if gpu == on_gpu]
+            if not rows:
+                continue
+            data = np.array(rows, dtype=np.int64)
+            data = data[np.argsort(data[:, 0], kind="stable")]
+            ts = data[:, 0] + offset
+            allocated = np.cumsum(data[:, 1]) + self._mem_base[device]
+            self._mem_base[device] = int(allocated[-1])
+            width = max(MEM_BUCKET_NS, (int(ts[-1]) - int(ts[0])) // MEM_MAX_SAMPLES + 1)
+            bucket = (ts - ts[0]) // width
+            first = np.flatnonzero(np.append(True, bucket[1:] != bucket[:-1]))
+            peaks = np.maximum.reduceat(allocated, first)
+            for when, value in zip(ts[first].tolist(), peaks.tolist()):
+                session.record({records.KIND: records.MEM, "ts": when, "allocated": value, "device": device})
+
+
+def _session_events():
+    value = os.environ.get(environment.TORCH_SESSION_EVENTS)
+    if value is None:
+        return SESSION_EVENTS
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    log.warn_once(f"{environment.TORCH_SESSION_EVENTS}={value!r} is not a positive whole number of events; using {SESSION_EVENTS}")
+    return SESSION_EVENTS
+
+
+def _tensor_bytes(shapes, dtypes):
+    """Bytes of a profiled op's tensor inputs from their shapes and dtype names (0 if a dtype is unknown)."""
+    total = 0
+    for shape, dtype in zip(shapes, dtypes):
+        if not shape:
+            continue
+        size = DTYPE_BYTES.get(dtype)
+        if size is None:
+            return 0
+        count = 1
+        for dim in shape:
+            count *= dim
+        total += count * size
+    return total
+
+
+def _new_batch(shapes_on, device):
+    batch = {"name": [], "start": [], "dur": [], "tid": [], "flops": []}
+    if shapes_on:
+        batch["shape"] = []
+    if device == "cuda":
+        batch["stream"] = []
+    return batch
+
+
+def _flush_batch(session, batch, offset):
+    if not batch["start"]:
+        return
+    record = {records.KIND: records.OPS, "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
+    codes, table = coded(batch.pop("name"))
+    stable = [ADDRESS.sub("", name) for name in table]
+    if stable != table:  # names that differ only by an address are one op
+        merged, table = coded(stable)
+        codes = [merged[code] for code in codes]
+    record.update(name_codes=codes, name_table=table, type_codes=codes, type_table=table)  # torch's op name is its type
+    record.update(batch)
+    if offset:
+        record["start"] = [s + offset for s in batch["start"]]
+    session.record(record)

@@ -1,0 +1,317 @@
+"""PyTorch integration: step boundaries from the run loop, ops from torch.profiler for the window.
+
+Installed by the post-import hook on ``import torch``; the user's script is not changed.
+
+Step stream (always on, cheap):
+- boundary = end of ``step()`` of the *primary* optimizer (the first instance that ever stepped),
+  so GANs with two optimizers and gradient accumulation count one step per primary step;
+- data wait = time inside ``DataLoader.__iter__`` / the loader iterator's ``__next__``;
+- forward start = the first module forward of a step (a global pre-hook that removes itself once
+  it fired, so modules run on torch's hook-free fast path for the rest of the step);
+- backward end = the end of the last ``torch.autograd.backward`` (``Tensor.backward`` calls it).
+Fetches and forwards with grad disabled or a module in eval mode are evaluation, not training:
+they neither open steps nor mark forward starts, so an eval loop between epochs adds no step.
+Until an optimizer first steps, though, such forwards are an inference loop: each forward of the
+root module (the first one run) is one step, from its start to its return, which a note says.
+Profiler hand-overs (of ``device.TorchDeviceSession``) happen as a step closes, before the user's code after it runs: on the return
+of the optimizer class's ``step`` (wrapped as ``Optimizer._patch_step_function`` hooks each class;
+the post-step hook itself runs inside torch's ``record_function`` span, and stopping the profiler
+there corrupts memory), or in the root module's forward hook. They are recorded as pauses: the
+user's host work after a step stays in the next step's interval.
+
+Every hook catches its own errors (``log.report_error``): the agent never breaks training.
+"""
+import sys
+import threading
+import time
+import weakref
+
+from ... import log, records
+from ..patching import Patches, after_call
+from .device import TorchDeviceSession, cuda_in_use
+from .profile import PROFILE
+
+COMM_FUNCTIONS = (
+    "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+    "reduce_scatter_tensor", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single",
+    "send", "recv", "all_gather_object", "broadcast_object_list",
+)
+
+_state = None  # the installed _Integration, or None
+
+
+def install(session):
+    """Patch torch's run loop for ``session`` and attach a torch.profiler device session (idempotent)."""
+    global _state
+    if _state is not None:
+        return _state
+    import torch
+
+    device = TorchDeviceSession(session.steps)
+    if not session.attach(PROFILE.name, device=device, torch_version=torch.__version__, nested_ops=True,
+                          device_target="GPU" if cuda_in_use() else "CPU"):
+        return None  # another framework owns the step stream
+    _state = _Integration(session, device)
+    _state.install()
+    return _state
+
+
+
+def uninstall():
+    """Remove every hook and wrapper this module put in place (wrappers replaced by others are left)."""
+    global _state
+    if _state is not None:
+        _state.uninstall()
+        _state = None
+
+
+class _Integration:
+    def __init__(self, session, device):
+        import torch
+
+        self.session = session
+        self.device = device
+        self.steps = session.steps
+        self._grad_enabled = torch.is_grad_enabled
+        self._primary = None  # weakref to the primary optimizer
+        self._handles = []
+        self._fp_hook = None
+        self._root = None  # weakref to the root module of an inference loop
+        self._inferring = False  # a root forward of an inference loop is running
+        self._handover_from = None  # end of the step whose close asks for a hand-over, until it happens
+        self._patches = Patches()
+        self._in_comm = threading.local()
+
+    # -- installing ------------------------------------------------------------------------------
+    def install(self):
+        import torch
+        import torch.nn.modules.module as module_mod
+        import torch.optim.optimizer as optimizer_mod
+        import torch.utils.data.dataloader as dataloader_mod
+
+        self._handles.append(optimizer_mod.register_optimizer_step_post_hook(self._after_optimizer_step))
+        self._fp_hook = _ReArmableHook(module_mod.register_module_forward_pre_hook, self._forward_pre_hook)
+        # torch wraps each optimizer class's ``step`` once (``_patch_step_function``); we wrap that, to act on its return
+        step_returned = after_call(lambda _optimizer: self._hand_over_if_due(), "handing the profiler's events over")
+        self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", after_call(
+            lambda optimizer: self._patches.wrap(type(optimizer), "step", step_returned), "instrumenting the optimizer's step"))
+        self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
+        self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
+        self._patches.wrap(torch.autograd, "backward", after_call(self._backward_ended, "marking the backward end"))
+        self._patch_record_function()
+        if torch.distributed.is_available():
+            for name in COMM_FUNCTIONS:
+                if callable(getattr(torch.distributed, name, None)):
+                    self._patches.wrap(torch.distributed, name, self._comm_wrapper(name))
+
+    def _patch_record_function(self):
+        """The user's ``torch.profiler.record_function`` ranges as mstx ranges (domain "default"); torch's
+        own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out.
+        Torch opens three a step itself: plain functions (``Patches.replace``), and nothing more than
+        one test while no window records (a range is recorded only when one records with mstx)."""
+        from torch.autograd.profiler import record_function
+
+        from ...collectors.mstx import MstxRecorder
+
+        session, recorder = self.session, MstxRecorder(self.session)
+
+        def entering(enter):
+            def __enter__(instance):
+                out = enter(instance)
+                if session.owner is not None:
+                    try:
+                        if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch"):
+                            instance._msprof_range = recorder.range_start(instance.name, "default")
+                    except Exception as exc:
+                        log.report_error("recording a record_function range", exc)
+                return out
+            return __enter__
+
+        def leaving(leave):
+            def __exit__(instance, *args):
+                try:
+                    range_id = vars(instance).pop("_msprof_range", None)
+                    if range_id is not None:
+                        recorder.range_end(range_id, "default")
+                except Exception as exc:
+                    log.report_error("recording a record_function range", exc)
+                return leave(instance, *args)
+            return __exit__
+
+        self._patches.replace(record_function, "__enter__", entering)
+        self._patches.replace(record_function, "__exit__", leaving)
+
+    def uninstall(self):
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if self._fp_hook is not None:
+            self._fp_hook.remove()
+        self._patches.remove_all()
+
+    # -- forward start ---------------------------------------------------------------------------
+    def _forward_pre_hook(self, module, _args):
+        """The first training forward of a step: the outermost module's pre-hook runs before its children's."""
+        try:
+            if self.session.disabled:
+                return None
+            if not module.training or not self._grad_enabled():
+                if self._primary is None and self._root is None:
+                    self._adopt_root(module)
+                return None
+            self.steps.mark_fp(time.time_ns())
+            self._fp_hook.disarm()
+        except Exception as exc:
+            log.report_error("marking the forward start", exc)
+        return None
+
+    def _adopt_root(self, module):
+        """The first evaluation forward before any optimizer step: this module's forwards may be an
+        inference loop's steps. Its own hooks time them, so the global hook can stay disarmed."""
+        self._root = weakref.ref(module)
+        self._handles.append(module.register_forward_pre_hook(self._root_forward_begins))
+        self._handles.append(module.register_forward_hook(self._root_forward_ends))
+        self._root_forward_begins(module, None)
+
+    def _root_forward_begins(self, module, _args):
+        try:
+            self._inferring = (self._primary is None and not self.session.disabled
+                               and (not module.training or not self._grad_enabled()))
+            if self._inferring:
+                self._fp_hook.disarm()
+                self.steps.mark_fp(time.time_ns())
+        except Exception as exc:
+            log.report_error("marking an inference step's start", exc)
+
+    def _root_forward_ends(self, module, _args, _output):
+        if not self._inferring:
+            return None
+        self._inferring = False
+        try:
+            now = time.time_ns()
+            if self.steps.completed == 0:
+                self.session.record({records.KIND: records.NOTE, "ts": now, "text": "inference loop (no optimizer step): one step per "
+                                     f"forward of the root module {type(module).__name__}"})
+            self._step_ends(now)
+            self._hand_over_if_due()
+        except Exception as exc:
+            log.report_error("closing an inference step", exc)
+        return None
+
+    # -- data wait, backward end, step boundary ----------------------------------------------------
+    def _step_ends(self, now):
+        """Close the step at ``now``; a full profiler session is handed over before user code runs."""
+        if self.device.active:  # before close(): closing the last window step stops the device session
+            self.device.step_ended(now)
+        self.steps.open(now)
+        self.steps.close(now)
+        self._fp_hook.arm()
+        if self.device.handover_due:
+            self._handover_from = now
+
+    def _hand_over_if_due(self):
+        """The hand-over a step's close asked for: a recorded pause from that close on, in no step."""
+        began, self._handover_from = self._handover_from, None
+        if began is None or not self.device.handover_due or self.steps.current is not None:
+            return
+        try:
+            self.device.hand_over(self.session)
+        except Exception as exc:
+            log.report_error("handing the profiler's events over", exc)
+        resumed = time.time_ns()
+        self.session.record({records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"})
+        self.steps.start_next_at(resumed)
+
+    def _timed_fetch(self, wrapped, _instance, args, kwargs):
+        if self.session.disabled or not self._grad_enabled():
+            return wrapped(*args, **kwargs)
+        start = time.time_ns()
+        result = wrapped(*args, **kwargs)
+        end = time.time_ns()
+        try:
+            self.steps.data_wait(start, end)
+        except Exception as exc:
+            log.report_error("timing the data loader", exc)
+        return result
+
+    def _backward_ended(self, _instance):
+        if not self.session.disabled:
+            self.steps.mark_bp(time.time_ns())
+
+    def _after_optimizer_step(self, optimizer, _args, _kwargs):
+        try:
+            now = time.time_ns()
+            primary = self._primary() if self._primary is not None else None
+            if primary is None:  # first optimizer ever, or the primary one was garbage-collected
+                self._primary = weakref.ref(optimizer)
+                if cuda_in_use() and not self.session.disabled:
+                    import torch
+
+                    self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name())
+            elif primary is not optimizer:
+                return
+            if self.session.disabled:
+                return
+            self._step_ends(now)
+        except Exception as exc:
+            log.report_error("closing a training step", exc)
+
+    # -- communication -----------------------------------------------------------------------------
+    def _comm_wrapper(self, name):
+        def timed_comm(wrapped, _instance, args, kwargs):
+            if self.session.disabled or getattr(self._in_comm, "busy", False):
+                return wrapped(*args, **kwargs)  # nested calls (all_gather_object -> all_gather) count once
+            self._in_comm.busy = True
+            start = time.time_ns()
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                end = time.time_ns()
+                self._in_comm.busy = False
+                try:
+                    if self.device.active:
+                        self.device.wrapped_comm.append((start, end))
+                    record = {records.KIND: records.COMM, "step": self.steps.completed + 1, "name": name,
+                              "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs)}
+                    if kwargs.get("async_op"):
+                        record["async"] = True  # the time is the launch only; the wait happens in Work.wait()
+                    self.session.record(record)
+                except Exception as exc:
+                    log.report_error("timing a communication call", exc)
+        return timed_comm
+
+
+class _ReArmableHook:
+    """A global torch hook registered once, then put into and taken out of torch's hook dict under
+    its handle's id: registering anew every step would build a ``RemovableHandle`` (weak references,
+    a class counter) per step, a cost on the training thread's critical path."""
+
+    def __init__(self, register, hook):
+        self._hook = hook
+        self._handle = register(hook)
+        self._hooks = self._handle.hooks_dict_ref()
+        self._removed = False
+
+    def arm(self):
+        if not self._removed:
+            self._hooks[self._handle.id] = self._hook
+
+    def disarm(self):
+        self._hooks.pop(self._handle.id, None)
+
+    def remove(self):
+        self._removed = True
+        self.disarm()
+
+
+def _payload_bytes(args, kwargs):
+    """Bytes of the tensors handed to a collective: the first tensor argument or list of tensors."""
+    import torch
+
+    values = list(args) + [kwargs.get("tensor"), kwargs.get("tensor_list"), kwargs.get("input")]
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            return value.numel() * value.element_size()
+        if isinstance(value, (list, tuple)) and value and all(isinstance(t, torch.Tensor) for t in value):
+            return sum(t.numel() * t.element_size() for t in value)
+    return 0
