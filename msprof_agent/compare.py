@@ -18,7 +18,8 @@ probe of a few ms can misjudge, and widening can only turn a failure into "noise
 and machines differing by more than ``SPEED_LIMIT`` are flagged in the notes.
 
 Two runs of different jobs (framework, world size, or less than ``SHARED_OP_TIME`` of their op time
-shared by op type: a different model, not a code change) are said as warnings, and under ``--fail-on``
+and of their op calls shared by op type: a different model, not a code change; calls too, because a small
+model's op times are mostly the machine's noise) are said as warnings, and under ``--fail-on``
 the gate does not pass (exit 2) unless ``--allow-different`` is given.
 """
 import json
@@ -76,7 +77,7 @@ def load_run(path):
     if not directories:
         raise CompareError(f"no analysed profile under {path} (looked for summary_*.json in it, profiler/ and rank_*/profiler/)")
     samples = {m: [] for m in TIME_METRICS}
-    ops, ranks, reports, steps, speeds, findings, frameworks = {}, [], [], 0, [], {}, set()
+    ops, calls, ranks, reports, steps, speeds, findings, frameworks = {}, {}, [], [], 0, [], {}, set()
     peaks = {"allocated": [], "rss": []}
     for directory in directories:
         for rank in summary_ranks(directory):
@@ -94,9 +95,10 @@ def load_run(path):
             if speed:
                 speeds.append(speed)
             steps += summary.get("steps_profiled") or 0
-            totals = op_type_totals(directory, rank)  # every op type (the summary keeps only the top 20)
-            for name, total in totals if totals is not None else [(op["op_type"], op["total_ms"]) for op in summary.get("top_op_types") or []]:
+            totals = op_type_totals(directory, rank)  # every op type (the summary keeps only the top 20, without calls)
+            for name, total, count in totals if totals is not None else [(op["op_type"], op["total_ms"], 0.0) for op in summary.get("top_op_types") or []]:
                 ops[name] = ops.get(name, 0.0) + total
+                calls[name] = calls.get(name, 0.0) + count
             memory = summary.get("memory") or {}
             for key in peaks:
                 if memory.get(f"peak_{key}_mb") is not None:
@@ -113,7 +115,8 @@ def load_run(path):
     return {"path": os.path.abspath(path), "profiler_dirs": directories, "ranks": ranks, "steps": steps,
             "samples": {m: np.asarray(v, dtype=np.float64) for m, v in samples.items()},
             "op_ms_per_step": {k: v / steps for k, v in ops.items()} if steps else {}, "peaks": peaks, "reports": reports,
-            "machine_speed": float(np.mean(speeds)) if speeds else None, "findings": findings, "frameworks": sorted(frameworks)}
+            "machine_speed": float(np.mean(speeds)) if speeds else None, "findings": findings, "frameworks": sorted(frameworks),
+            "op_calls": calls}
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -233,9 +236,11 @@ def differences(base, new):
     if len(base["ranks"]) != len(new["ranks"]):
         found.append(f"the runs differ in world size: base {len(base['ranks'])} ranks, new {len(new['ranks'])}")
     shared = shared_op_time(base["op_ms_per_step"], new["op_ms_per_step"])
-    if shared is not None and shared < SHARED_OP_TIME:
-        found.append(f"the runs share {shared:.0%} of their op time by op type (under {SHARED_OP_TIME:.0%}): "
-                     "a different model, not a code change")
+    called = shared_op_time(base["op_calls"], new["op_calls"])  # a small model's op times are mostly the machine's noise
+    if shared is not None and shared < SHARED_OP_TIME and (called is None or called < SHARED_OP_TIME):
+        found.append(f"the runs share {shared:.0%} of their op time by op type"
+                     + (f" and {called:.0%} of their op calls" if called is not None else "")
+                     + f" (under {SHARED_OP_TIME:.0%}): a different model, not a code change")
     return found
 
 

@@ -281,10 +281,10 @@ def read_memory_details(raw: bytes) -> list[dict[str, Any]]:
     return memory_lines(orjson.loads(raw))
 
 
-def op_type_totals(profiler_dir: str, rank: int | str) -> list[tuple[str, float]] | None:
-    """Every host op type's total ms from ``cpu_op_type_info`` (None when the file is absent)."""
+def op_type_totals(profiler_dir: str, rank: int | str) -> list[tuple[str, float, float]] | None:
+    """Every host op type's total ms and calls from ``cpu_op_type_info`` (None when the file is absent)."""
     path = os.path.join(profiler_dir, rank_file(CPU_OP_TYPES, rank))
     if not os.path.isfile(path):
         return None
     with open(path, "rb") as handle:
-        return [(row["op_type"], row["total_ms"] or 0.0) for row in read_op_types(handle.read())]
+        return [(row["op_type"], row["total_ms"] or 0.0, row["occurrences"] or 0.0) for row in read_op_types(handle.read())]
