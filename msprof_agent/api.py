@@ -75,7 +75,7 @@ class Profiler:
 
     @staticmethod
     def offline_analyse(path, pretty=False, step_list=None, data_simplification=True):
-        from .analysis import offline_analyse
+        from .pipeline import offline_analyse
 
         return offline_analyse(path, pretty=pretty, step_list=step_list, data_simplification=data_simplification)
 

@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quiet", action="store_true", help="one line instead of the table")
     args = parser.parse_args(argv)
     os.nice(5)
-    from .analysis import analyse_rank
+    from .pipeline import analyse_rank
 
     summary = analyse_rank(args.profiler_dir, args.rank, announce=not args.quiet)
     if args.quiet:

@@ -174,8 +174,8 @@ def cmd_run(args):
 
 
 def cmd_analyse(args):
-    from .analysis import offline_analyse
     from .export import kinds as export_kinds
+    from .pipeline import offline_analyse
 
     try:
         step_list = [int(s) for s in args.step_list.split(",")] if args.step_list else None

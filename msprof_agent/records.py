@@ -12,7 +12,7 @@ TYPE_CHECKING = False  # typing is not imported at run time: the agent starts in
 if TYPE_CHECKING:
     from typing import Any, Final, Literal, NotRequired, TypedDict
 
-FORMAT: Final = 1  # raises when a field changes meaning or unit, or a kind goes away
+FORMAT: Final = 2  # raises when a field changes meaning or unit, or a kind goes away (2: cpu's iowait, the job's process tree)
 KIND: Final = "k"
 
 META: Final = "meta"
@@ -30,6 +30,7 @@ MSTX: Final = "mstx"
 WINDOW: Final = "window"
 NOTE: Final = "note"
 PAUSE: Final = "pause"
+BUFFER: Final = "buffer"
 END: Final = "end"
 
 COMM_FROM_PROFILER: Final = "profiler"  # a comm record's ``source``: seen in the profiler's events, not timed by a wrapper
@@ -55,6 +56,10 @@ if TYPE_CHECKING:
         origin: str
         options: dict[str, Any]  # Options.to_dict() of the window (read back with Options.from_record)
         nested_ops: bool  # sources recording nested calls (torch): the op tables use self times
+        context_mode: str  # MindSpore: GRAPH / PYNATIVE
+        jit_level: str | None
+        amp_level: str
+        data_settings: dict[str, Any]  # the training data loader's settings (torch: DataLoader's; MindSpore: the dataset's)
 
 
     class Step(TypedDict):
@@ -69,6 +74,7 @@ if TYPE_CHECKING:
         win: bool  # recorded while op collection was on
         epoch: NotRequired[int]
         sink_steps: NotRequired[int]
+        compiled_call: NotRequired[bool]  # the step ends at the return of its compiled call, begun at fp (MindSpore GRAPH loops)
 
 
     class Ops(TypedDict):
@@ -94,17 +100,18 @@ if TYPE_CHECKING:
         k: Literal["cpu"]
         ts: int
         span: int  # ns the sample covers
-        user: float
+        user: float  # the machine's CPU states, percent
         sys: float
         nice: float  # other jobs under nice, and the agent's own niced background analysis
-        io: float  # iowait
+        iowait: float
         steal: float  # taken by the hypervisor
         idle: float
         ctx: int  # context switches in the span
         run: int  # runnable processes
-        puser: float
+        puser: float  # the job: this process and its descendants (DataLoader, dataset, compile workers), percent of the machine
         psys: float
-        rss: int  # bytes
+        agent: float  # the agent's own processes (its background analysis), neither the job's nor others'
+        rss: int  # bytes, this process
 
 
     class HostIo(TypedDict, total=False):
@@ -217,11 +224,25 @@ if TYPE_CHECKING:
 
 
     class Pause(TypedDict):
-        """Time the agent spent between two steps (a torch.profiler hand-over), in no step."""
+        """Time the agent spent on itself: between two steps (a torch.profiler hand-over, in no step) or
+        inside a window's first step (the profiler's start-up)."""
         k: Literal["pause"]
         start: int
         end: int
         what: str
+
+
+    class Buffer(TypedDict):
+        """What one torch.profiler session held in this process: RSS before its stop and after its events
+        were freed and the heap trimmed, and the settings that sized them."""
+        k: Literal["buffer"]
+        start: int
+        stop: int
+        events: int
+        rss_before: int
+        rss_after: int
+        record_shapes: bool
+        profile_memory: bool
 
 
     class End(TypedDict, total=False):

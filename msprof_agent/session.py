@@ -165,10 +165,13 @@ class Session:
         self.windows.begin(c, at_ns or time.time_ns(), explicit)
         self.record({records.KIND: records.WINDOW, "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
         if self._device_wanted(c.options):
+            began = time.time_ns()
             try:
                 self.device.start(c.options)
             except Exception as exc:
                 log.report_error("starting the device profiler", exc)
+            # ours, inside the window's first step: the advisor and warm-up leave it out of the job's time
+            self.record({records.KIND: records.PAUSE, "start": began, "end": time.time_ns(), "what": "profiler start-up"})
         self._start_samplers(c)
         c.writer.flush()
         return True
@@ -261,7 +264,7 @@ class Session:
         if c.analyse_mode == ASYNC:
             self._analyse_in_background(c)
             return None
-        from .analysis import analyse_rank
+        from .pipeline import analyse_rank
 
         c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=c.recorded)
         if c is self.run and self.windows.listed:

@@ -176,3 +176,37 @@ def client_python(name, requirement):
                             f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
         open(installed, "w").close()
     return python
+
+
+def stack_python(name, requirements):
+    """The python of the venv ``CLIENTS/NAME`` for a third-party training stack (accelerate, ...): REQUIREMENTS
+    (pinned) installed once from the package index over this interpreter's own packages, which a .pth line
+    names, so the stack trains with the tests' torch build and imports the agent from this checkout; torch is
+    pinned to that build (a constraints file), never downloaded again. A skip says why it could not be made."""
+    import torch
+
+    venv = os.path.join(CLIENTS, name)
+    python = os.path.join(venv, "bin", "python")
+    installed = os.path.join(venv, ".installed")
+    if not os.path.exists(installed):
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True, timeout=300)
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    ours = [ROOT] + [path for path in sys.path if path.endswith("site-packages") and os.path.isdir(path)]
+    with open(os.path.join(site, "zz_msprof_agent_tests.pth"), "w") as handle:  # every time: this checkout, this interpreter
+        handle.write("\n".join(ours) + "\n")
+    if os.path.exists(installed):
+        return python
+    constraints = os.path.join(venv, "constraints.txt")
+    with open(constraints, "w") as handle:
+        handle.write(f"torch=={torch.__version__.split('+')[0]}\n")
+    try:
+        proc = subprocess.run([python, "-m", "pip", "install", "-q", "-c", constraints] + list(requirements),
+                              capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"STACK NOT INSTALLED: installing {requirements} took over 15 minutes (no package index?)")
+    if proc.returncode:
+        pytest.skip(f"STACK NOT INSTALLED: {requirements} could not be installed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+    open(installed, "w").close()
+    return python

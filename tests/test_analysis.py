@@ -315,7 +315,7 @@ def test_a_store_of_another_format_is_refused_with_what_to_do(tmp_path):
     writer.add({"k": "meta", "framework": "mindspore"})  # a pre-release store: no format
     writer.add({"k": "cpu", "ts": 1_700_000_000_000, "span_ms": 10.0, "user": 1, "sys": 1, "io": 0, "idle": 98})
     writer.close()
-    with pytest.raises(StoreFormatError, match="format None, written by another msprof-agent version; this one reads format 1"):
+    with pytest.raises(StoreFormatError, match="format None, written by another msprof-agent version; this one reads format 2"):
         load_rank(str(tmp_path), 0)
 
 
@@ -328,7 +328,7 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
     import decimal
     import json
 
-    from msprof_agent.analysis import offline_analyse
+    from msprof_agent.pipeline import offline_analyse
     from msprof_agent.records import FORMAT
     from msprof_agent.store import EventWriter, coded
 

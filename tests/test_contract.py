@@ -177,3 +177,11 @@ page = render("run.html", run=run)
 css = static_text("viewer.css")
 '''
     assert name_literals(innocent) == []
+
+
+def test_every_export_type_has_its_exports_in_the_registry():
+    from msprof_agent.export.registry import EXPORTS
+    from msprof_agent.options import EXPORT_TYPES
+
+    assert tuple(EXPORTS) == EXPORT_TYPES
+    assert all(callable(e.target) and callable(e.write) and e.NAME for exports in EXPORTS.values() for e in exports)

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from msprof_agent.analysis import analyse_rank, offline_analyse
 from msprof_agent.frameworks.mindspore.profiler_files import op_batches
+from msprof_agent.pipeline import analyse_rank, offline_analyse
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter
 

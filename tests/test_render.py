@@ -60,12 +60,13 @@ def test_a_long_table_shows_its_first_rows_and_says_so(monkeypatch):
 def test_an_op_type_has_one_share_of_all_op_time_in_pie_bar_and_table():
     """The pie's slices are the table's shares (the types beyond the top ones are one slice), not shares of the top."""
     from msprof_agent.viewer import render
+    from msprof_agent.viewer.pages.operators import TYPE_COLUMNS
 
     types = [{"op_type": f"T{i}", "total_ms": 30.0 - i, "percent": (30.0 - i) / 465} for i in range(30)]
     page = render.Page()
     pie, bar = render.op_type_charts(page, "t-", types, limit=20)
     [slices], [bars] = page.charts[pie]["data"], page.charts[bar]["data"]
-    cell = render.table("t", render.TYPE_COLUMNS, types, ("op_type",))["rows"][0][1]
+    cell = render.table("t", TYPE_COLUMNS, types, ("op_type",))["rows"][0][1]
     assert slices["text"][0] == render.pct(types[0]["percent"]) == "6.5%" and "6.5%" in str(cell)
     assert slices["labels"][-1] == "10 other types" and sum(slices["values"]) == sum(t["total_ms"] for t in types)
     assert slices["textinfo"] == "text" and bars["text"][-1] == "6.5%"
@@ -90,7 +91,7 @@ ANALYSE = """
 import json, sys
 for name in sys.argv[2:]:
     sys.modules[name] = None  # what an import of a package that is not installed finds
-from msprof_agent.analysis import offline_analyse
+from msprof_agent.pipeline import offline_analyse
 offline_analyse(sys.argv[1])
 offline_analyse(sys.argv[1])
 print(json.dumps(sorted(m for m in ("http.server", "msprof_agent.viewer.server", "jinja2") if sys.modules.get(m) is not None)))

@@ -470,7 +470,7 @@ def test_one_sample_draws_no_empty_axes(tmp_path):
 
 @pytest.mark.unit
 def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
-    from msprof_agent.viewer import render
+    from msprof_agent.viewer.pages import steps as steps_page
 
     root = tmp_path / "s"
     make_fixture(str(root / "warm" / "profiler"), steps=12, warmup=3)
@@ -488,8 +488,8 @@ def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
         assert traces["Communication (within the step)"]["y"] == [pytest.approx(0.2)] * 12
         assert [(band["x0"], band["x1"]) for band in spec["layout"]["shapes"]] == [(0.5, 1.5), (1.5, 2.5), (2.5, 3.5)]
         assert "Warm-up (shaded): step 1, 2, 3;" in warm
-        assert render.warmup_steps({"warmup_steps": [{"step": 2, "ms": 9.0}, {"step": 1, "ms": 30.0}]}, [1, 2, 3]) == [1, 2]
-        assert render.warmup_steps({"warmup_steps": [1]}, [1, 2]) == [1] and render.warmup_steps({}, [1, 2]) == []
+        assert steps_page.warmup_steps({"warmup_steps": [{"step": 2, "ms": 9.0}, {"step": 1, "ms": 30.0}]}, [1, 2, 3]) == [1, 2]
+        assert steps_page.warmup_steps({"warmup_steps": [1]}, [1, 2]) == [1] and steps_page.warmup_steps({}, [1, 2]) == []
         cold = server.get("/run/steps?run=cold&rank=0")[2]
         assert "shapes" not in charts_of(cold)["st-steps"]["layout"] and "warm-up" not in cold
         timeline = charts_of(warm)["st-timeline"]

@@ -1,35 +1,52 @@
 """The advisor: findings, each with the time it costs per step, its evidence and what to change.
 
 A finding is a dict: ``id``, ``category`` (one of ``CATEGORIES``), ``severity`` (high / medium / low),
-``ms_per_step`` (how much a steady step would shrink without the cause; 0 where the cause costs no
-step time, e.g. memory growth), ``evidence`` (numbers, steps, ops, functions) and ``action`` in the
-words of the framework in use. Findings come ordered by severity, then time at stake; the verdict
-is ``VERDICT_OF`` the first finding's category (warm-up never: it is a one-off cost).
+``ms_per_step`` (what a steady step would save on average without the cause: the mean over the steady
+steps; 0 where the cause costs no step time, e.g. memory growth), ``at_stake`` (that figure in words,
+the one string every reader prints), ``evidence`` (the structured numbers, steps, ops, functions),
+``evidence_text`` (the same in words) and ``action`` in the words of the framework in use, from the
+run's recorded settings. Findings come ordered by severity (memory growth first within its own),
+then time at stake; the verdict is
+``VERDICT_OF`` the first finding's category (warm-up never: it is a one-off cost).
 
-Each step is split into data wait, compute (some op running: the union of the ops' intervals outside
-the wait; annotation ranges and Python calls are not ops, see ``operators.op_kinds``) and host time
-(the rest: Python between and around the ops, in the loop or inside the model's forward). Every
-diagnosis but warm-up reads only the steady steps: the window's warm-up steps are ``warmup.detect``'s.
+Each step is split into stages (``STAGES``): data wait, compute (some op running: the union of the
+ops' intervals outside the wait; annotation ranges and Python calls are not ops, see
+``operators.op_kinds``), runtime (gaps between ops inside a compiled graph: MindSpore GRAPH mode,
+torch.compile regions), pause (the agent's own: the profiler's start-up) and host (the rest: Python
+between and around the ops). A stage's finding triggers on its typical (median) cost, data waits on
+their mean (a pipeline that cannot keep up delivers in bursts), and each is worth its mean. Slow steps
+are attributed to stages before a pattern is called jitter (``_attribute``): recurring waits are the
+data finding's evidence; recurring host, op or runtime time is periodic work, jitter, which the
+stage's finding then leaves out.
+Every diagnosis but warm-up reads only the steady steps: the window's warm-up steps are ``warmup``'s.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .. import frameworks
 from .intervals import length_within, merge
-from .operators import OP, op_kinds
+from .operators import ANNOTATION, OP, op_kinds
+from .stats import median
 
 Finding = dict[str, Any]
 Row = dict[str, Any]
 
-CATEGORIES = ("data", "host", "compute", "communication", "memory", "jitter", "warm-up", "straggler", "utilisation")
-VERDICT_OF = {"data": "data-bound", "host": "host-bound", "compute": "compute-bound", "communication": "communication-bound",
-              "straggler": "straggler-bound", "jitter": "jittery", "memory": "memory-growth", "utilisation": "underutilised"}
+CATEGORIES = ("data", "host", "compute", "runtime", "communication", "memory", "jitter", "warm-up", "straggler", "utilisation")
+VERDICT_OF = {"data": "data-bound", "host": "host-bound", "compute": "compute-bound", "runtime": "runtime-bound",
+              "communication": "communication-bound", "straggler": "straggler-bound", "jitter": "jittery", "memory": "memory-growth",
+              "utilisation": "underutilised"}
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+STAGES = ("wait", "compute", "runtime", "host", "pause")  # a step's time, split without overlap
+STAGE_FINDING = {"wait": "data_wait", "compute": "hot_ops", "runtime": "runtime_overhead", "host": "host_work"}
+STAGE_WORDS = {"wait": "data wait", "compute": "op time", "runtime": "runtime gaps between compiled ops", "host": "host time",
+               "pause": "the profiler's own pauses"}
+COMPILED_REGION_PREFIXES = ("Torch-Compiled Region", "CompiledFunction")  # torch.compile's ranges around a compiled graph
 
-MIN_STAKE_MS = 5.0  # below this a data or host cost is noise on a shared machine, whatever its share
+MIN_STAKE_MS = 5.0  # below this a data, host or runtime cost is noise on a shared machine, whatever its share
 MIN_SHARE = 0.10  # ... and below this share of the step it is not worth a change
 JITTER_MIN_MS = 20.0  # a slow step is at least this much and 3 MADs above the median
 JITTER_MIN_BEATS = 4  # slow steps on the period's beat
@@ -44,7 +61,7 @@ ACTIONS = {
     "warm_up": "one-off cost of compilation and first allocations; profile from a later step "
                "(start_step / schedule) so it does not skew the steady numbers",
     "cpu_contention": "other processes keep the machine's CPUs busy while the training waits on the host: "
-                      "run fewer jobs or data workers per machine, or pin the training to its own cores",
+                      "run fewer jobs per machine, or pin the training to its own cores",
     "low_mfu": "the ops reach a small share of the device's peak: raise the batch size, use lower "
                "precision, or larger fused ops",
     "straggler": "rank {rank} is slower ({kind} time): give it the same data shard size and host work as the others, "
@@ -61,19 +78,47 @@ def action(finding_id: str, framework: str | None, **fields: Any) -> str:
 
 
 def _median(values: list[float]) -> float:
-    return float(np.median(values)) if values else 0.0
+    return median(values) if values else 0.0
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
 
 
 def _mad(values: list[float]) -> float:
     """Median absolute deviation, scaled to a standard deviation for normal data."""
     if not values:
         return 0.0
-    array = np.asarray(values, dtype=np.float64)
-    return float(1.4826 * np.median(np.abs(array - np.median(array))))
+    middle = median(values)
+    return 1.4826 * median(abs(float(v) - middle) for v in values)
+
+
+def compiled_regions(data: Any) -> np.ndarray:
+    """torch.compile's ranges (n x 2, ns, merged) where the ops of a compiled graph run; empty elsewhere."""
+    if not data.op_count or data.meta.get("framework") != "torch":
+        return np.zeros((0, 2), dtype=np.int64)
+    names = data.op_names.astype(str)
+    wanted = np.array([name.startswith(COMPILED_REGION_PREFIXES) for name in names.tolist()], dtype=bool)
+    select = wanted[data.ops["name_id"]] & (op_kinds(data) == ANNOTATION)
+    if not select.any():
+        return np.zeros((0, 2), dtype=np.int64)
+    starts = data.ops["start"][select]
+    ends = starts + data.ops["dur"][select]
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    firsts = np.flatnonzero(np.concatenate(([True], starts[1:] > ends[:-1])))
+    return np.stack([starts[firsts], np.maximum.reduceat(ends, firsts)], axis=1)
+
+
+def graph_mode(data: Any) -> bool:
+    """MindSpore's step runs as one compiled graph (GRAPH mode): from the compiled call's start (the
+    step's forward start) to its last op, or to its return where the step ends there (the step record's
+    ``compiled_call``), the time no op runs is the runtime's (launch, between ops, the wait for the last)."""
+    return bool(data.meta.get("framework") == "mindspore" and data.meta.get("context_mode") == "GRAPH")
 
 
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
-    """Per step (ms): total, data wait, compute (some op running, outside the wait), host (the rest) and
+    """Per step (ms): total and its stages (``STAGES``: data wait, compute, runtime, host, pause), plus
     communication (time in collectives, inside compute or host). Compute is the union of the ops'
     intervals (ops started in the step before and still running included) clipped to the step, less
     its part inside the step's waits: a few vectorised look-ups for all steps (``intervals``)."""
@@ -95,18 +140,52 @@ def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
             wait_lo.append(min(max(a, row["start"]), row["end"]))
             wait_hi.append(max(min(b, row["end"]), wait_lo[-1]))
     np.subtract.at(compute, owner, length_within(busy_starts, busy_ends, wait_lo, wait_hi))  # ops run while fetching data are the wait's
+    runtime = _runtime_ns(data, rows, steps, busy_starts, busy_ends, lo, hi)
     in_collectives: dict[int, float] = {}
     for call in data.comm:
         in_collectives[call.get("step", 0)] = in_collectives.get(call.get("step", 0), 0.0) + call["dur"] / 1e6
     out = []
-    for row, ns in zip(rows, compute.tolist()):
-        total, wait, busy_ms = row["total"] / 1e6, row.get("wait", 0) / 1e6, float(ns) / 1e6
+    for row, ns, gaps in zip(rows, compute.tolist(), runtime.tolist()):
+        waits = steps.get(row["n"], {}).get("waits") or ()
+        paused = data.paused_ns(row["start"], row["end"]) / 1e6
+        total, busy_ms, runtime_ms = row["total"] / 1e6, float(ns) / 1e6, float(gaps) / 1e6
+        wait = max(row.get("wait", 0) / 1e6 - sum(data.paused_ns(a, b) for a, b in waits) / 1e6, 0.0)
         out.append({"n": row["n"], "start": row["start"], "end": row["end"], "total": total, "wait": wait, "compute": busy_ms,
-                    "host": max(total - wait - busy_ms, 0.0), "communication": in_collectives.get(row["n"], 0.0)})
+                    "runtime": runtime_ms, "pause": paused, "host": max(total - wait - busy_ms - runtime_ms - paused, 0.0),
+                    "communication": in_collectives.get(row["n"], 0.0)})
     return out
 
 
-def _ranges(numbers: list[int]) -> list[list[int]]:
+def _runtime_ns(data: Any, rows: list[Row], steps: dict[int, Any], busy_starts: np.ndarray, busy_ends: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per step, the time inside a compiled graph that no op runs (ns). MindSpore GRAPH: from the compiled
+    call's start (the forward start) to its last op, or to its return where the step ends there; torch:
+    inside torch.compile's regions."""
+    runtime = np.zeros(len(rows), dtype=np.int64)
+    if not len(busy_starts):
+        return runtime
+    if graph_mode(data) or any(s.get("compiled_call") for s in steps.values()):
+        first = np.searchsorted(busy_ends, lo, side="right")  # the first op still running at or after the step's start
+        last = np.searchsorted(busy_starts, hi, side="left") - 1  # the last op started before its end
+        for i, row in enumerate(rows):
+            step = steps.get(row["n"], {})
+            if first[i] > last[i] or not (graph_mode(data) or step.get("compiled_call")):
+                continue
+            begin = max(row["start"], min(step.get("fp") or busy_starts[first[i]], busy_starts[first[i]]))
+            end = row["end"] if step.get("compiled_call") else min(int(busy_ends[last[i]]), row["end"])
+            if end > begin:
+                runtime[i] = end - begin - int(length_within(busy_starts, busy_ends, [begin], [end])[0])
+        return runtime
+    regions = compiled_regions(data)
+    for a, b in regions.tolist():  # few: one or two a step
+        for i in range(int(np.searchsorted(hi, a, side="right")), int(np.searchsorted(lo, b, side="left"))):
+            begin, end = max(a, int(lo[i])), min(b, int(hi[i]))
+            if end > begin:
+                runtime[i] += end - begin - int(length_within(busy_starts, busy_ends, [begin], [end])[0])
+    return runtime
+
+
+def ranges(numbers: list[int]) -> list[list[int]]:
     """Step numbers as [first, last] runs."""
     runs: list[list[int]] = []
     for n in sorted(numbers):
@@ -117,60 +196,158 @@ def _ranges(numbers: list[int]) -> list[list[int]]:
     return runs
 
 
-def _finding(finding_id: str, category: str, severity: str, ms: float, evidence: dict[str, Any], text: str, act: str) -> Finding:
-    return {"id": finding_id, "category": category, "severity": severity, "ms_per_step": round(float(ms), 3),
-            "evidence": evidence, "text": text, "action": act}
+def steps_words(numbers: list[int] | list[list[int]], limit: int = 8) -> str:
+    """Step numbers (or [first, last] runs) as "step 4" / "steps 3, 5, 7-40", the first ``limit`` runs."""
+    flat = sorted({n for item in numbers for n in (range(item[0], item[1] + 1) if isinstance(item, list) else [item])})
+    runs = ranges(flat)
+    words = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit]]
+    more = f" and {len(runs) - limit} more runs" if len(runs) > limit else ""
+    return ("step " if len(flat) == 1 else "steps ") + ", ".join(words) + more
+
+
+def ms_words(ms: float) -> str:
+    """A duration in words with its unit: "850 us", "41.2 ms", "1.73 s"."""
+    if abs(ms) < 1:
+        return f"{ms * 1000:.0f} us"
+    return f"{ms:.1f} ms" if abs(ms) < 1000 else f"{ms / 1000:.2f} s"
+
+
+def stake_words(ms: float) -> str:
+    """A finding's time at stake as every reader prints it (exit table, report, viewer): the steady steps' mean."""
+    return f"mean {ms:.1f} ms/step"
+
+
+def _finding(finding_id: str, category: str, severity: str, ms: float, evidence: dict[str, Any], words: list[str],
+             text: str, act: str) -> Finding:
+    ms = round(float(ms), 1)  # the figure every reader shows, to the tenth of a ms
+    return {"id": finding_id, "category": category, "severity": severity, "ms_per_step": ms, "at_stake": stake_words(ms),
+            "evidence": evidence, "evidence_text": "; ".join(words), "text": text, "action": act}
 
 
 def _share_severity(share: float) -> str:
     return "high" if share >= 0.3 else "medium"
 
 
-def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], framework: str | None) -> Finding | None:
-    wait = _median([r["wait"] for r in steady])
+def _stage_figures(steady: list[Row], key: str) -> tuple[float, float]:
+    """(mean, median) of a stage over the steady steps."""
+    values = [r[key] for r in steady]
+    return _mean(values), _median(values)
+
+
+def _typical(steady: list[Row], key: str, step_p50: float) -> bool:
+    """A stage has a finding when it costs a typical step (its median) MIN_STAKE_MS and MIN_SHARE of it:
+    a cost of only some steps is a pattern (jitter), not a stage's."""
+    median = _median([r[key] for r in steady])
+    return median >= MIN_STAKE_MS and median >= MIN_SHARE * step_p50
+
+
+def workers_needed(batch_ms: float, consume_ms: float) -> int:
+    """Workers that make one batch each ``batch_ms`` keep up with a step consuming one every ``consume_ms``."""
+    return max(1, math.ceil(batch_ms / max(consume_ms, 1e-3)))
+
+
+def _data_action(meta: dict[str, Any], wait: float, step_ms: float, bottleneck: str | None) -> tuple[str, list[str]]:
+    """From the data loader's recorded settings (meta ``data_settings``): what to set, from what to what, with
+    the arithmetic, within the machine's cores. Data-bound, w workers deliver one batch a step: a batch
+    takes w steps to make in one (w = 0: the wait itself); a step takes one every (step - wait)."""
+    framework = meta.get("framework")
+    settings = meta.get("data_settings") or {}
+    if not settings:
+        return action("data_wait_unknown", framework), []
+    profile = frameworks.profile_of(framework) or frameworks.TORCH
+    cpus = int(meta.get("cpus") or 1)
+    workers = int(settings.get(profile.workers_setting) or 0)
+    consume = max(step_ms - wait, 1e-3)
+    batch = workers * step_ms if workers else wait
+    needed = workers_needed(batch, consume)
+    fields = dict(settings, workers=workers, needed=needed, batch=ms_words(batch), consume=ms_words(consume), cpus=cpus,
+                  free=max(cpus - 1, 0), op=bottleneck or settings.get("op") or "the dataset's slow op")
+    act = action("data_wait" if needed <= max(cpus - 1, 1) else "data_wait_cores", framework, **fields)
+    if workers and settings.get("persistent_workers") is False:
+        act += action("data_wait_persistent", framework)
+    words = [", ".join(f"{key}={value}" for key, value in settings.items()),
+             f"a batch takes ~{ms_words(batch)} to make and a step consumes one every {ms_words(consume)}"]
+    return act, words
+
+
+def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
+    """Waits for data, judged on their mean: a pipeline that cannot keep up makes every step wait or,
+    with workers, every few steps wait longer (``_attribute``)."""
+    wait, median = _stage_figures(steady, "wait")
     if wait < MIN_STAKE_MS or wait < MIN_SHARE * step_ms:
         return None
     slow = [r["n"] for r in steady if r["wait"] >= 0.5 * wait]
-    evidence: dict[str, Any] = {"wait_ms": round(wait, 3), "step_ms": round(step_ms, 3), "share": round(wait / step_ms, 4),
-                                "steps": _ranges(slow)}
+    evidence: dict[str, Any] = {"wait_ms": round(wait, 3), "wait_p50_ms": round(median, 3), "step_ms": round(step_ms, 3),
+                                "share": round(wait / step_ms, 4), "steps": ranges(slow)}
+    words = [f"waits in {steps_words(slow)}: mean {ms_words(wait)}, p50 {ms_words(median)} of a mean {ms_words(step_ms)} step"]
     pipeline = (data_prep or {}).get("pipeline") or {}
+    bottleneck = None
     if pipeline.get("bottleneck"):
         evidence["dataset_op"] = pipeline["bottleneck"]
+        bottleneck = f"{pipeline['bottleneck'].get('op_type')} (op {pipeline['bottleneck'].get('op_id')})"
+        words.append(f"the pipeline's bottleneck is dataset op {bottleneck}")
     if data_prep.get("empty_queue_ratio") is not None:
         evidence["empty_queue_ratio"] = round(data_prep["empty_queue_ratio"], 4)
-    where = f", dataset op {evidence['dataset_op']['op_type']} is the pipeline's bottleneck" if "dataset_op" in evidence else ""
-    text = f"Data-bound: each step waits {wait:.1f} ms for data ({wait / step_ms:.0%} of a {step_ms:.1f} ms step){where}"
-    return _finding("data_wait", "data", _share_severity(wait / step_ms), wait, evidence, text, action("data_wait", framework))
+        words.append(f"the data queue was empty in {data_prep['empty_queue_ratio']:.0%} of the fetches")
+    act, said = _data_action(meta, wait, step_ms, bottleneck)
+    where = f", dataset op {bottleneck} is the pipeline's bottleneck" if bottleneck else ""
+    text = f"Data-bound: each step waits a mean {ms_words(wait)} for data ({wait / step_ms:.0%} of a mean {ms_words(step_ms)} step){where}"
+    return _finding("data_wait", "data", _share_severity(wait / step_ms), wait, evidence, words + said, text, act)
 
 
-def host_finding(steady: list[Row], step_ms: float, hot_spots: list[Row], framework: str | None) -> Finding | None:
-    host = _median([r["host"] for r in steady])
-    if host < MIN_STAKE_MS or host < MIN_SHARE * step_ms:
+def host_finding(steady: list[Row], step_ms: float, step_p50: float, hot_spots: list[Row], meta: dict[str, Any],
+                 compiled: bool) -> Finding | None:
+    if not _typical(steady, "host", step_p50):
         return None
-    evidence: dict[str, Any] = {"host_ms": round(host, 3), "step_ms": round(step_ms, 3), "share": round(host / step_ms, 4),
-                                "compute_ms": round(_median([r["compute"] for r in steady]), 3),
-                                "steps": _ranges([r["n"] for r in steady if r["host"] >= 0.5 * host])}
+    host, median = _stage_figures(steady, "host")
+    where = [r["n"] for r in steady if r["host"] >= 0.5 * median]
+    compute = _mean([r["compute"] for r in steady])
+    evidence: dict[str, Any] = {"host_ms": round(host, 3), "host_p50_ms": round(median, 3), "step_ms": round(step_ms, 3),
+                                "share": round(host / step_ms, 4), "compute_ms": round(compute, 3), "steps": ranges(where)}
+    words = [f"host time in {steps_words(where)}: mean {ms_words(host)}, p50 {ms_words(median)}; ops run a mean {ms_words(compute)}"]
     named = ""
     if hot_spots:
         evidence["hot_spots"] = [{"function": spot["function"], "self_ms_per_step": spot["self_ms_per_step"]} for spot in hot_spots[:3]]
-        named = f"; top Python hot spot {hot_spots[0]['function']} ({hot_spots[0]['self_ms_per_step']:.1f} ms a step)"
-    text = f"Host-bound: {host:.1f} ms of each step runs no op and waits for no data ({host / step_ms:.0%} of the step){named}"
-    return _finding("host_work", "host", _share_severity(host / step_ms), host, evidence, text, action("host_work", framework))
+        named = f"; top Python hot spot {hot_spots[0]['function']} ({ms_words(hot_spots[0]['self_ms_per_step'])} a step)"
+        words.append("Python hot spots: " + ", ".join(f"{s['function']} {ms_words(s['self_ms_per_step'])} a step" for s in hot_spots[:3]))
+    text = f"Host-bound: a mean {ms_words(host)} of each step runs no op and waits for no data ({host / step_ms:.0%} of the step){named}"
+    return _finding("host_work", "host", _share_severity(host / step_ms), host, evidence, words, text,
+                    action("host_work_compiled" if compiled else "host_work", meta.get("framework")))
 
 
-def compute_finding(steady: list[Row], step_ms: float, operators: dict[str, Any], steps: int, framework: str | None) -> Finding | None:
-    compute = _median([r["compute"] for r in steady])
+def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: dict[str, Any]) -> Finding | None:
+    """Gaps between the ops of a compiled graph: the runtime's cost per op, which no Python change removes."""
+    if not _typical(steady, "runtime", step_p50):
+        return None
+    runtime, median = _stage_figures(steady, "runtime")
+    compute = _mean([r["compute"] for r in steady])
+    where = [r["n"] for r in steady if r["runtime"] >= 0.5 * median]
+    region = "the GRAPH-mode graph" if meta.get("framework") == "mindspore" else "the torch.compile regions"
+    evidence = {"runtime_ms": round(runtime, 3), "runtime_p50_ms": round(median, 3), "compute_ms": round(compute, 3),
+                "step_ms": round(step_ms, 3), "share": round(runtime / step_ms, 4), "steps": ranges(where)}
+    words = [f"gaps between the ops inside {region} in {steps_words(where)}: mean {ms_words(runtime)}, p50 {ms_words(median)}; "
+             f"ops run a mean {ms_words(compute)}"]
+    text = f"Runtime overhead: a mean {ms_words(runtime)} of each step lies between the ops inside {region} " \
+           f"({runtime / step_ms:.0%} of the step)"
+    # medium whatever its share: the model's structure, not a mistake in the job (a clean run has no high finding)
+    return _finding("runtime_overhead", "runtime", "medium", runtime, evidence, words, text,
+                    action("runtime_overhead", meta.get("framework"), jit_level=meta.get("jit_level") or "not set"))
+
+
+def compute_finding(steady: list[Row], step_ms: float, step_p50: float, operators: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
+    compute, median = _stage_figures(steady, "compute")
     types = (operators or {}).get("types") or []
-    if not types or compute < 0.5 * step_ms:
+    if not types or median < 0.5 * step_p50:
         return None
     top = types[0]
-    per_step = top["total_ms"] / max(steps, 1)
-    evidence = {"compute_ms": round(compute, 3), "share": round(compute / step_ms, 4), "step_ms": round(step_ms, 3),
-                "hot_ops": [{"op_type": t["op_type"], "percent": t["percent"], "ms_per_step": round(t["total_ms"] / max(steps, 1), 3)}
-                            for t in types[:5]]}
+    hot = [{"op_type": t["op_type"], "percent": t["percent"], "ms_per_step": round(compute * t["percent"], 3)} for t in types[:5]]
+    evidence = {"compute_ms": round(compute, 3), "compute_p50_ms": round(median, 3), "share": round(compute / step_ms, 4),
+                "step_ms": round(step_ms, 3), "hot_ops": hot}
+    words = [f"ops run a mean {ms_words(compute)} of a mean {ms_words(step_ms)} step",
+             "top op types: " + ", ".join(f"{h['op_type']} {h['percent']:.0%} ({ms_words(h['ms_per_step'])} a step)" for h in hot[:3])]
     text = f"Compute-bound: ops run {compute / step_ms:.0%} of the step; {top['op_type']} takes {top['percent']:.0%} of op time"
-    return _finding("hot_ops", "compute", "medium" if top["percent"] >= 0.5 else "low", per_step, evidence, text,
-                    action("hot_ops", framework))
+    return _finding("hot_ops", "compute", "medium" if top["percent"] >= 0.5 else "low", compute * top["percent"], evidence, words,
+                    text, action("hot_ops", meta.get("framework"), amp_level=meta.get("amp_level") or "not recorded"))
 
 
 def _periodic(excess: dict[int, float], slow: list[int]) -> tuple[int, list[int], float]:
@@ -195,32 +372,77 @@ def _periodic(excess: dict[int, float], slow: list[int]) -> tuple[int, list[int]
     return best
 
 
-def jitter_finding(steady: list[Row]) -> Finding | None:
+def beat(steady: list[Row]) -> dict[str, Any] | None:
     """Slow steps recurring with a period, in the step time or in its host part (where GC, checkpoints
-    and logging land; on a shared machine the ops' own time is the noisier series)."""
-    found = None
+    and logging land; on a shared machine the ops' own time is the noisier series), with the stage
+    (``STAGES``) that holds most of their excess over the stages' medians."""
+    found: dict[str, Any] | None = None
     for key, label in (("total", "step time"), ("host", "host time")):
         values = [r[key] for r in steady]
         median, mad = _median(values), _mad(values)
         over = {r["n"]: max(r[key] - median, 0.0) for r in steady}
         slow = sorted(n for n, ms in over.items() if ms >= max(JITTER_MIN_MS, 3 * mad))
-        period, beat, score = _periodic(over, slow)
-        if period and (found is None or score > found[4]):
-            found = (period, beat, [over[n] for n in beat], label, score)
+        period, on_beat, score = _periodic(over, slow)
+        if period and (found is None or score > found["score"]):
+            found = {"period": period, "steps": on_beat, "excess": [over[n] for n in on_beat], "series": label, "score": score}
     if found is None:
         return None
-    period, beat, excess, label, _ = found
+    by_step = {r["n"]: r for r in steady}
+    medians = {stage: _median([r.get(stage, 0.0) for r in steady]) for stage in STAGES}
+    split = {stage: sum(max(by_step[n].get(stage, 0.0) - medians[stage], 0.0) for n in found["steps"]) for stage in STAGES}
+    found["stage"] = max(split, key=lambda stage: split[stage]) if any(split.values()) else "host"
+    found["excess_by_stage_ms"] = {stage: round(ms / len(found["steps"]), 3) for stage, ms in split.items() if ms > 0}
+    return found
+
+
+def pattern_words(found: dict[str, Any], meta: dict[str, Any]) -> str:
+    """A beat as evidence in words: "every 2nd step waits 80.3 ms more (data wait; steps 4, 6, 8-20)"."""
+    period, excess = found["period"], _median(found["excess"])
+    workers = (meta.get("data_settings") or {}).get((frameworks.profile_of(meta.get("framework")) or frameworks.TORCH).workers_setting)
+    why = f" (the {workers} workers' batches arrive together)" if found["stage"] == "wait" and workers == period else ""
+    return f"every {period}{'nd' if period == 2 else 'rd' if period == 3 else 'th'} step takes {ms_words(excess)} more in " \
+           f"{STAGE_WORDS[found['stage']]}{why}: {steps_words(found['steps'])}"
+
+
+def jitter_finding(steady: list[Row], found: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> Finding | None:
+    """The beat (``beat``) as a finding of its own: excess that no stage's finding explains."""
+    found = found if found is not None else beat(steady)
+    if found is None:
+        return None
+    period, on_beat, excess = found["period"], found["steps"], found["excess"]
     ms = sum(excess) / len(steady)
-    step_ms = _median([r["total"] for r in steady])
-    evidence = {"period": period, "steps": beat, "excess_ms": round(_median(excess), 3), "series": label, "median_step_ms": round(step_ms, 3)}
-    text = f"Jitter: every {period} steps a step runs {_median(excess):.0f} ms longer ({label}; steps {', '.join(map(str, beat[:6]))}" \
-           f"{'...' if len(beat) > 6 else ''})"
-    return _finding("periodic_pause", "jitter", "high" if ms >= MIN_SHARE * step_ms else "medium", ms, evidence, text,
+    step_ms = _mean([r["total"] for r in steady])
+    evidence = {"period": period, "steps": on_beat, "excess_ms": round(_median(excess), 3), "series": found["series"],
+                "stage": found.get("stage"), "excess_by_stage_ms": found.get("excess_by_stage_ms"), "step_ms": round(step_ms, 3)}
+    text = f"Jitter: every {period} steps a step runs {ms_words(_median(excess))} longer ({found['series']}; {steps_words(on_beat, 6)})"
+    words = [pattern_words(found, meta or {}) if found.get("stage") else f"{steps_words(on_beat)} run longer",
+             f"{ms_words(sum(excess))} in all over {len(steady)} steady steps"]
+    return _finding("periodic_pause", "jitter", "high" if ms >= MIN_SHARE * step_ms else "medium", ms, evidence, words, text,
                     action("periodic_pause", None, period=period))
 
 
+def _net_of_profiler_buffer(data: Any, times: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """RSS minus what the framework's profiler held at each sample: per profiler session (the device
+    session's ``buffer`` records: its span, the RSS before and after its stop, the events it held), the
+    bytes per event it measured times the events recorded so far in that session."""
+    if not data.op_count or not data.buffers:
+        return values
+    op_starts = data.ops["start"]
+    net = values.copy()
+    for session in data.buffers:
+        first, last = np.searchsorted(op_starts, [session["start"], session["stop"]])
+        kept = int(last - first)
+        if kept <= 0:
+            continue
+        per_op = max(session["rss_before"] - session["rss_after"], 0) / kept  # each kept op's share of the buffer
+        inside = (times >= session["start"]) & (times <= session["stop"])
+        net[inside] -= per_op * (np.searchsorted(op_starts, times[inside]) - first)
+    return net
+
+
 def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Finding | None:
-    """A steady rise of memory step after step (allocator bytes with profile_memory, else RSS)."""
+    """A steady rise of memory step after step (allocator bytes with profile_memory, else RSS net of the
+    profiler's own buffer)."""
     if len(steady) < 4:
         return None
     first, last = steady[0], steady[-1]
@@ -232,6 +454,8 @@ def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Findi
         return None
     times = np.array([t for t, _ in inside], dtype=np.int64)
     values = np.array([v for _, v in inside], dtype=np.float64)
+    if not allocated:
+        values = _net_of_profiler_buffer(data, times, values)
     step_of = np.searchsorted(starts, times, side="right") - 1
     numbers = np.array([r["n"] for r in steady], dtype=np.float64)[step_of]
     if np.ptp(numbers) == 0:
@@ -240,44 +464,46 @@ def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Findi
     fitted = slope * numbers + intercept
     spread = float(((values - values.mean()) ** 2).sum()) or 1.0
     r2 = 1.0 - float(((values - fitted) ** 2).sum()) / spread
-    profile = frameworks.profile_of(framework)
-    if not allocated and profile is not None and profile.profiler_bytes_per_event and data.op_count:
-        # a profiler that holds each event in this process until its session stops (torch.profiler): RSS grows
-        # with the events recorded per step, which is the profiler's buffer, not a leak of the job's
-        recorded = np.count_nonzero(np.isin(data.ops["step"], [r["n"] for r in steady])) / len(steady)
-        slope -= recorded * profile.profiler_bytes_per_event
     growth = slope * (numbers[-1] - numbers[0])
     if slope < MEMORY_MIN_BYTES_PER_STEP or growth < MEMORY_MIN_GROWTH or r2 < 0.8:
         return None
-    evidence = {"bytes_per_step": int(slope), "growth_bytes": int(growth), "r2": round(r2, 4),
-                "steps": [[int(numbers[0]), int(numbers[-1])]], "source": "framework allocator" if allocated else "process RSS"}
-    text = f"Memory grows {slope / (1 << 20):.1f} MiB every step (steps {int(numbers[0])}-{int(numbers[-1])}, " \
-           f"{growth / (1 << 20):.0f} MiB in all, {evidence['source']}): a leak signature"
-    return _finding("memory_growth", "memory", "high", 0.0, evidence, text, action("memory_growth", framework))
+    source = "framework allocator" if allocated else "process RSS net of the profiler's buffer" if data.buffers else "process RSS"
+    span = [[int(numbers[0]), int(numbers[-1])]]
+    evidence = {"bytes_per_step": int(slope), "growth_bytes": int(growth), "r2": round(r2, 4), "steps": span, "source": source}
+    words = [f"{slope / (1 << 20):.1f} MiB a step over {steps_words(span)} ({growth / (1 << 20):.0f} MiB in all, {source}, "
+             f"linear fit R² {r2:.2f})"]
+    text = f"Memory grows {slope / (1 << 20):.1f} MiB every step ({steps_words(span)}, {growth / (1 << 20):.0f} MiB in all, " \
+           f"{source}): a leak signature"
+    return _finding("memory_growth", "memory", "high", 0.0, evidence, words, text, action("memory_growth", framework))
 
 
 def warmup_finding(rows: list[Row], warm: list[int], steady_ms: float) -> Finding | None:
     if not warm:
         return None
-    extra = [r["total"] / 1e6 - steady_ms for r in rows if r["n"] in warm]
-    evidence = {"steps": _ranges(warm), "extra_ms": round(sum(extra), 3), "steady_step_ms": round(steady_ms, 3)}
-    text = f"Warm-up: step{'s' if len(warm) > 1 else ''} {', '.join(map(str, warm))} took {sum(extra):.0f} ms more than steady steps"
-    return _finding("warm_up", "warm-up", "low", 0.0, evidence, text, action("warm_up", None))
+    extra = [r["total"] - steady_ms for r in rows if r["n"] in warm]
+    evidence = {"steps": ranges(warm), "extra_ms": round(sum(extra), 3), "steady_step_ms": round(steady_ms, 3)}
+    words = [f"{steps_words(warm)} took {ms_words(sum(extra))} more than a mean steady step of {ms_words(steady_ms)}"]
+    text = f"Warm-up: {steps_words(warm)} took {ms_words(sum(extra))} more than steady steps"
+    return _finding("warm_up", "warm-up", "low", 0.0, evidence, words, text, action("warm_up", None))
 
 
-def cpu_contention_finding(cpu: dict[str, Any] | None, cpus: int, host_or_data: bool) -> Finding | None:
-    """Others' CPU use matters only when the training waits on the host or data, and is not its own."""
+def cpu_contention_finding(cpu: dict[str, Any] | None, host_or_data: bool) -> Finding | None:
+    """Others' CPU use matters only when the training waits on the host or data. The job is its process
+    tree (DataLoader and dataset workers included); the agent's own processes are neither the job's nor others'."""
     keys = ("process_user_mean", "process_sys_mean", "machine_busy_mean")
     if not cpu or not host_or_data or any(cpu.get(key) is None for key in keys):  # None: no sample long enough
         return None
-    own = (cpu["process_user_mean"] + cpu["process_sys_mean"]) / max(cpus, 1)
-    others = cpu["machine_busy_mean"] - own
+    own = cpu["process_user_mean"] + cpu["process_sys_mean"]  # percent of the machine already
+    ours = cpu.get("agent_mean") or 0.0
+    others = cpu["machine_busy_mean"] - own - ours
     if cpu["machine_busy_mean"] < 80 or others < 50:
         return None
-    evidence = {"machine_busy_percent": cpu["machine_busy_mean"], "process_percent_of_machine": round(own, 2),
-                "others_percent_of_machine": round(others, 2)}
-    text = f"CPU contention: the machine was {cpu['machine_busy_mean']:.0f} % busy, {others:.0f} % of it not this training"
-    return _finding("cpu_contention", "host", "low", 0.0, evidence, text, action("cpu_contention", None))
+    evidence = {"machine_busy_percent": cpu["machine_busy_mean"], "job_percent_of_machine": round(own, 2),
+                "agent_percent_of_machine": round(ours, 2), "others_percent_of_machine": round(others, 2)}
+    words = [f"the machine was {cpu['machine_busy_mean']:.0f} % busy: this job (its process and children) {own:.0f} %, "
+             f"the profiler's own processes {ours:.0f} %, other processes {others:.0f} %"]
+    text = f"CPU contention: the machine was {cpu['machine_busy_mean']:.0f} % busy, {others:.0f} % of it other processes"
+    return _finding("cpu_contention", "host", "low", 0.0, evidence, words, text, action("cpu_contention", None))
 
 
 def mfu_finding(flops: dict[str, Any] | None, compute_bound: bool) -> Finding | None:
@@ -286,26 +512,30 @@ def mfu_finding(flops: dict[str, Any] | None, compute_bound: bool) -> Finding | 
         return None
     evidence = {"mfu": mfu["ratio"], "peak_gflops": mfu["peak_gflops"], "peak_source": mfu["peak_source"]}
     text = f"Low utilisation: the ops reach {mfu['ratio']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS"
-    return _finding("low_mfu", "utilisation", "low", 0.0, evidence, text, action("low_mfu", None))
+    return _finding("low_mfu", "utilisation", "low", 0.0, evidence, [f"{mfu['ratio']:.1%} of a peak of {mfu['peak_gflops']:.0f} GFLOPS "
+                                                                    f"({mfu['peak_source']})"], text, action("low_mfu", None))
 
 
-def communication_finding(steady: list[Row], step_ms: float) -> Finding | None:
-    ms = _median([r["communication"] for r in steady])
-    if ms < MIN_STAKE_MS or ms < 0.2 * step_ms:
+def communication_finding(steady: list[Row], step_ms: float, step_p50: float) -> Finding | None:
+    ms, median = _stage_figures(steady, "communication")
+    if median < MIN_STAKE_MS or median < 0.2 * step_p50:
         return None
-    evidence = {"communication_ms": round(ms, 3), "share": round(ms / step_ms, 4)}
-    text = f"Communication-bound: collectives take {ms:.1f} ms of a {step_ms:.1f} ms step"
-    return _finding("communication", "communication", _share_severity(ms / step_ms), ms, evidence, text, action("communication", None))
+    evidence = {"communication_ms": round(ms, 3), "communication_p50_ms": round(median, 3), "share": round(ms / step_ms, 4)}
+    words = [f"collectives take a mean {ms_words(ms)} (p50 {ms_words(median)}) of a mean {ms_words(step_ms)} step"]
+    text = f"Communication-bound: collectives take a mean {ms_words(ms)} of a mean {ms_words(step_ms)} step"
+    return _finding("communication", "communication", _share_severity(ms / step_ms), ms, evidence, words, text, action("communication", None))
 
 
 def straggler_finding(summaries: list[dict[str, Any]]) -> Finding | None:
-    """The rank whose own work per step (its steady step minus its time in collectives, where the others
-    wait for it) exceeds the other ranks' median by 5 ms and 10 %."""
+    """The rank whose own work per step (its mean steady step minus its time in collectives, where the
+    others wait for it) exceeds the other ranks' median by 5 ms and 10 %."""
     own = {}
+    breakdowns = {}
     for summary in summaries:
-        breakdown = summary.get("step_breakdown_ms") or {}
+        breakdown = summary.get("step_breakdown_mean_ms") or summary.get("step_breakdown_ms") or {}
         if breakdown.get("total") is not None:
             own[summary.get("rank_id")] = breakdown["total"] - (breakdown.get("communication") or 0.0)
+            breakdowns[summary.get("rank_id")] = breakdown
     if len(own) < 2:
         return None
     slow = max(own, key=lambda rank: own[rank])
@@ -313,15 +543,16 @@ def straggler_finding(summaries: list[dict[str, Any]]) -> Finding | None:
     extra = own[slow] - others
     if extra < MIN_STAKE_MS or extra < MIN_SHARE * max(others, 1e-9):
         return None
-    by_rank = {s.get("rank_id"): s for s in summaries}
-    breakdown = by_rank[slow]["step_breakdown_ms"]
+    breakdown = breakdowns[slow]
     evidence = {"rank": slow, "extra_ms": round(extra, 3), "own_work_ms": {str(r): round(ms, 3) for r, ms in sorted(own.items())},
                 "slow_rank_breakdown_ms": breakdown,
-                "others_in_communication_ms": {str(r): s["step_breakdown_ms"].get("communication") for r, s in by_rank.items() if r != slow}}
+                "others_in_communication_ms": {str(r): b.get("communication") for r, b in breakdowns.items() if r != slow}}
     kind = max(("host", "compute", "wait"), key=lambda key: breakdown.get(key) or 0.0)
-    text = f"Straggler: rank {slow} works {extra:.0f} ms more per step than the others (mostly {kind}), who wait for it in collectives"
-    framework = by_rank[slow].get("framework")
-    return _finding("straggler", "straggler", _share_severity(extra / max(others + extra, 1e-9)), extra, evidence, text,
+    words = [f"rank {slow} works a mean {ms_words(own[slow])} a step (step minus collectives), the others' median {ms_words(others)}",
+             f"its {kind} time is the largest part ({ms_words(breakdown.get(kind) or 0.0)} a step)"]
+    text = f"Straggler: rank {slow} works {ms_words(extra)} more per step than the others (mostly {kind}), who wait for it in collectives"
+    framework = next((s.get("framework") for s in summaries if s.get("rank_id") == slow), None)
+    return _finding("straggler", "straggler", _share_severity(extra / max(others + extra, 1e-9)), extra, evidence, words, text,
                     action("straggler", framework, rank=slow, kind=kind))
 
 
@@ -370,32 +601,76 @@ def hot_spots(data: Any, steady: list[Row], limit: int = 20) -> list[Row]:
                  **({"lines": len(lines[name])} if name in lines else {})) for name, ms in ranked]
 
 
+def _attribute(pattern: dict[str, Any], found: list[Finding], steady: list[Row], meta: dict[str, Any]) -> None:
+    """A beat is attributed to the stage holding most of its excess before it is called jitter. Data
+    waits that recur are the data finding's own evidence (a pipeline that cannot keep up delivers in
+    bursts: with w workers, w batches arrive together). Elsewhere (host, ops, runtime) a beat is
+    periodic work of its own (GC, checkpoints, evaluation) and stays jitter; the stage's finding then
+    counts only its time off the beat, so that the two never count the same time."""
+    owner = next((f for f in found if f["id"] == STAGE_FINDING.get(pattern["stage"])), None)
+    if owner is None:
+        return
+    words = pattern_words(pattern, meta)
+    owner["evidence"]["pattern"] = {key: pattern[key] for key in ("period", "steps", "stage")}
+    if pattern["stage"] == "wait":
+        owner["evidence_text"] += "; " + words
+        return
+    on_beat = pattern["excess_by_stage_ms"].get(pattern["stage"], 0.0) * len(pattern["steps"]) / len(steady)
+    owner["ms_per_step"] = round(max(owner["ms_per_step"] - on_beat, 0.0), 1)
+    owner["at_stake"] = stake_words(owner["ms_per_step"])
+    owner["evidence_text"] += f"; {ms_words(on_beat)} a step of it recurs on a beat, counted as jitter ({words})"
+
+
+def _within_the_step(findings: list[Finding], step_ms: float) -> None:
+    """The findings' times at stake, in order, never add up to more than the mean steady step: a later
+    one keeps only what the earlier ones left (its evidence keeps its own figures)."""
+    left = step_ms
+    for finding in findings:
+        if finding["ms_per_step"] > left:
+            finding["ms_per_step"] = round(max(left, 0.0), 1)
+            finding["at_stake"] = stake_words(finding["ms_per_step"])
+        left -= finding["ms_per_step"]
+
+
 def advise(data: Any, results: dict[str, Any], warmup: list[Row]) -> dict[str, Any]:
-    """Findings (ordered), the verdict, the per-step breakdown medians and the Python hot spots;
-    ``warmup`` is the window's warm-up steps (``warmup.detect``)."""
+    """Findings (ordered), the verdict, the per-step breakdown (means and medians) and the Python hot
+    spots; ``warmup`` is the window's warm-up steps (``warmup.detect``)."""
     rows = results["step_trace"]["rows"]
-    framework = data.meta.get("framework")
+    meta = data.meta
+    framework = meta.get("framework")
     warm = [w["step"] for w in warmup]
     breakdown = step_breakdown(data, rows)
     steady = [r for r in breakdown if r["n"] not in warm] or breakdown
     if not steady:
-        return {"findings": [], "verdict": None, "breakdown_ms": None, "hot_spots": []}
-    step_ms = _median([r["total"] for r in steady])
+        return {"findings": [], "verdict": None, "breakdown_ms": None, "breakdown_mean_ms": None, "hot_spots": []}
+    step_ms, step_p50 = _stage_figures(steady, "total")
     spots = hot_spots(data, steady)
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
-    found = [data_finding(steady, step_ms, results.get("data_prep") or {}, framework),
-             host_finding(steady, step_ms, spots, framework) if data.op_count else None,  # no ops recorded: compute unknown
-             compute_finding(steady, step_ms, results.get("operators") or {}, len(rows), framework),
-             jitter_finding(steady), memory_finding(data, steady, framework), warmup_finding(rows, warm, step_ms),
-             communication_finding(steady, step_ms)]
-    waiting = any(f and f["category"] in ("data", "host") for f in found)
-    compute_bound = any(f and f["id"] == "hot_ops" for f in found)
-    found += [cpu_contention_finding(results.get("cpu"), int(data.meta.get("cpus") or 1), waiting),
-              mfu_finding(results.get("flops"), compute_bound)]
-    findings = sorted((f for f in found if f), key=lambda f: (SEVERITY_ORDER[f["severity"]], -f["ms_per_step"]))
+    stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta)]
+    if data.op_count:  # no ops recorded: compute, runtime and host unknown
+        stages += [host_finding(steady, step_ms, step_p50, spots, meta, graph_mode(data) or bool(len(compiled_regions(data)))),
+                   runtime_finding(steady, step_ms, step_p50, meta),
+                   compute_finding(steady, step_ms, step_p50, results.get("operators") or {}, meta)]
+    found = [f for f in stages if f]
+    pattern = beat(steady)
+    if pattern is not None:
+        _attribute(pattern, found, steady, meta)
+        if pattern["stage"] != "wait" or not any(f["id"] == "data_wait" for f in found):
+            found += [f for f in [jitter_finding(steady, pattern, meta)] if f]
+    found += [f for f in (memory_finding(data, steady, framework), warmup_finding(breakdown, warm, step_ms),
+                          communication_finding(steady, step_ms, step_p50)) if f]
+    waiting = any(f["category"] in ("data", "host") for f in found)
+    compute_bound = any(f["id"] == "hot_ops" for f in found)
+    found += [f for f in (cpu_contention_finding(results.get("cpu"), waiting), mfu_finding(results.get("flops"), compute_bound)) if f]
+    # a leak ends the job sooner or later: it heads the findings of its severity, whatever their time at stake
+    findings = sorted(found, key=lambda f: (SEVERITY_ORDER[f["severity"]], f["category"] != "memory", -f["ms_per_step"]))
+    _within_the_step(findings, step_ms)
+    known = ("wait", "communication") if not data.op_count else STAGES + ("communication",)
     return {"findings": findings, "verdict": verdict(findings), "hot_spots": spots + warm_spots,
-            "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) if data.op_count or key in ("total", "wait", "communication") else None
-                             for key in ("total", "wait", "compute", "host", "communication")}}
+            "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) if key in known or key == "total" else None
+                             for key in ("total",) + STAGES + ("communication",)},
+            "breakdown_mean_ms": {key: round(_mean([r[key] for r in steady]), 3) if key in known or key == "total" else None
+                                  for key in ("total",) + STAGES + ("communication",)}}
 
 
 def verdict(findings: list[Finding]) -> str:

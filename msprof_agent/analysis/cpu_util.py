@@ -9,6 +9,7 @@ import numpy as np
 from ..contract.names import CPU_UTILIZATION
 from ..contract.readers import cpu_means
 from ..writers import write_json
+from .stats import median
 
 MIN_SPAN_NS = 5_000_000
 
@@ -18,7 +19,7 @@ def measured(samples):
     return [sample for sample in sorted(samples, key=lambda s: s["ts"]) if sample["span"] >= MIN_SPAN_NS]
 
 
-MACHINE_STATES = ("user", "sys", "nice", "io", "steal", "idle")  # records.Cpu's; "io" is iowait
+MACHINE_STATES = ("user", "sys", "nice", "iowait", "steal", "idle")  # records.Cpu's
 
 
 def whole_percents(sample):
@@ -44,13 +45,14 @@ def write(data, ctx, pipeline=None):
     utilization = {
         "cpu_processor_num": data.meta.get("cpus") or 1,  # the profiled machine's
         # the typical gap: the default interval adapts to the window's length (collectors.cpu)
-        "sampling_interval": int(round(float(np.median(np.diff(stamps))))) if len(stamps) > 1 else ctx.sampling_interval_ms,
+        "sampling_interval": int(round(median(np.diff(stamps)))) if len(stamps) > 1 else ctx.sampling_interval_ms,
         "time_stamp": stamps,
         "device_info": {"user_utilization": series("user"), "sys_utilization": series("sys"),
-                        "io_utilization": series("io"), "idle_utilization": series("idle"),
+                        "io_utilization": series("iowait"), "idle_utilization": series("idle"),
                         "context_switch_count": series("ctx"), "runnable_process": series("run"),
                         "nice_utilization": series("nice"), "steal_utilization": series("steal")},  # the rest of busy: ours
-        "process_info": {"user_utilization": series("puser"), "sys_utilization": series("psys")},
+        "process_info": {"user_utilization": series("puser"), "sys_utilization": series("psys")},  # the job: its process tree
+        "agent_info": {"utilization": series("agent")},  # the agent's own processes (background analysis), the job's neither
         "op_info": op_info,
     }
     write_json(ctx.path(CPU_UTILIZATION), utilization, ctx.pretty)

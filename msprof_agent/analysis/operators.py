@@ -94,7 +94,7 @@ def short_name(full_name):
     return full_name.rsplit("/", 1)[-1]
 
 
-def _device_tables(data, mask, device):
+def device_tables(data, mask, device):
     """Type codes, name codes and self times of the profiled ops that ran on the host or on a CUDA device."""
     ops = data.ops
     cuda = ops.device_is("cuda")
@@ -129,7 +129,7 @@ def _write_shapes(data, mask, ctx, op_type):
 
 def _tables(data, mask, device, op_type):
     """(type rows, op rows) as (name, count, total ns) plus the grand total, for one device."""
-    type_ids, name_ids, durs = _device_tables(data, mask, device)
+    type_ids, name_ids, durs = device_tables(data, mask, device)
     if not len(durs):
         return None
     type_lookup, name_lookup = data.op_types, data.op_names

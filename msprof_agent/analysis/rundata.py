@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 
 from ..options import Options
-from ..records import COMM, CPU, END, FORMAT, HOSTIO, KIND, MEM, META, MSTX, NOTE, OPS, PAUSE, PIPELINE, PROBE, QUEUE, STACK, STEP, WINDOW
+from ..records import BUFFER, COMM, CPU, END, FORMAT, HOSTIO, KIND, MEM, META, MSTX, NOTE, OPS, PAUSE, PIPELINE, PROBE, QUEUE, STACK, STEP, WINDOW
 from ..store import rank_raw_dir, raw_lines
 from .opcolumns import OpBatches, split_ops_line
 from .workers import COUNT, Workers
@@ -30,6 +30,7 @@ class RunData:
         self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
         self.host_io, self.mstx = [], []  # host_sys disk/network samples; the user's mstx marks and ranges
         self.windows, self.notes, self.pauses, self.probes = [], [], [], []
+        self.buffers = []  # the framework profiler's sessions: span, events, RSS before and after its stop
         self.end = None
 
     @property
@@ -63,9 +64,13 @@ class RunData:
             self.stacks = [c for c in self.stacks if lo <= c["ts"] <= hi]
             self.pauses = [p for p in self.pauses if lo <= p["start"] <= hi]
 
+    def paused_ns(self, start, end):
+        """How much of [start, end) (ns) the agent's own pauses (profiler start-up, hand-overs) took."""
+        return sum(max(min(p["end"], end) - max(p["start"], start), 0) for p in self.pauses)
+
 
 _LISTS = {CPU: "cpu", MEM: "mem", QUEUE: "queue", PIPELINE: "pipeline", COMM: "comm", STACK: "stacks",
-          HOSTIO: "host_io", MSTX: "mstx", WINDOW: "windows", NOTE: "notes", PAUSE: "pauses", PROBE: "probes"}
+          HOSTIO: "host_io", MSTX: "mstx", WINDOW: "windows", NOTE: "notes", PAUSE: "pauses", PROBE: "probes", BUFFER: "buffers"}
 _META_MARK = orjson.dumps({KIND: META})[1:-1]  # b'"k":"meta"'
 _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
 

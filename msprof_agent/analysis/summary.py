@@ -12,14 +12,15 @@ from ..options import not_applicable
 from ..records import KIND
 from ..writers import write_csv, write_json
 from . import advisor, warmup
+from .stats import percentile
 
 
 def _percentiles(values):
     if not values:
         return None
     array = np.asarray(values, dtype=np.float64)
-    return {"mean": round(float(array.mean()), 4), "p50": round(float(np.percentile(array, 50)), 4),
-            "p90": round(float(np.percentile(array, 90)), 4), "max": round(float(array.max()), 4)}
+    return {"mean": round(float(array.mean()), 4), "p50": round(percentile(values, 50), 4),
+            "p90": round(percentile(values, 90), 4), "max": round(float(array.max()), 4)}
 
 
 def machine_speed(probes):
@@ -67,7 +68,7 @@ def build(data, ctx, results):
         "ops_recorded": data.op_count, "flops": results.get("flops"), "memory": results.get("memory"), "cpu": results.get("cpu"),
         "communication": comm, "verdict": advice["verdict"], "findings": advice["findings"],
         "suggestions": advisor.suggestions(advice["findings"]),
-        "step_breakdown_ms": advice["breakdown_ms"], "python_hot_spots": advice["hot_spots"],
+        "step_breakdown_ms": advice["breakdown_ms"], "step_breakdown_mean_ms": advice["breakdown_mean_ms"], "python_hot_spots": advice["hot_spots"],
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses)
                  + _lost_notes(data.end),
@@ -92,11 +93,12 @@ def _lost_notes(end):
 
 
 def _pause_notes(pauses):
-    """Time the agent spent between steps (torch.profiler hand-overs): outside every step, said once."""
-    if not pauses:
-        return []
-    seconds = sum(p["end"] - p["start"] for p in pauses) / 1e9
-    return [f"{pauses[0].get('what', 'agent pause')} x{len(pauses)}: {seconds:.2f} s in all, between steps (in no step's time)"]
+    """Time the agent spent on itself (profiler start-ups, torch.profiler hand-overs), said once per kind."""
+    kinds = {}
+    for pause in pauses:
+        kinds.setdefault(pause.get("what", "agent pause"), []).append(pause["end"] - pause["start"])
+    return [f"{what} x{len(spans)}: {sum(spans) / 1e9:.2f} s in all, the agent's own (left out of the findings)"
+            for what, spans in kinds.items()]
 
 
 def print_table(summary):
@@ -109,9 +111,9 @@ def print_table(summary):
         say("  warm-up     " + ", ".join(f"step {w['step']} {w['ms']:.1f} ms" for w in summary["warmup_steps"])
             + " (left out of the figures below)")
     if step:
-        say(f"  step time   p50 {step['p50']:.2f} ms   p90 {step['p90']:.2f} ms   max {step['max']:.2f} ms")
+        say(f"  step time   mean {step['mean']:.2f} ms   p50 {step['p50']:.2f} ms   p90 {step['p90']:.2f} ms   max {step['max']:.2f} ms")
         share, stages = summary["stage_share"], summary["stages_ms"]
-        say(f"  stages      interval {stages['iteration_interval']:.2f} ms ({share['iteration_interval']:.0%}) | "
+        say(f"  stages      mean interval {stages['iteration_interval']:.2f} ms ({share['iteration_interval']:.0%}) | "
             f"fwd+bwd {stages['fp_and_bp']:.2f} ms ({share['fp_and_bp']:.0%}) | tail {stages['tail']:.2f} ms ({share['tail']:.0%})")
     if summary["top_op_types"]:
         say("  top ops     " + ", ".join(f"{o['op_type']} {o['percent']:.0%}" for o in summary["top_op_types"][:4]))
@@ -122,6 +124,6 @@ def print_table(summary):
         say(f"  verdict     {summary['verdict']}")
     shown = [f for f in summary["findings"] if f["id"] != "warm_up" or not summary["warmup_steps"]]  # the warm-up line says it
     for finding in shown[:3]:
-        say(f"  finding     {finding['ms_per_step']:.1f} ms/step at stake: {finding['text']}")
+        say(f"  finding     {finding['at_stake']} at stake: {finding['text']}")
     for note in summary["notes"] + summary["not_applicable"]:
         say(f"  note        {note}")

@@ -47,7 +47,7 @@ def time_base(data, stages):
     return day_base(min(candidates, default=0))
 
 
-def _fixed_events(data, base):
+def fixed_events(data, base):
     """Every event but the ops and the per-step tracks, as dicts."""
     events = [time_base_event(base, STEP_PID)]
     events += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}} for pid, name in TRACK_NAMES.items()]
@@ -69,7 +69,7 @@ def _fixed_events(data, base):
 _STEP_EVENT = b',{"ph":"X","name":"%s","cat":"%s","pid":%d,"tid":%d,"ts":%d.%03d,"dur":%d.%03d,"args":{"step":%d}}'
 
 
-def _step_events(data, stages, base):
+def step_events(data, stages, base):
     """The step, stage and data-wait tracks, a few events per step, as bytes: formatted from a
     template (fixed names, numbers only) rather than as dicts, which cost kilobytes per step."""
     events = []
@@ -130,9 +130,9 @@ def write(data, ctx, stages):
     limit_mb = data.options.timeline_limit
     base = time_base(data, stages)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
-    fixed = (_fixed_events(data, base) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)
+    fixed = (fixed_events(data, base) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)
              + mstx.events(data, MSTX_PID, base))
-    steps, step_events = _step_events(data, stages, base)
+    steps, step_count = step_events(data, stages, base)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops
     name = rank_file(TIMELINE_DISPLAY, ctx.rank, device=device)
@@ -151,4 +151,4 @@ def write(data, ctx, stages):
                "op_exe_times": kept, "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0)}
     for named in {device, MINDINSIGHT_HOST_TIMELINE if device == "cpu" else device}:
         write_json(ctx.path(TIMELINE_SUMMARY, device=named), summary, ctx.pretty)
-    return {"file": name, "events": len(fixed) + step_events + kept, "bytes": size, "truncated": kept < data.op_count, "dropped": dropped_text}
+    return {"file": name, "events": len(fixed) + step_count + kept, "bytes": size, "truncated": kept < data.op_count, "dropped": dropped_text}

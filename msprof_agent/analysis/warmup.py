@@ -6,10 +6,13 @@ The rule (``RULE``): the steady time is the median of the window's later half, w
 reaches; leading steps are warm-up while each takes more than ``FACTOR`` x that median and more than
 ``MIN_EXCESS_MS`` beyond it, at most half the window, and only with ``MIN_STEPS`` steps or more.
 The first step that is not stops the run of warm-up steps, so a slow step later on stays in.
+Warm-up belongs to the run, not to a window: ``of_window`` looks for it among the run's own first
+steps (a window opened at step 5 of a warm job has none), each step's time net of the agent's own
+pauses (the profiler's start-up at a window's first step is ours, not the job's warming up).
 Warm-up steps stay in the step trace CSV and the timeline; the summary's means, percentiles,
 verdict and suggestions, MFU, and compare's noise read the steady steps only.
 """
-import numpy as np
+from .stats import median
 
 FACTOR = 1.5
 MIN_EXCESS_MS = 1.0
@@ -23,7 +26,7 @@ def detect(numbers, totals_ms):
     ``[{"step", "ms", "why"}]``."""
     if len(totals_ms) < MIN_STEPS:
         return []
-    steady = float(np.median(totals_ms[len(totals_ms) // 2:]))
+    steady = median(totals_ms[len(totals_ms) // 2:])
     found = []
     for n, ms in zip(numbers[:len(totals_ms) // 2], totals_ms):
         if ms <= FACTOR * steady or ms - steady <= MIN_EXCESS_MS:
@@ -32,6 +35,16 @@ def detect(numbers, totals_ms):
                       "why": f"{ms / steady:.1f}x the steady median {steady:.2f} ms ("
                              + ("graph compile / first-iteration allocation" if not found else "still warming up") + ")"})
     return found
+
+
+def of_window(data):
+    """The warm-up steps of the run (``data.steps``, from its first step) that lie in the window."""
+    run = data.steps
+    if not run or run[0]["n"] != 1:  # the run's first steps were not recorded: no leading steps to judge
+        return []
+    window = {s["n"] for s in data.window_steps}
+    totals = [(s["end"] - s["start"] - data.paused_ns(s["start"], s["end"])) / 1e6 for s in run]
+    return [w for w in detect([s["n"] for s in run], totals) if w["step"] in window]
 
 
 def steady(rows, warmup):

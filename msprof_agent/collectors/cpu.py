@@ -1,7 +1,9 @@
 """CPU and host-memory sampling on a daemon thread, started with the first recorded step.
 
-psutil gives machine user/sys/nice/iowait/steal/idle and context switches, /proc/stat the runnable count,
-and the process's own CPU times and RSS; with ``host_sys`` "disk" / "network", the machine's disk and
+psutil gives machine user/sys/nice/iowait/steal/idle and context switches, /proc/stat the runnable
+count, and the job's CPU times (``job_tree``: this process and its descendants, DataLoader, dataset
+and compile workers included) apart from the agent's own processes (its niced background analysis),
+and this process's RSS; with ``host_sys`` "disk" / "network", the machine's disk and
 network I/O counters (and the process's own disk bytes) as deltas per sample. Samples go to the
 writer's thread-safe queue; the main thread writes them at the next flush, so this thread never touches a file or a lock of ours.
 
@@ -37,6 +39,68 @@ def _runnable_processes() -> int:
     except OSError:
         pass
     return 0
+
+
+OUR_PROCESSES = b"msprof_agent.background_analysis"  # a child running this is the agent's, not the job's
+
+
+def _descendants(pid: int) -> list[int]:
+    """The process's descendants, from /proc's per-thread ``children`` lists (cheap: no scan of every
+    process); psutil's scan where the kernel has no such list."""
+    found, todo = [], [pid]
+    try:
+        while todo:
+            parent = todo.pop()
+            for task in os.listdir(f"/proc/{parent}/task"):
+                try:
+                    with open(f"/proc/{parent}/task/{task}/children", "rb") as handle:
+                        children = [int(c) for c in handle.read().split()]
+                except FileNotFoundError:  # a thread that ended, or no children lists in this kernel
+                    if parent == pid and task == str(pid):
+                        raise
+                    continue
+                found += children
+                todo += children
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        found = [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    return found
+
+
+class _JobTree:
+    """CPU seconds of this process and its descendants since the last reading, the agent's own
+    processes apart. A child first seen counts from the time of the reading before (the tree's state
+    at the start is the baseline); one that ended between readings loses its last interval."""
+
+    def __init__(self, process: psutil.Process) -> None:
+        self.process = process
+        self.known: dict[int, tuple[psutil.Process, float, float, bool]] = {}
+        self.read()
+
+    def read(self) -> tuple[float, float, float]:
+        """(job user, job system, ours) seconds since the last call."""
+        job_user = job_sys = ours = 0.0
+        seen: dict[int, tuple[psutil.Process, float, float, bool]] = {}
+        for pid in [self.process.pid] + _descendants(self.process.pid):
+            try:
+                entry = self.known.get(pid)
+                if entry is None:
+                    proc = self.process if pid == self.process.pid else psutil.Process(pid)
+                    mine = pid != self.process.pid and OUR_PROCESSES in b" ".join(arg.encode() for arg in proc.cmdline())
+                    last_user = last_sys = 0.0 if self.known else None
+                else:
+                    proc, last_user, last_sys, mine = entry
+                times = proc.cpu_times()
+            except (psutil.Error, OSError):
+                continue
+            seen[pid] = (proc, times.user, times.system, mine)
+            if last_user is None or last_sys is None:
+                continue
+            if mine:
+                ours += times.user - last_user + times.system - last_sys
+            else:
+                job_user, job_sys = job_user + times.user - last_user, job_sys + times.system - last_sys
+        self.known = seen
+        return job_user, job_sys, ours
 
 
 PROBE_LOOPS, PROBE_REPEATS = 20_000, 5  # about 1 ms a repeat on an idle core
@@ -124,7 +188,7 @@ class CpuSampler(SamplerThread):
         cpus = psutil.cpu_count() or 1
         last_times = psutil.cpu_times()
         last_ctx = psutil.cpu_stats().ctx_switches
-        last_proc = process.cpu_times()
+        tree = _JobTree(process)
         began = last_wall = time.monotonic()
         adaptive = self._adaptive
         last_io = _io_counters(process, self._io_kinds) if self._io_kinds else None
@@ -137,19 +201,19 @@ class CpuSampler(SamplerThread):
                     times = psutil.cpu_times()
                     machine = machine_percents(last_times, times)
                     ctx = psutil.cpu_stats().ctx_switches
-                    proc = process.cpu_times()
+                    job_user, job_sys, ours = tree.read()
                     span = (wall - last_wall) * cpus
                     now = time.time_ns()
                     sample: Cpu = {
                         records.KIND: records.CPU, "ts": now, "span": round((wall - last_wall) * 1e9),
-                        "user": machine["user"], "sys": machine["system"], "nice": machine.get("nice", 0.0), "io": machine.get("iowait", 0.0),
-                        "steal": machine.get("steal", 0.0), "idle": machine["idle"], "ctx": ctx - last_ctx, "run": _runnable_processes(),
-                        "puser": 100.0 * (proc.user - last_proc.user) / span,
-                        "psys": 100.0 * (proc.system - last_proc.system) / span,
+                        "user": machine["user"], "sys": machine["system"], "nice": machine.get("nice", 0.0),
+                        "iowait": machine.get("iowait", 0.0), "steal": machine.get("steal", 0.0),
+                        "idle": machine["idle"], "ctx": ctx - last_ctx, "run": _runnable_processes(),
+                        "puser": 100.0 * job_user / span, "psys": 100.0 * job_sys / span, "agent": 100.0 * ours / span,
                         "rss": process.memory_info().rss,
                     }
                     self._queue.append(sample)
-                    last_ctx, last_proc, last_wall, last_times = ctx, proc, wall, times
+                    last_ctx, last_wall, last_times = ctx, wall, times
                     if last_io is not None:
                         io = _io_counters(process, self._io_kinds)
                         self._queue.append({**{key: io[key] - last_io.get(key, io[key]) for key in io}, records.KIND: records.HOSTIO, "ts": now})

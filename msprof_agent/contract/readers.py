@@ -233,7 +233,7 @@ def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
     return {"machine_busy_mean": None if idle is None else round(100 - idle, 2),
             **{f"machine_{state}_mean": mean(machine.get(key)) for key, state in CPU_BUSY_STATES.items()},
             "process_user_mean": mean(process.get("user_utilization")), "process_sys_mean": mean(process.get("sys_utilization")),
-            "samples": len(stamps)}
+            "agent_mean": mean((utilization.get("agent_info") or {}).get("utilization")), "samples": len(stamps)}
 
 
 def read_hccl(raw: bytes) -> dict[str, Any]:

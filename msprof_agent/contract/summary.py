@@ -56,7 +56,8 @@ class Summary(TypedDict, total=False):
     verdict: str | None
     findings: list[dict[str, Any]]  # id, category, severity, ms_per_step, text, evidence, action, ...
     suggestions: list[dict[str, Any]]
-    step_breakdown_ms: dict[str, Any]
+    step_breakdown_ms: dict[str, Any]  # each stage's median over the steady steps
+    step_breakdown_mean_ms: dict[str, Any]  # ... and its mean (the findings' times at stake)
     python_hot_spots: list[dict[str, Any]]
     annotations: list[dict[str, Any]]
     timeline: dict[str, Any] | None

@@ -8,12 +8,27 @@
 The directory name uses the run's own host, pid and start time from the raw store's meta, so every
 later export of the same run (``msprof-agent analyse DIR --export``) replaces it rather than adding a
 second directory for the rank (msprof-analyze keeps only the one with the largest timestamp).
+
+Each export is a module with ``NAME`` (its entry in what ``write`` returns), ``target(run)`` (the
+directory it writes, None where it is not for this run) and ``write(run, out)``: the ``Export``
+protocol, the shape of coverage.py's reporters; ``registry.EXPORTS`` lists the exports of each kind, in order.
 """
 import os
+from typing import Any, Protocol
 
 from .. import frameworks
 from ..contract.names import ASCEND_FOLDER, HTA_FOLDER
 from ..options import EXPORT_TYPES
+
+
+class Export(Protocol):
+    NAME: str
+
+    def target(self, run: Any) -> str | None:
+        """The directory this export writes for ``run``; None where it is not for this run."""
+
+    def write(self, run: Any, out: str) -> Any:
+        """Write the export into ``out``; returns what was written."""
 
 
 def kinds(value):
@@ -33,8 +48,9 @@ def framework_profile(data):
     return frameworks.profile_of(data.meta.get("framework")) or frameworks.MINDSPORE
 
 
-def ascend_dir(data, profiler_dir):
-    """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside ``profiler_dir``, from the run's meta."""
+def ascend_dir(run):
+    """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside the run's profiler directory, from the run's meta."""
+    data, profiler_dir = run.data, run.ctx.profiler_dir
     meta = data.meta
     started_ms = int(meta.get("started_ns") or 0) // 1_000_000
     suffix = framework_profile(data).export_suffix
@@ -43,28 +59,24 @@ def ascend_dir(data, profiler_dir):
     return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), folder)
 
 
-def hta_dir(profiler_dir):
+def hta_dir(run):
     """The run's (or window's) directory of PyTorch-style traces, holding nothing else (HTA reads every JSON there)."""
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), HTA_FOLDER)
+    return os.path.join(os.path.dirname(os.path.abspath(run.ctx.profiler_dir)), HTA_FOLDER)
 
 
-def write(data, ctx, results, names=None):
-    """Write the exports ``names`` (default: those the run's options ask for, ``Options.exports``); returns what was written where."""
-    names = kinds(data.options.exports() if names is None else names)
+def write(run, names=None):
+    """Write the exports ``names`` (default: those the run's options ask for, ``Options.exports``); returns what
+    was written where (``dirs``: each folder written, once)."""
+    names = kinds(run.data.options.exports() if names is None else names)
     if not names:
         return None
-    from . import ascend_db, ascend_text, hta_trace
-    from .overlap import Overlap
+    from .registry import EXPORTS
 
-    stages = results["step_trace"]["rows"]
-    overlap = Overlap(data, stages)
-    root = ascend_dir(data, ctx.profiler_dir)
-    written = {"dir": root, "dirs": [root]}
-    if "text" in names:
-        written["text"] = ascend_text.write(data, ctx, root, overlap, results)
-        if framework_profile(data).hta_trace:
-            written["hta"] = hta_trace.write(data, hta_dir(ctx.profiler_dir), stages)
-            written["dirs"].append(hta_dir(ctx.profiler_dir))
-    if "db" in names:
-        written["db"] = ascend_db.write(data, root, overlap)
+    written = {"dir": ascend_dir(run), "dirs": []}
+    for kind in names:
+        for exporter in EXPORTS[kind]:
+            out = exporter.target(run)
+            if out is not None:
+                written[exporter.NAME] = exporter.write(run, out)
+                written["dirs"] += [out] if out not in written["dirs"] else []
     return written

@@ -14,11 +14,12 @@ import tempfile
 
 import numpy as np
 
-from ..analysis.operators import counted_op_mask
+from ..analysis import GROUP, collectives, counted_op_mask
 from ..contract import names
-from . import framework_profile
+from . import ascend_dir, framework_profile
 from .ascend_text import step_table
-from .overlap import GROUP, collectives
+
+NAME = "db"
 
 SCHEMA_VERSION = "1.0.0"
 HOST_TASK = "HOST_CPU"
@@ -81,7 +82,12 @@ class _Strings:
         return self.ids[text]
 
 
-def write(data, root, overlap):
+def target(run):
+    return ascend_dir(run)
+
+
+def write(run, root):
+    data, overlap = run.data, run.overlap
     out = os.path.join(root, names.ASCEND_OUTPUT)
     api_tables = framework_profile(data).api_tables
     indexes = [i for i in INDEXES if api_tables or i[0] != "PYTORCH_API"]

@@ -19,13 +19,12 @@ import os
 import numpy as np
 import orjson
 
-from ..analysis.operators import _device_tables, counted_op_mask
-from ..analysis.opevents import OpEvents
-from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, _step_events, time_base, write_trace
+from ..analysis import DEVICE_PID, OPS_PID, OpEvents, collectives, counted_op_mask, device_tables, fixed_events, step_events, time_base, write_trace
 from ..contract import names
 from ..writers import write_csv, write_json
-from . import framework_profile
-from .overlap import collectives
+from . import ascend_dir, framework_profile
+
+NAME = "text"
 
 STEP_HEADER = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
                "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
@@ -41,10 +40,15 @@ def _us(ns):
     return round(ns / 1000.0, 3)
 
 
-def write(data, ctx, root, overlap, results):
+def target(run):
+    return ascend_dir(run)
+
+
+def write(run, root):
+    data, overlap = run.data, run.overlap
     out = os.path.join(root, names.ASCEND_OUTPUT)
-    rank, pretty = ctx.rank, ctx.pretty
-    info = dict(results.get("info") or {}, rank_id=rank, start_info={"collectionTimeBegin": int(data.meta.get("started_ns") or 0) // 1000})
+    rank, pretty = run.ctx.rank, run.ctx.pretty
+    info = dict(run.results.get("info") or {}, rank_id=rank, start_info={"collectionTimeBegin": int(data.meta.get("started_ns") or 0) // 1000})
     write_json(os.path.join(root, names.rank_file(names.ASCEND_INFO, rank)), info, pretty)
     write_json(os.path.join(root, names.ASCEND_METADATA), metadata(data), pretty)
     write_csv(os.path.join(out, names.ASCEND_STEP_TRACE), STEP_HEADER, step_table(overlap))
@@ -109,9 +113,9 @@ def _trace_view(data, path, overlap):
     """Our timeline's tracks plus Overlap Analysis, host ops as ``cpu_op`` within the same ``timeline_limit``."""
     base = time_base(data, overlap.stages)
     fixed, overlap_bytes = overlap_events(overlap, base)
-    steps, _ = _step_events(data, overlap.stages, base)
+    steps, _ = step_events(data, overlap.stages, base)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base, category="cpu_op") if data.op_count else None
-    head = orjson.dumps(_fixed_events(data, base) + fixed)[:-1] + steps + overlap_bytes
+    head = orjson.dumps(fixed_events(data, base) + fixed)[:-1] + steps + overlap_bytes
     limit_mb = data.options.timeline_limit
     _, kept, size = write_trace(path, head, b"]", events, data.ops["dur"] if events else None, limit_mb)
     return {"ops": kept, "bytes": size}
@@ -151,7 +155,7 @@ def op_statistic(data):
     """Host op types in the profiled steps: count and self time (µs), as the rank's op tables count them."""
     if not data.op_count:
         return []
-    type_ids, _, durs = _device_tables(data, counted_op_mask(data), "cpu")
+    type_ids, _, durs = device_tables(data, counted_op_mask(data), "cpu")
     if not len(durs):
         return []
     order = np.argsort(type_ids.astype(np.uint16) if len(data.op_types) <= 1 << 16 else type_ids, kind="stable")  # 16 bits: a radix sort

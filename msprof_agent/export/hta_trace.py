@@ -11,9 +11,11 @@ import os
 import numpy as np
 import orjson
 
-from ..analysis.opevents import OpEvents
-from ..analysis.timeline import DEVICE_PID, OPS_PID, _fixed_events, time_base, write_trace
+from ..analysis import DEVICE_PID, OPS_PID, OpEvents, fixed_events, time_base, write_trace
 from ..contract.names import HTA_TRACE
+from . import framework_profile, hta_dir
+
+NAME = "hta"
 
 
 def _main_thread(data):
@@ -24,7 +26,12 @@ def _main_thread(data):
     return data.ops.values["tid"][tid_id]
 
 
-def write(data, directory, stages):
+def target(run):
+    return hta_dir(run) if framework_profile(run.data).hta_trace else None
+
+
+def write(run, directory):
+    data, stages = run.data, run.results["step_trace"]["rows"]
     meta = data.meta
     rank, world = data.rank, int(meta.get("rank_size") or 1)
     tid = _main_thread(data)
@@ -35,7 +42,7 @@ def write(data, directory, stages):
     distributed = json.dumps({"backend": "gloo" if world > 1 else "", "rank": rank, "world_size": world})  # '"rank": r' spaced: HTA finds it by regex
     events = OpEvents(data, OPS_PID, DEVICE_PID, base, category="cpu_op") if data.op_count else None
     head = (b'{"schemaVersion": 1, "distributedInfo": %s, "deviceProperties": [], "displayTimeUnit": "ms",\n"traceEvents": %s'
-            % (distributed.encode(), orjson.dumps(_fixed_events(data, base) + steps)[:-1]))  # the ops and "]}" follow
+            % (distributed.encode(), orjson.dumps(fixed_events(data, base) + steps)[:-1]))  # the ops and "]}" follow
     limit_mb = data.options.timeline_limit
     name = HTA_TRACE.format(host=meta.get("host", "localhost"), pid=meta.get("pid", 0), rank=rank)
     _, kept, size = write_trace(os.path.join(directory, name), head, b"]}", events, data.ops["dur"] if events else None, limit_mb)

@@ -21,6 +21,6 @@ class FrameworkProfile:
     hta_trace: bool  # the text export adds HTA's PyTorch-style trace directory
     empty_pipeline_file: bool  # pipeline_profiling_{r}.json written without ops (MindInsight's CPU page needs it)
     merges_subgraphs: bool  # the timeline download offers merging subgraphs
-    profiler_bytes_per_event: int  # RSS the framework's profiler holds per recorded event (not the job's memory growth)
+    workers_setting: str  # the data loader's setting for its worker count, in the recorded data_settings (advice says from what to what)
     advice: Mapping[str, str]  # the advisor's action per finding id, in this framework's words
     hints: Mapping[str, str]  # the viewer's sentence per absent section, where it differs by framework

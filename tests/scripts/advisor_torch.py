@@ -11,16 +11,22 @@ parse.add_argument("--forward-ms", type=float, default=0.0, help="Python work in
 parse.add_argument("--big-op", type=int, default=0, help="a square matmul of this size in the forward")
 parse.add_argument("--grow-mb", type=float, default=0.0, help="memory kept per step")
 parse.add_argument("--closure", action="store_true")
+parse.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
+parse.add_argument("--batch", type=int, default=0, help="samples per batch (0: the dataset gives whole batches)")
+parse.add_argument("--sample-ms", type=float, default=0.0, help="__getitem__ sleeps this long per sample")
 args = parse.parse_args()
 
 
 class Batches(torch.utils.data.Dataset):
     def __len__(self):
-        return args.steps
+        return args.steps * (args.batch or 1)
 
     def __getitem__(self, index):
         if args.data_ms:
             slow_data_source(args.data_ms)
+        if args.batch:
+            slow_data_source(args.sample_ms)
+            return torch.randn(16), torch.randn(1)
         return torch.randn(8, 16), torch.randn(8, 1)
 
 
@@ -42,7 +48,7 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 model = Model()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = torch.utils.data.DataLoader(Batches(), batch_size=None)
+loader = torch.utils.data.DataLoader(Batches(), batch_size=args.batch or None, num_workers=args.workers)
 kept = []
 
 

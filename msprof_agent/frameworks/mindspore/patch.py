@@ -76,7 +76,24 @@ class _State:
 
         mode = ms.get_context("mode")
         self.session.add_meta(device_target=ms.get_context("device_target"),
-                              context_mode="PYNATIVE" if mode == ms.PYNATIVE_MODE else "GRAPH")
+                              context_mode="PYNATIVE" if mode == ms.PYNATIVE_MODE else "GRAPH",
+                              jit_level=(ms.get_context("jit_config") or {}).get("jit_level") or ms.get_context("jit_level") or None)
+
+    def note_dataset(self, dataset, amp_level=None):
+        """The training dataset's settings (the advisor says what to change, from what): the parallel workers
+        of its pipeline's ops, the first from the top that has them the one named, and the prefetch size."""
+        import mindspore.dataset as ds
+
+        workers, todo = {}, [dataset]
+        while todo:
+            node = todo.pop(0)
+            if getattr(node, "num_parallel_workers", None) is not None:
+                workers.setdefault(type(node).__name__, node.num_parallel_workers)
+            todo += list(getattr(node, "children", []) or [])
+        first = next(iter(workers), None)
+        self.session.add_meta(data_settings={"op": first, "num_parallel_workers": workers.get(first), "ops": workers,
+                                             "prefetch_size": ds.config.get_prefetch_size()},
+                              **({"amp_level": amp_level} if amp_level else {}))
 
 
 def install(session):
@@ -126,7 +143,7 @@ def _model_train(wrapped, instance, args, kwargs):
     if state is None:
         return wrapped(*args, **kwargs)
     try:
-        args, kwargs = _with_step_callback(state, args, kwargs)
+        args, kwargs = _with_step_callback(state, args, kwargs, getattr(instance, "_amp_level", None))
     except Exception as exc:
         log.report_error("instrumenting Model.train", exc)
     state.train_depth += 1
@@ -139,7 +156,7 @@ def _model_train(wrapped, instance, args, kwargs):
             state.train_dataset = None
 
 
-def _with_step_callback(state, args, kwargs):
+def _with_step_callback(state, args, kwargs, amp_level=None):
     """Add our step callback after the user's ones; remember which dataset is trained on."""
     args = list(args)
     if state.train_depth == 0:
@@ -154,6 +171,11 @@ def _with_step_callback(state, args, kwargs):
     state.note_context()
     import mindspore as ms
 
+    if dataset is not None:
+        try:
+            state.note_dataset(dataset, amp_level)
+        except Exception as exc:
+            log.report_error("reading the dataset's settings", exc)
     if sink and ms.get_context("device_target") == "CPU":
         state.session.record({records.KIND: records.NOTE, "ts": time.time_ns(),
                               "text": "dataset_sink_mode=True on CPU: MindSpore ran without sinking; one step per batch"})
@@ -252,6 +274,10 @@ def _role(state, iterator):
     if current is None:
         state.loop_dataset = weakref.ref(dataset)
         state.note_context()
+        try:
+            state.note_dataset(dataset)
+        except Exception as exc:
+            log.report_error("reading the dataset's settings", exc)
         return LOOP
     return LOOP if dataset is current else None
 
@@ -404,7 +430,12 @@ def _call_ends(state, role, now, what):
     if state.session.owner is not None:  # ops recorded: the step ends where its last op ends, not at the
         _graph_api()._pynative_executor.sync()  # asynchronous call's return (its last ops would land in the next step)
         now = time.time_ns()
-    state.session.steps.close(now, epoch=state.loop_epoch)
+    import mindspore as ms
+
+    # a step that ends at its compiled call's return is that call from its forward start on: the advisor
+    # reads its time without ops as the runtime's, not host Python
+    compiled = role == STEP and (ms.get_context("mode") == ms.GRAPH_MODE or not isinstance(what, ms.nn.Cell))
+    state.session.steps.close(now, epoch=state.loop_epoch, **({"compiled_call": True} if compiled else {}))
     if not state.steps_explained:
         state.steps_explained = True
         state.session.record({records.KIND: records.NOTE, "ts": now, "text": _steps_explained(role, what)})

@@ -145,19 +145,30 @@ class TorchDeviceSession:
         self._start_profiler(continuing=True)
 
     def stop(self, session):
-        """Stop torch.profiler and write its events; returns how many it gave."""
+        """Stop torch.profiler and write its events; returns how many it gave. A ``buffer`` record says
+        what the session held in this process: the RSS before its stop and after its events are freed
+        (with the settings that sized them), so the advisor judges the job's memory net of it."""
         prof, self._prof = self._prof, None
         if prof is None:
             return 0
+        stopped, held = time.time_ns(), _rss()
         prof.stop()
         results = prof.profiler.kineto_results
         events = results.events()
+        count = len(events)
         self._emit(session, events, self._clock_offset(results.trace_start_ns()))
         # The profile object sits in reference cycles that only a full garbage collection frees, and
         # with it the C++ events (~10 KB each): drop them now, or every hand-over's stay in memory.
         prof.profiler.kineto_results = None
         prof.profiler = None
-        return len(events)
+        del events, results, prof
+        if session.owner is not None:
+            session.owner.writer.flush()  # the emitted batches leave memory too before the RSS is read again
+        _return_freed_memory()
+        session.record({records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
+                        "rss_after": _rss(), "record_shapes": bool(self.options.record_shapes),
+                        "profile_memory": bool(self.options.profile_memory)})
+        return count
 
     def _emit(self, session, events, offset):
         cuda = self.cuda
@@ -260,6 +271,23 @@ class TorchDeviceSession:
             peaks = np.maximum.reduceat(allocated, first)
             for when, value in zip(ts[first].tolist(), peaks.tolist()):
                 session.record({records.KIND: records.MEM, "ts": when, "allocated": value, "device": device})
+
+
+def _rss():
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def _return_freed_memory():
+    """Hand the freed profiler buffer back to the OS (glibc keeps freed heap pages otherwise), so that the
+    RSS after a stop shows what the session held; elsewhere nothing, and the drop reads smaller."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _session_events():

@@ -31,6 +31,7 @@ from ..patching import Patches, after_call
 from .device import TorchDeviceSession, cuda_in_use
 from .profile import PROFILE
 
+LOADER_SETTINGS = ("num_workers", "batch_size", "prefetch_factor", "persistent_workers", "pin_memory")  # recorded as data_settings
 COMM_FUNCTIONS = (
     "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "reduce_scatter",
     "reduce_scatter_tensor", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single",
@@ -81,6 +82,7 @@ class _Integration:
         self._handover_from = None  # end of the step whose close asks for a hand-over, until it happens
         self._patches = Patches()
         self._in_comm = threading.local()
+        self._loader_noted = False  # the training DataLoader's settings are in the meta
 
     # -- installing ------------------------------------------------------------------------------
     def install(self):
@@ -96,7 +98,7 @@ class _Integration:
         self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", after_call(
             lambda optimizer: self._patches.wrap(type(optimizer), "step", step_returned), "instrumenting the optimizer's step"))
         self._patches.wrap(dataloader_mod._BaseDataLoaderIter, "__next__", self._timed_fetch)
-        self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._timed_fetch)
+        self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._loader_iter)
         self._patches.wrap(torch.autograd, "backward", after_call(self._backward_ended, "marking the backward end"))
         self._patch_record_function()
         if torch.distributed.is_available():
@@ -221,6 +223,16 @@ class _Integration:
         resumed = time.time_ns()
         self.session.record({records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"})
         self.steps.start_next_at(resumed)
+
+    def _loader_iter(self, wrapped, instance, args, kwargs):
+        """A training loader's first iteration records its settings (the advisor says what to change, from what)."""
+        if not self._loader_noted and not self.session.disabled and self._grad_enabled():
+            self._loader_noted = True
+            try:
+                self.session.add_meta(data_settings={key: getattr(instance, key, None) for key in LOADER_SETTINGS})
+            except Exception as exc:
+                log.report_error("reading the DataLoader's settings", exc)
+        return self._timed_fetch(wrapped, instance, args, kwargs)
 
     def _timed_fetch(self, wrapped, _instance, args, kwargs):
         if self.session.disabled or not self._grad_enabled():

@@ -6,12 +6,13 @@ shows up here as a diff. ``MSPROF_UPDATE_GOLD=1`` rewrites the gold copies (revi
 """
 import json
 import os
+import time
 
 import pytest
 
 from conftest import ROOT, read_csv, read_json, step_trace
-from msprof_agent.analysis import analyse_rank
 from msprof_agent.contract.summary import SUMMARY_VERSION, Summary
+from msprof_agent.pipeline import analyse_rank
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
 
@@ -56,7 +57,7 @@ def analysed(tmp_path_factory):
     profiler_dir = str(tmp_path_factory.mktemp("run") / "profiler")
     steps = [step_record(n, win=n <= 3) for n in range(1, 5)]
     ops = [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS]
-    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "nice": 0, "io": 0, "steal": 0, "idle": 55 - i, "ctx": 100, "run": 2,
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "nice": 0, "iowait": 0, "steal": 0, "idle": 55 - i, "ctx": 100, "run": 2,
             "puser": 30.4 + i, "psys": 2.6, "rss": 100 * MS} for i in range(4)]
     write_store(profiler_dir, steps, ops, cpu=cpu)
     return profiler_dir, analyse_rank(profiler_dir, 0)
@@ -133,13 +134,13 @@ def test_cpu_samples_become_integer_percent_series(analysed):
     # contract.readers.cpu_means of the written (integer percent) series, time-weighted: the figures report and viewer show
     assert summary["cpu"] == {"machine_busy_mean": 46.5, "machine_user_mean": 41.5, "machine_sys_mean": 5.0, "machine_iowait_mean": 0.0,
                               "machine_nice_mean": 0.0, "machine_steal_mean": 0.0,
-                              "process_user_mean": 31.5, "process_sys_mean": 3.0, "samples": 4}
+                              "process_user_mean": 31.5, "process_sys_mean": 3.0, "agent_mean": 0.0, "samples": 4}
 
 
 def test_every_busy_state_is_written_and_they_add_up_to_busy(tmp_path):
     """user + sys + nice + iowait + steal = 100 - idle, sample by sample and in the means the pages show."""
     profiler_dir = str(tmp_path / "profiler")
-    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 5.6, "sys": 1.8, "nice": 90.0 - i, "io": 1.0, "steal": 1.0 + i, "idle": 0.6,
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 5.6, "sys": 1.8, "nice": 90.0 - i, "iowait": 1.0, "steal": 1.0 + i, "idle": 0.6,
             "ctx": 100, "run": 2, "puser": 3.0, "psys": 1.0, "rss": 100 * MS} for i in range(4)]
     steps = [step_record(n) for n in range(1, 4)]
     write_store(profiler_dir, steps, [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS], cpu=cpu)
@@ -197,6 +198,32 @@ def test_machine_percents_of_a_short_span_add_up_to_100():
     assert round(sum(shares.values()), 6) == 100.0
 
 
+@pytest.mark.unit
+def test_the_jobs_cpu_is_its_process_tree_and_the_agents_own_processes_are_apart():
+    """A worker the job forks (as a DataLoader does) counts as the job; a child running the agent's
+    background analysis counts as ours. Both spin between two readings."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from msprof_agent.collectors.cpu import _JobTree
+
+    spin = "import time\nend = time.process_time() + 2\nwhile time.process_time() < end: pass"
+    tree = _JobTree(psutil.Process())
+    children = [subprocess.Popen([sys.executable, "-c", spin]), subprocess.Popen([sys.executable, "-c", spin, "msprof_agent.background_analysis"])]
+    try:
+        time.sleep(0.1)
+        tree.read()  # both children seen: counted from here on
+        time.sleep(0.8)
+        job_user, job_sys, ours = tree.read()
+    finally:
+        for child in children:
+            child.kill()
+            child.wait(timeout=30)
+    assert job_user + job_sys >= 0.02 and ours >= 0.02, (job_user, job_sys, ours)  # each child spun on a shared machine
+
+
 def test_interval_union_length_within_windows_matches_counting_each_ns():
     """``intervals.merge`` + ``length_within`` (the advisor's compute time, the exports' Computing) against
     a per-nanosecond count, on overlapping, nested, touching and zero-length intervals and windows
@@ -217,3 +244,20 @@ def test_interval_union_length_within_windows_matches_counting_each_ns():
     assert (union[0][1:] > union[1][:-1]).all()  # disjoint and sorted
     expected = [int(covered[max(a, 0):max(b, 0)].sum()) for a, b in zip(lo, hi)]
     assert length_within(*union, lo, hi).tolist() == expected
+
+
+def test_median_and_percentiles_equal_numpys_to_the_last_bit():
+    """``analysis.stats`` stands in for np.median / np.percentile (which import numpy.ma at exit): the
+    summary's p50 / p90 and the advisor's medians must not move."""
+    import random
+
+    import numpy as np
+
+    from msprof_agent.analysis.stats import median, percentile
+
+    rng = random.Random(3)
+    for _ in range(500):
+        values = [rng.choice([rng.random() * 100, rng.randint(0, 50), rng.random() * 1e-3]) for _ in range(rng.randint(1, 40))]
+        assert median(values) == float(np.median(values))
+        for q in (0, 0.5, 10, 50, 90, 99.5, 100):
+            assert percentile(values, q) == float(np.percentile(np.asarray(values, dtype=np.float64), q)), (values, q)

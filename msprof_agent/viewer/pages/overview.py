@@ -1,0 +1,93 @@
+"""The Overview page: the findings first, step time, stage split, top op types, the run and its timeline."""
+import json
+
+from ..render import fmt, info_rows, ok, op_type_charts, profile_of_run, run_url, stage_bar, step_numbers
+from .steps import HOT_SPOTS_ANCHOR
+
+
+def _evidence_text(value):
+    if isinstance(value, float):
+        return fmt(value)
+    return json.dumps(value) if isinstance(value, (dict, list)) else value
+
+
+
+def steps_text(numbers):
+    """Step numbers as "3-5,9": the fragment ``#steps=...`` viewer.js reads to highlight them on the Step trace page."""
+    runs = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def page_href(page_name, run, rank, report, fragment=""):
+    """A link to another page of this rank: in the report an anchor in the same file, in the viewer the page's URL.
+    In the report the page's own anchor is the fragment when one is given (viewer.js scrolls to its page)."""
+    if report:
+        return "#" + (fragment or page_name)
+    return run_url(page_name, run.id, rank) + (f"#{fragment}" if fragment else "")
+
+
+def findings_view(findings, run, rank, report=False):
+    """The advisor's findings as the findings card shows them: evidence as text rows, and links (label, href, kind)
+    to the steps they rest on, to the Python hot spots (host work) and to a straggler's own step trace."""
+    out = []
+    for f in findings if isinstance(findings, list) else []:
+        if not isinstance(f, dict):
+            continue
+        evidence = f.get("evidence") if isinstance(f.get("evidence"), dict) else {}
+        links, numbers = [], step_numbers(evidence.get("steps"))
+        if numbers:
+            text = steps_text(numbers)
+            label = f"step{'s' * (len(numbers) > 1)} {text.replace(',', ', ')} on the Step trace"
+            links.append((label, page_href("steps", run, rank, report, f"steps={text}"), "steps"))
+        if f.get("id") == "host_work":
+            links.append(("Python hot spots", page_href("steps", run, rank, report, HOT_SPOTS_ANCHOR), "hot-spots"))
+        slow = evidence.get("rank")
+        if f.get("id") == "straggler" and isinstance(slow, int) and slow in run.ranks and not (report and slow != rank):
+            links.append((f"rank {slow}'s Step trace", page_href("steps", run, slow, report), "rank"))
+        out.append(dict(f, evidence=[(k, _evidence_text(v)) for k, v in evidence.items()], links=links))
+    return out
+
+
+def data_stats(sections):
+    """What the data preparation card shows: the summary's wait per step and the queue file's statistics."""
+    summary = sections.get("summary")
+    return {"queue": sections["queue"], "wait": (summary["data"].get("data_wait_ms") or {}) if ok(summary) else None}
+
+
+def overview(page, run, rank, sections, report=False):
+    summary = sections.get("summary")
+    context = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [],
+               "info_rows": info_rows(sections.get("info"), profile_of_run(sections))}
+    if ok(summary):
+        context["suggestions"] = [{"id": sug.get("id"), "text": sug.get("text"),
+                                   "evidence": [(k, _evidence_text(v)) for k, v in (sug.get("evidence") or {}).items()]}
+                                  for sug in (summary["data"].get("suggestions") or []) if isinstance(sug, dict)]
+        context["findings"] = findings_view(summary["data"].get("findings"), run, rank, report)
+    st = sections["step_trace"]
+    if ok(st):
+        steady = summary["data"].get("stages_ms") if ok(summary) else None
+        if steady:  # the steady steps' mean, as the Run card's step time (warm-up left out)
+            context["average"] = dict(steady, total=(summary["data"].get("step_time_ms") or {}).get("mean"))
+            title = f"Mean of the {summary['data'].get('steady_steps')} steady steps"
+        else:
+            context["average"] = st["data"]["average"] or {}
+            title = f"Average of {len(st['data']['steps'])} steps"
+        context["step_chart"] = stage_bar(page, "ov-step", context["average"], title)
+    if ok(sections["op_types"]):
+        context["op_charts"] = op_type_charts(page, "ov-op", sections["op_types"]["data"])
+    timeline_rows = []
+    if ok(summary) and isinstance(summary["data"].get("timeline"), dict):
+        tl = summary["data"]["timeline"]
+        timeline_rows += [("events", tl.get("events")), ("truncated", tl.get("truncated"))]
+        if tl.get("dropped"):
+            timeline_rows.append(("dropped", tl.get("dropped")))
+    ts = sections["timeline"]
+    if ok(ts) and isinstance(ts["data"], dict):
+        timeline_rows += [(k, v) for k, v in ts["data"].items() if not isinstance(v, (dict, list))]
+    context["timeline_rows"] = timeline_rows
+    return context

@@ -1,0 +1,143 @@
+"""The Step trace page: the per-step chart, the zoomable timeline of steps and stages, the step table, the Python hot spots."""
+from ...contract.columns import FETCH_GET
+from ..render import STAGE_COLORS, ok, plot_text, stage_bar, table
+
+
+def steps_page(page, run, rank, sections):
+    st, points = sections["step_trace"], sections.get("point_info")
+    context = {"step_trace": st, "points": points["data"] if ok(points) and isinstance(points["data"], dict) else None,
+               "timeline": timeline_chart(page, "st-timeline", sections["step_timeline"]), "hot_spots": None,
+               "hot_spots_anchor": HOT_SPOTS_ANCHOR}
+    if not ok(st):
+        return context
+    steps, average = st["data"]["steps"], st["data"]["average"] or {}
+    fp_at, bp_at = average.get("iteration_interval"), None
+    if fp_at is not None and average.get("fp_and_bp") is not None:
+        bp_at = fp_at + average["fp_and_bp"]
+    page.blobs["msprof-steps"] = {"steps": steps, "average": average}
+    summary = sections.get("summary")
+    warmup = warmup_steps(summary["data"] if ok(summary) else {}, [s["step"] for s in steps])
+    context["hot_spots"] = hot_spots_table(summary["data"] if ok(summary) else {}, warmup)
+    return dict(context, steps=steps, average=average, fp_at=fp_at, bp_at=bp_at, bar=stage_bar(page, "st-bar", average, "Average step"),
+                warmup=warmup, per_step=per_step_chart(page, "st-steps", steps, _step_waits(sections["queue"]),
+                                                       _step_communication(sections["hccl"]), warmup))
+
+
+HOT_SPOTS_ANCHOR = "python-hot-spots"
+HOT_SPOT_COLUMNS = (("function", "Function (file)", "text"), ("range", "Steps", "text"), ("phase", "Range", "text"),
+                    ("self_ms", "Self (ms)", "num"), ("total_ms", "Total (ms)", "num"), ("self_ms_per_step", "Self per step (ms)", "num"))
+
+
+def hot_spots_table(summary, warmup):
+    """The summary's ``python_hot_spots`` (sampled self and total time per function, steady and warm-up step ranges)
+    as a sortable table, steady first, or None when the run sampled no Python stack."""
+    spots = [s for s in (summary.get("python_hot_spots") or []) if isinstance(s, dict)] if isinstance(summary, dict) else []
+    if not spots:
+        return None
+    rows = []
+    for spot in spots:
+        first, last = (list(spot.get("steps") or []) + [None, None])[:2]
+        rows.append(dict(spot, range=f"{first}-{last}" if first != last else str(first), phase="warm-up" if first in warmup else "steady"))
+    rows.sort(key=lambda r: (r["phase"] != "steady", -(r.get("self_ms") or 0.0)))
+    return table("hot-spots", HOT_SPOT_COLUMNS, rows, ("function",))
+
+
+def warmup_steps(summary, step_numbers):
+    """The warm-up steps among STEP_NUMBERS. The summary's ``warmup_steps`` (absent in older summaries) is a count
+    of first steps, a list of step numbers, or a list of ``{"step": n, ...}``."""
+    marked = summary.get("warmup_steps") if isinstance(summary, dict) else None
+    if isinstance(marked, bool) or not isinstance(marked, (int, list)):
+        return []
+    if isinstance(marked, int):
+        return step_numbers[:marked]
+    numbers = {m.get("step") if isinstance(m, dict) else m for m in marked}
+    return [n for n in step_numbers if n in numbers]
+
+
+def _step_waits(queue):
+    """Wait for data per step (ms) from the queue file's fetch lines, or {}."""
+    waits = {}
+    if ok(queue):
+        for fetch in queue["data"]["fetch"]:
+            if fetch["kind"] == FETCH_GET:
+                waits[fetch["step"]] = waits.get(fetch["step"], 0.0) + fetch["cost_ms"]
+    return waits
+
+
+def _step_communication(hccl):
+    if not ok(hccl):
+        return {}
+    return {s["step"]: s["communication_ms"] for s in hccl["data"]["steps"] if s["communication_ms"] is not None}
+
+
+def per_step_chart(page, chart_id, steps, waits, communication, warmup):
+    """One stacked bar per step: the interval split into the wait for data and the rest, forward+backward, tail;
+    communication (inside the step, so beside the stack) where recorded; warm-up steps shaded."""
+    xs = [s["step"] for s in steps]
+    wait = [min(waits.get(s["step"], 0.0), s.get("iteration_interval") or 0.0) for s in steps]
+    parts = [("data_wait", "Data wait", wait) if waits else None,
+             ("iteration_interval", "Step interval (other)" if waits else "Step interval",
+              [(s.get("iteration_interval") or 0.0) - w for s, w in zip(steps, wait)]),
+             ("fp_and_bp", "Forward + backward", [s.get("fp_and_bp") for s in steps]),
+             ("tail", "Step tail", [s.get("tail") for s in steps])]
+    data = [{"type": "bar", "x": xs, "y": values, "name": label, "marker": {"color": STAGE_COLORS[key]},
+             "hovertemplate": f"step %{{x}}: {label} %{{y:.3f}} ms<extra></extra>"} for key, label, values in filter(None, parts)]
+    if communication:
+        data.append({"type": "scatter", "mode": "markers", "x": xs, "y": [communication.get(n) for n in xs], "name": "Communication (within the step)",
+                     "marker": {"color": STAGE_COLORS["communication"], "symbol": "diamond", "size": 9},
+                     "hovertemplate": "step %{x}: communication %{y:.3f} ms<extra></extra>"})
+    layout = {"barmode": "stack", "height": 340, "title": {"text": "Where each step's time went (ms)"}, "xaxis": {"title": {"text": "step"}},
+              "yaxis": {"title": {"text": "ms"}}, "legend": {"orientation": "h", "y": -0.25, "traceorder": "normal"}}
+    if warmup:  # one shaded band per warm-up step: they need not be consecutive
+        layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": n - 0.5, "x1": n + 0.5, "y0": 0, "y1": 1,
+                             "fillcolor": "#999", "opacity": 0.2, "line": {"width": 0}, "layer": "below"} for n in warmup]
+        layout["annotations"] = [{"xref": "x", "yref": "paper", "x": warmup[0], "y": 1, "yanchor": "bottom", "text": "warm-up", "showarrow": False}]
+    return page.chart(chart_id, data, layout)
+
+
+# The step-level timeline's kinds of bar (the stage events are named as the timeline writer names them) and their colours.
+TIMELINE_COLORS = {"Step": "#7f8c9a", "Step Interval": STAGE_COLORS["iteration_interval"], "Forward+Backward": STAGE_COLORS["fp_and_bp"],
+                   "Tail": STAGE_COLORS["tail"], "Data wait": STAGE_COLORS["data_wait"], "Communication": STAGE_COLORS["communication"],
+                   "Other": "#bbb"}
+
+
+def _timeline_kind(event):
+    track = event["track"].lower()
+    if "data" in track:
+        return "Data wait"
+    if "communicat" in track:
+        return "Communication"
+    if event["name"] in TIMELINE_COLORS:
+        return event["name"]
+    return "Step" if event["name"].lower().startswith("step ") else "Other"
+
+
+def timeline_chart(page, chart_id, timeline):
+    """A zoomable (drag to zoom, double-click to reset) chart of step-level events, one row per rank and track;
+    returns {"chart", "events", "left_out", "problems"}, chart None without events."""
+    events = timeline["events"]
+    out = {"chart": None, "events": len(events), "left_out": timeline["left_out"], "problems": timeline["problems"]}
+    if not events:
+        return out
+    origin = min(e["ts"] for e in events)
+    groups, tracks = {}, {}
+    for e in events:
+        number = e["rank"].replace("Rank ", "")
+        track = plot_text(f'rank {number} · {e["track"]}')
+        tracks.setdefault(track, (int(number) if number.isdigit() else 0, len(tracks)))
+        group = groups.setdefault(_timeline_kind(e), {"y": [], "base": [], "x": [], "text": []})
+        group["y"].append(track)
+        group["base"].append(round((e["ts"] - origin) / 1000.0, 4))
+        group["x"].append(round(e["dur"] / 1000.0, 4))
+        group["text"].append(plot_text(e["name"]))
+    data = [{"type": "bar", "orientation": "h", "name": kind, "y": g["y"], "base": g["base"], "x": g["x"], "customdata": g["text"],
+             "marker": {"color": TIMELINE_COLORS[kind]}, "hovertemplate": "%{customdata}: %{base:.3f} ms + %{x:.3f} ms<extra></extra>"}
+            for kind, g in groups.items()]
+    rows = len(tracks)
+    out["chart"] = page.chart(chart_id, data, {"barmode": "overlay", "height": 160 + 40 * rows, "dragmode": "zoom",
+                                               "xaxis": {"title": {"text": "ms from the first event (drag to zoom, double-click to reset)"},
+                                                         "rangeslider": {"visible": True}},
+                                               "yaxis": {"autorange": "reversed", "fixedrange": True, "categoryorder": "array",
+                                                         "categoryarray": sorted(tracks, key=tracks.get)}, "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
+                                               "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"}})
+    return out
