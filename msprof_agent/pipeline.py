@@ -94,6 +94,9 @@ def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None
         cluster_roll_up(target, [s for (d, _), s in zip(jobs, summaries) if targets[d] == target], pretty)
     for directory, rank in jobs:
         write_report(targets[directory], rank)
+    if announce:
+        for written in dict.fromkeys(d for summary in summaries for d in summary["exports"]):
+            log.say(f"export written: {written}")
     return summaries
 
 
