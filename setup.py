@@ -7,9 +7,14 @@ hook run the same code (pytest-cov ships its subprocess support the same way). N
 the line: site compiles every .pth line at every start, and 4 KB of literal cost 80 µs there.
 Editable installs get no .pth: there the checkout's hook folder serves, through PYTHONPATH or
 ``msprof-agent run``.
+
+The build's scratch (``build/``, ``*.egg-info``) goes to a temporary folder, removed at the end, so that
+``pip install .`` or ``pip wheel .`` leaves the checkout as it was.
 """
+import atexit
 import os
 import shutil
+import tempfile
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -32,4 +37,6 @@ class BuildPyWithPth(build_py):
             handle.write(PTH_LINE)
 
 
-setup(cmdclass={"build_py": BuildPyWithPth})
+SCRATCH = tempfile.mkdtemp(prefix="msprof-agent-build-")
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
+setup(cmdclass={"build_py": BuildPyWithPth}, options={"build": {"build_base": SCRATCH}, "egg_info": {"egg_base": SCRATCH}})

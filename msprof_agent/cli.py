@@ -36,6 +36,20 @@ def _python_flags_warning(command, through_pth):
     return None
 
 
+def _option_items(args):
+    """The -o KEY=VALUE items as (item, key, value): the value as JSON, else as the text given."""
+    import json
+
+    items = []
+    for item in args.option or []:
+        key, _, raw = item.partition("=")
+        try:
+            items.append((item, key, json.loads(raw)))
+        except ValueError:
+            items.append((item, key, raw))
+    return items
+
+
 def _options_json(args):
     """The variable's JSON for the job: the exported one (which must be a JSON object), start true, then -o."""
     import json
@@ -45,35 +59,41 @@ def _options_json(args):
     values = {}
     existing = os.environ.get(environment.OPTIONS, "").strip()
     if existing:
-        try:
-            values = json.loads(existing)
-        except ValueError:
-            values = None
-        if not isinstance(values, dict):
-            parse_text(existing)  # raises the agent's own one-line error
+        parse_text(existing)  # its own one-line error, naming the variable
+        values = json.loads(existing)
     values["start"] = True
     if args.output_path:
         values["output_path"] = os.path.abspath(args.output_path)
-    for item in args.option or []:
-        key, _, raw = item.partition("=")
-        try:
-            values[key] = json.loads(raw)
-        except ValueError:
-            values[key] = raw
+    for _, key, value in _option_items(args):
+        values[key] = value
     return json.dumps(values)
 
 
 def _checked_options(args):
-    """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be profiled."""
+    """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be
+    profiled; the error names the door the bad value came through (the variable, ``-o KEY=VALUE``, ``--output-path``)."""
     from .bootstrap import output_path_error
-    from .options import OptionsError, parse_text
+    from .options import OptionsError, from_mapping, parse_text
 
+    items = _option_items(args)
     try:
         text = _options_json(args)
-        opts = parse_text(text)
     except OptionsError as exc:
         return None, None, f"{environment.OPTIONS}: {exc}"
+    for item, key, value in items:
+        try:
+            from_mapping({key: value})
+        except OptionsError as exc:
+            return None, None, f"-o {item}: {exc}"
+    try:
+        opts = parse_text(text)
+    except OptionsError as exc:
+        given = ([environment.OPTIONS] if os.environ.get(environment.OPTIONS, "").strip() else []) + [f"-o {item}" for item, _, _ in items]
+        return None, None, f"{' with '.join(given) or environment.OPTIONS}: {exc}"
     problem = output_path_error(opts.output_path)
+    if problem:
+        door = "--output-path" if args.output_path else next((f"-o {i}" for i, k, _ in items if k == "output_path"), environment.OPTIONS)
+        problem = door + problem[len(environment.OPTIONS):]
     return (None, None, problem) if problem else (text, opts, None)
 
 
@@ -145,6 +165,8 @@ def cmd_run(args):
         return run_with_baseline(executable, command, env, args)
     before_ns = None if problem else os.stat(run_dir(opts.output_path)).st_mtime_ns
     status = supervise.run_job(executable, command, env)
+    if problem:
+        log.say(f"no profile written: {problem}")
     written = not problem and _say_outcome(opts.output_path, before_ns)
     if status == 0 and args.require_profile and not written:
         return EXIT_NOT_PROFILED
@@ -201,6 +223,8 @@ def build_parser():
     run.add_argument("--fail-on", default=None, help='gate for --baseline, e.g. "step_time>5%%,data_wait>10%%"')
     run.add_argument("--markdown", action="store_true", help="with --baseline: print the comparison as Markdown")
     run.add_argument("--json", dest="json_out", help="with --baseline: also write the comparison as JSON to this file")
+    run.add_argument("--allow-different", action="store_true",
+                     help="with --baseline: gate even when the runs differ in framework, world size or model (op types)")
     run.add_argument("--require-profile", action="store_true",
                      help="exit 2 when the job cannot be or was not profiled (bad options: the job is not started)")
     run.add_argument("command", nargs=argparse.REMAINDER)
@@ -220,9 +244,10 @@ def build_parser():
     analyse.set_defaults(func=cmd_analyse)
 
     view = sub.add_parser("view", help="serve the analysed profiles under a directory")
-    view.add_argument("--summary-base-dir", required=True)
-    view.add_argument("--host", default="127.0.0.1")
-    view.add_argument("--port", type=int, default=8080)
+    view.add_argument("--summary-base-dir", required=True, metavar="DIR",
+                      help="the directory whose analysed runs (each holding profiler/ or rank_*/profiler/) are listed")
+    view.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: %(default)s, this machine only)")
+    view.add_argument("--port", type=int, default=8080, help="the port to listen on; 0 picks a free one (default: %(default)s)")
     view.set_defaults(func=cmd_view)
 
     doctor = sub.add_parser("doctor", help="say whether a Python started here would be profiled, and how")
@@ -234,6 +259,8 @@ def build_parser():
     compare.add_argument("--fail-on", default=None, help='e.g. "step_time>5%%,data_wait>10%%,peak_memory>10%%" or a TOML file')
     compare.add_argument("--markdown", action="store_true", help="print Markdown instead of the text table")
     compare.add_argument("--json", dest="json_out", help="also write the comparison as JSON to this file")
+    compare.add_argument("--allow-different", action="store_true",
+                         help="gate even when the runs differ in framework, world size or model (less than half their op time by op type shared)")
     compare.set_defaults(func=cmd_compare)
     return parser
 

@@ -16,6 +16,11 @@ left out of every sample. Each run records its machine's speed (``summary.machin
 new run's machine was slower, the noise of the times is widened by the slowdown (not normalised: a
 probe of a few ms can misjudge, and widening can only turn a failure into "noise", never the reverse),
 and machines differing by more than ``SPEED_LIMIT`` are flagged in the notes.
+
+Two runs of different jobs (framework, world size, or less than ``SHARED_OP_TIME`` of their op time
+and of their op calls shared by op type: a different model, not a code change; calls too, because a small
+model's op times are mostly the machine's noise) are said as warnings, and under ``--fail-on``
+the gate does not pass (exit 2) unless ``--allow-different`` is given.
 """
 import json
 import os
@@ -39,6 +44,8 @@ RESAMPLES = 2000
 TOP_OPS = 8
 EXIT_BREACH, EXIT_ERROR = 1, 2
 SPEED_LIMIT = 0.2  # machines whose probed speeds differ by more than this fraction are flagged
+SHARED_OP_TIME = 0.5  # runs sharing less of their op time by op type are of different models
+SPEED_UNIT = "million probe-loop iterations/s on a CPU, higher is faster"
 RULE = ("regression = the statistic grew by more than the limit AND by more than the noise "
         "(half-width of the 99% bootstrap interval of the difference, from the per-step spread of the steady steps of both runs, "
         "widened for times by the new machine's slowdown: (base speed / new speed - 1) x the base value, when the new machine is slower)")
@@ -70,7 +77,7 @@ def load_run(path):
     if not directories:
         raise CompareError(f"no analysed profile under {path} (looked for summary_*.json in it, profiler/ and rank_*/profiler/)")
     samples = {m: [] for m in TIME_METRICS}
-    ops, ranks, reports, steps, speeds, findings = {}, [], [], 0, [], {}
+    ops, calls, ranks, reports, steps, speeds, findings, frameworks = {}, {}, [], [], 0, [], {}, set()
     peaks = {"allocated": [], "rss": []}
     for directory in directories:
         for rank in summary_ranks(directory):
@@ -88,14 +95,16 @@ def load_run(path):
             if speed:
                 speeds.append(speed)
             steps += summary.get("steps_profiled") or 0
-            totals = op_type_totals(directory, rank)  # every op type (the summary keeps only the top 20)
-            for name, total in totals if totals is not None else [(op["op_type"], op["total_ms"]) for op in summary.get("top_op_types") or []]:
+            totals = op_type_totals(directory, rank)  # every op type (the summary keeps only the top 20, without calls)
+            for name, total, count in totals if totals is not None else [(op["op_type"], op["total_ms"], 0.0) for op in summary.get("top_op_types") or []]:
                 ops[name] = ops.get(name, 0.0) + total
+                calls[name] = calls.get(name, 0.0) + count
             memory = summary.get("memory") or {}
             for key in peaks:
                 if memory.get(f"peak_{key}_mb") is not None:
                     peaks[key].append(memory[f"peak_{key}_mb"])
             ranks.append(summary.get("rank_id", rank))
+            frameworks.add(summary.get("framework") or "no framework")
             for finding in summary.get("findings") or []:
                 findings.setdefault(finding["id"], finding.get("text", finding["id"]))
             report = os.path.join(directory, rank_file(REPORT, rank))
@@ -106,7 +115,8 @@ def load_run(path):
     return {"path": os.path.abspath(path), "profiler_dirs": directories, "ranks": ranks, "steps": steps,
             "samples": {m: np.asarray(v, dtype=np.float64) for m, v in samples.items()},
             "op_ms_per_step": {k: v / steps for k, v in ops.items()} if steps else {}, "peaks": peaks, "reports": reports,
-            "machine_speed": float(np.mean(speeds)) if speeds else None, "findings": findings}
+            "machine_speed": float(np.mean(speeds)) if speeds else None, "findings": findings, "frameworks": sorted(frameworks),
+            "op_calls": calls}
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -209,8 +219,34 @@ def _row(metric, stat, unit, base_value, new_value, noise_value, limit):
     return row
 
 
-def compare(base_path, new_path, limits=()):
-    """The comparison as one JSON-ready dict: rows (what every output shows), top ops, breaches."""
+def shared_op_time(base_ops, new_ops):
+    """The share of op time two runs have in common by op type (the sum of each type's smaller share), or None
+    when a run has no op time."""
+    base_total, new_total = sum(base_ops.values()), sum(new_ops.values())
+    if base_total <= 0 or new_total <= 0:
+        return None
+    return sum(min(ms / base_total, new_ops.get(name, 0.0) / new_total) for name, ms in base_ops.items())
+
+
+def differences(base, new):
+    """Why BASE and NEW look like two different jobs rather than one job before and after a change."""
+    found = []
+    if base["frameworks"] != new["frameworks"]:
+        found.append(f"the runs differ in framework: base {', '.join(base['frameworks'])}, new {', '.join(new['frameworks'])}")
+    if len(base["ranks"]) != len(new["ranks"]):
+        found.append(f"the runs differ in world size: base {len(base['ranks'])} ranks, new {len(new['ranks'])}")
+    shared = shared_op_time(base["op_ms_per_step"], new["op_ms_per_step"])
+    called = shared_op_time(base["op_calls"], new["op_calls"])  # a small model's op times are mostly the machine's noise
+    if shared is not None and shared < SHARED_OP_TIME and (called is None or called < SHARED_OP_TIME):
+        found.append(f"the runs share {shared:.0%} of their op time by op type"
+                     + (f" and {called:.0%} of their op calls" if called is not None else "")
+                     + f" (under {SHARED_OP_TIME:.0%}): a different model, not a code change")
+    return found
+
+
+def compare(base_path, new_path, limits=(), allow_different=False):
+    """The comparison as one JSON-ready dict: rows (what every output shows), top ops, breaches, and the
+    differences that make the runs two jobs (failing a gate unless ALLOW_DIFFERENT)."""
     base, new = load_run(base_path), load_run(new_path)
     by_key = {(limit["metric"], limit["stat"]): limit for limit in limits}
     wanted = SHOWN + [k for k in by_key if k not in SHOWN]
@@ -245,12 +281,14 @@ def compare(base_path, new_path, limits=()):
         ops.append({"op_type": name, "base_ms_per_step": round(before, 3), "new_ms_per_step": round(after, 3),
                     "change": round(after - before, 3), "change_pct": round((after - before) / before * 100, 1) if before else None})
     breaches = [_breach_line(r) for r in rows if r["status"] == "regression"]
-    describe = lambda run: {k: run[k] for k in ("path", "profiler_dirs", "ranks", "steps", "reports")}
+    describe = lambda run: {k: run[k] for k in ("path", "profiler_dirs", "ranks", "steps", "reports", "frameworks")}
     changed = {"appeared": [{"id": k, "text": t} for k, t in new["findings"].items() if k not in base["findings"]],
                "vanished": [{"id": k, "text": t} for k, t in base["findings"].items() if k not in new["findings"]]}
+    different = differences(base, new)
+    comparable = allow_different or not different
     return {"base": describe(base), "new": describe(new), "rows": rows, "top_op_types": ops, "findings": changed,
-            "limits": [limit["text"] for limit in limits], "breaches": breaches, "notes": notes, "passed": not breaches, "rule": RULE,
-            "machine_speed": speed}
+            "limits": [limit["text"] for limit in limits], "breaches": breaches, "notes": notes, "passed": not breaches and comparable,
+            "rule": RULE, "machine_speed": speed, "differences": different, "comparable": comparable}
 
 
 def machine_speeds(base_speed, new_speed):
@@ -265,7 +303,8 @@ def _speed_line(result):
     speed = result.get("machine_speed")
     if not speed:
         return "machine speed: not probed in both runs"
-    return (f"machine speed: base {speed['base']:.1f}, new {speed['new']:.1f} (new/base {speed['ratio']:.2f}); "
+    which = "the new machine was faster" if speed["ratio"] > 1 else "the new machine was slower" if speed["ratio"] < 1 else "alike"
+    return (f"machine speed ({SPEED_UNIT}): base {speed['base']:.1f}, new {speed['new']:.1f} (new/base {speed['ratio']:.2f}: {which}); "
             f"time noise widened by {speed['noise_widened_by']}")
 
 
@@ -296,6 +335,8 @@ def _op_cells(op):
 def _verdict(result):
     if not result["limits"]:
         return "no limits given"
+    if not result["comparable"]:
+        return "FAIL (the runs are of different jobs; --allow-different compares them anyway)"
     return "PASS" if result["passed"] else f"FAIL ({len(result['breaches'])} limit{'s' if len(result['breaches']) > 1 else ''} breached)"
 
 
@@ -314,7 +355,7 @@ def to_text(result):
         return ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header] + body]
 
     lines = [f"msprof-agent compare: {_verdict(result)}", f"base: {_run_line(result['base'])}", f"new:  {_run_line(result['new'])}",
-             _speed_line(result), ""]
+             _speed_line(result)] + [f"warning: {d}" for d in result["differences"]] + [""]
     lines += table(HEADER, [_cells(r) for r in result["rows"]])
     if result["top_op_types"]:
         lines += ["", "top op types, ms per step:"] + table(["op type", "base", "new", "change", "change %"], [_op_cells(o) for o in result["top_op_types"]])
@@ -328,7 +369,7 @@ def to_markdown(result):
         return ["| " + " | ".join(map(escape, header)) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(map(escape, r)) + " |" for r in body]
 
     lines = [f"### msprof-agent compare: {_verdict(result)}", "", f"- base: `{_run_line(result['base'])}`", f"- new: `{_run_line(result['new'])}`",
-             f"- {_speed_line(result)}", ""]
+             f"- {_speed_line(result)}"] + [f"- **warning**: {d}" for d in result["differences"]] + [""]
     lines += table(HEADER, [_cells(r) for r in result["rows"]])
     if result["breaches"]:
         lines += ["", "**Breached limits**", ""] + [f"- {b}" for b in result["breaches"]]
@@ -342,9 +383,11 @@ def to_markdown(result):
 
 
 def main(args):
-    """``msprof-agent compare``: 0 when the gate passes, 1 when a limit is breached, 2 when the input is unusable."""
+    """``msprof-agent compare``: 0 when the gate passes, 1 when a limit is breached, 2 when the input is unusable
+    (also runs of different jobs under a gate, unless ``--allow-different``)."""
     try:
-        result = compare(args.base, args.new, parse_limits(args.fail_on))
+        limits = parse_limits(args.fail_on)
+        result = compare(args.base, args.new, limits, allow_different=getattr(args, "allow_different", False))
     except (CompareError, OSError, ValueError, KeyError, IndexError) as exc:
         log.say(f"compare: {exc}" if isinstance(exc, CompareError) else f"compare: cannot read the profiles: {type(exc).__name__}: {exc}")
         return EXIT_ERROR
@@ -358,8 +401,12 @@ def main(args):
     if summary_file:
         with open(summary_file, "a") as handle:
             handle.write(markdown + "\n")
+    for line in result["differences"]:
+        log.say(f"compare: warning: {line}" + ("" if result["comparable"] or not limits else "; the gate fails (--allow-different compares them anyway)"))
     for line in result["breaches"]:
         log.say(f"FAIL {line}")
+    if limits and not result["comparable"]:
+        return EXIT_ERROR
     return EXIT_BREACH if result["breaches"] else 0
 
 
@@ -382,5 +429,6 @@ def run_with_baseline(executable, command, env, args):
     status = supervise.run_job(executable, command, env)
     log.say(f"job exited with status {status}; comparing with the baseline {args.baseline}")
     gate = main(SimpleNamespace(base=args.baseline, new=_output_path(env), fail_on=args.fail_on,
-                                markdown=getattr(args, "markdown", False), json_out=getattr(args, "json_out", None)))
+                                markdown=getattr(args, "markdown", False), json_out=getattr(args, "json_out", None),
+                                allow_different=getattr(args, "allow_different", False)))
     return gate if status == 0 else supervise.end_like(status)

@@ -78,7 +78,7 @@ def main():
         opts = parse_text(text if text and text.strip() else "{}")
     except OptionsError as exc:
         return _verdict(f"{environment.OPTIONS}: {exc}")
-    show("options as used", json.dumps(opts.to_dict()))
+    show("options in effect", json.dumps(opts.in_effect()))
     show("rank", f"{opts.rank_id} of {opts.world_size}, device {opts.device_id}")
     target = _device_target()
     show("not applicable", "; ".join(not_applicable(opts, target)) or f"nothing (device: {target})")

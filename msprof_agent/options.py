@@ -233,6 +233,8 @@ FEATURE_FIELDS = {"ops": "op_time", "communication": "profile_communication", "s
                   "memory": "profile_memory", "data_pipeline": "data_process", "aic_metrics": "aic_metrics"}
 NEEDS_OP_TIME = ("profile_memory", "profile_communication", "with_stack")
 ASCEND_ONLY = ("l2_cache", "hbm_ddr", "pcie", "sys_io", "sys_interconnection")
+# MindSpore 2.5+'s keys kept as written; their effect lands in the fields of FEATURE_FIELDS.
+AS_WRITTEN = ("profiler_level", "activities")
 # Keys accepted for MindSpore's sake that change nothing here, and why (noted when written).
 WITHOUT_EFFECT = {
     "sync_enable": "timestamps here are the host clock's; there is no device clock to synchronise",
@@ -289,6 +291,19 @@ class Options:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def in_effect(self) -> dict[str, Any]:
+        """The settings this run acts on (what ``doctor`` shows): MindSpore 2.5+'s keys as written and the
+        keys without effect left out (the feature fields carry what they ask), ``export_type`` as the exports written."""
+        left_out = set(AS_WRITTEN) | set(WITHOUT_EFFECT) | {WRITTEN_FIELD}
+        settings = {key: value for key, value in self.to_dict().items() if key not in left_out}
+        settings["export_type"] = self.exports()
+        return settings
+
+    def exports(self) -> list[str]:
+        """The exports this run writes: ``export_type`` when the user wrote it; its documented default asks for none
+        here (a second timeline on every run costs disk and time)."""
+        return list(self.export_type) if "export_type" in self.keys_given else []
 
     @classmethod
     def from_record(cls, meta: Mapping[str, Any]) -> "Options":

@@ -106,12 +106,14 @@ def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None
     entries: dict[str, list[dict[str, Any]]] = {}
     results: list[Summary] = []
     failed: list[int] = []
+    exported: dict[str, None] = {}  # the export folders written, in the order they came
     for (directory, rank, _), outcome in fanout.run(analyse_task, tasks, scheduler, scheduler_file):
         if isinstance(outcome, BaseException):
             failed.append(rank)
             log.say(f"analyse: rank {rank} in {directory} failed: {type(outcome).__name__}: {outcome}")
         else:
             entries.setdefault(names.cluster_dir(targets[directory]), []).append(analysis.cluster.entry(outcome))
+            exported.update(dict.fromkeys(outcome.get("exports") or ()))
             if keep_summaries:
                 results.append(outcome)
         progress.step(rank, failed=isinstance(outcome, BaseException))
@@ -120,6 +122,9 @@ def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None
         if rolled and len(jobs) > 1:
             log.say(f"cluster: {rolled['ranks_analysed']} of {rolled['rank_size']} ranks -> {os.path.join(where, names.CLUSTER_SUMMARY)}; "
                     f"slow ranks {rolled['slow_ranks'] or 'none'}, slow nodes {rolled['slow_nodes'] or 'none'}")
+    if announce:
+        for written in exported:
+            log.say(f"export written: {written}")
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(tasks)} ranks could not be analysed: {sorted(failed)}")
     results.sort(key=lambda s: s.get("rank_id", 0))

@@ -103,9 +103,9 @@ if TYPE_CHECKING:
         span: int  # ns the sample covers
         user: float  # the machine's CPU states, percent
         sys: float
-        nice: float
+        nice: float  # other jobs under nice, and the agent's own niced background analysis
         iowait: float
-        steal: float
+        steal: float  # taken by the hypervisor
         idle: float
         ctx: int  # context switches in the span
         run: int  # runnable processes
@@ -258,8 +258,10 @@ if TYPE_CHECKING:
         profile_memory: bool
 
 
-    class End(TypedDict):
+    class End(TypedDict, total=False):
         k: Literal["end"]
         reason: str
         ts: int
         steps: int
+        lost_steps: int  # step records a failed write (a full disk) lost, with their ops and samples
+        lost_because: str

@@ -249,7 +249,15 @@ class Session:
         if self.owner is c:
             self.stop_recording()
         end = {records.KIND: records.END, "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
-        if not self.windows.finish(c, end):
+        if c.writer.lost_steps:  # a full disk earlier: the analysis counts them (this record may reach the disk later)
+            end.update(lost_steps=c.writer.lost_steps, lost_because=c.writer.lost_because)
+        try:
+            finished = self.windows.finish(c, end)
+        except OSError:
+            if c.writer.lost_steps:
+                log.say(f"no analysis of {c.profiler_dir}: the raw records of {c.writer.lost_steps} steps were lost ({c.writer.lost_because})")
+            raise
+        if not finished:
             if c is self.run and self.framework is not None and not self.steps.completed and c.options.start:
                 log.say(f"no step trace: no {self.framework} training or inference step was seen (no optimizer step, training-data "
                         "fetch, compiled step function or model forward), so no window opened; run the model through an "

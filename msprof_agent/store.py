@@ -21,6 +21,7 @@ import time
 
 import orjson
 
+from . import records
 from .contract.names import RAW_FILE, RAW_FILE_GLOB, RAW_FOLDER, RAW_RANK_FOLDER, rank_pattern
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
@@ -61,6 +62,10 @@ class EventWriter:
         self._pending_bytes = 0
         self._fd: int | None = None
         self._flushed_ns = 0
+        self._pending_steps: list[int] = []  # the end offset, in the pending lines, of each step record
+        self._torn = False  # a failed write left a part of a line: the next write ends it first
+        self.lost_steps = 0  # step records a failed write (a full disk) lost, with their ops and samples
+        self.lost_because: str | None = None
 
     def add_later(self, record: Record) -> None:
         """A small, frequent record (a step): encoded with the next flush, off the step's critical path."""
@@ -78,27 +83,46 @@ class EventWriter:
             self.flush()
 
     def flush(self) -> None:
+        """Write what is pending. A failed write (a full disk) loses this batch, counted in ``lost_steps``
+        (the steps whose records did not reach the file), and is raised for the caller to say once."""
         self._flushed_ns = time.time_ns()
         while self.queue:
-            self._pending.append(orjson.dumps(self.queue.popleft(), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            record = self.queue.popleft()
+            self._pending.append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            self._pending_bytes += len(self._pending[-1])
+            if record.get(records.KIND) == records.STEP:
+                self._pending_steps.append(self._pending_bytes)
         if not self._pending:
             return
-        batch, self._pending, self._pending_bytes = self._pending, [], 0
-        self._write(b"".join(batch))
+        batch, steps = self._pending, self._pending_steps
+        self._pending, self._pending_bytes, self._pending_steps = [], 0, []
+        data = (b"\n" if self._torn else b"") + b"".join(batch)
+        offset = len(data) - sum(map(len, batch))  # step end offsets count from the batch's own start
+        done = 0
+        try:
+            fd = self._open()
+            while done < len(data):
+                done += os.write(fd, data[done:])
+            self._torn = False
+        except OSError as exc:
+            self._torn = self._torn or 0 < done
+            self.lost_steps += sum(1 for end in steps if end + offset > done)
+            self.lost_because = exc.strerror
+            raise
 
     def write_now(self, record: Record) -> None:
         """A record that must be on disk before the caller goes on (a collective's entry, before it can
         block): written at once, one line in one append, so a SIGKILL later keeps it."""
-        self._write(orjson.dumps(record) + b"\n")
+        line = (b"\n" if self._torn else b"") + orjson.dumps(record) + b"\n"
+        os.write(self._open(), line)
+        self._torn = False
 
-    def _write(self, data: bytes) -> None:
+    def _open(self) -> int:
         if self._fd is None:
             os.makedirs(self.directory, exist_ok=True)
             self._clear_earlier_runs()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        while data:
-            written = os.write(self._fd, data)
-            data = data[written:]
+        return self._fd
 
     def _clear_earlier_runs(self) -> None:
         """A new run of this rank replaces the raw data an earlier run left in the same directory."""
@@ -117,7 +141,7 @@ class EventWriter:
 
     def abandon(self) -> None:
         """In a fork child: drop the parent's buffer and descriptor without writing anything."""
-        self._pending, self._pending_bytes, self._fd = [], 0, None
+        self._pending, self._pending_bytes, self._pending_steps, self._fd = [], 0, [], None
         self.queue = collections.deque()
 
 

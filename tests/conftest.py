@@ -68,6 +68,14 @@ def run_two_tiny_ranks(out_dir):
         assert proc.returncode == 0, stderr
 
 
+def injected_line(function):
+    """The line of FUNCTION's sleep in tests/scripts/injected_causes.py (the line a stack sample finds it at)."""
+    with open(os.path.join(SCRIPTS, "injected_causes.py")) as handle:
+        lines = handle.read().splitlines()
+    start = lines.index(next(line for line in lines if line.startswith(f"def {function}(")))
+    return next(i for i in range(start, len(lines)) if "time.sleep" in lines[i]) + 1
+
+
 def profile_into(out_dir, **extra):
     """MS_PROFILER_OPTIONS that profile into ``out_dir``, plus ``extra`` keys."""
     return dict({"start": True, "output_path": out_dir}, **extra)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES, PY, ROOT, SCRIPTS, hook_env, profile_into, read_csv, read_json, read_records, run_script
+from conftest import EXAMPLES, PY, ROOT, SCRIPTS, TINY, hook_env, injected_line, profile_into, read_csv, read_json, read_records, run_script
 from msprof_agent import compare
 from msprof_agent.analysis import advisor
 
@@ -113,9 +113,10 @@ def test_torch_host_work_is_host_bound_and_names_the_function(scenario, name, in
     baseline = scenario("torch_clean")[1]["step_breakdown_mean_ms"]["host"]
     finding = top(summary, "host", "host_work")
     near(finding["ms_per_step"] - baseline, injected)
-    assert finding["evidence"]["hot_spots"][0]["function"] == f"{function} (injected_causes.py)"
-    assert summary["python_hot_spots"][0]["function"] == f"{function} (injected_causes.py)"
-    assert read_csv(os.path.join(profiler_dir, "python_hot_spots_0.csv"))[1][2] == f"{function} (injected_causes.py)"
+    spot = f"{function} (injected_causes.py:{injected_line(function)})"  # the time.sleep line
+    assert finding["evidence"]["hot_spots"][0]["function"] == spot
+    assert summary["python_hot_spots"][0]["function"] == spot
+    assert read_csv(os.path.join(profiler_dir, "python_hot_spots_0.csv"))[1][2] == spot
     op_types = [row[0] for row in read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))[1:]]
     assert all("::" in t for t in op_types), op_types  # ranges and Python calls are not ops
     if name == "torch_forward":
@@ -170,7 +171,7 @@ def test_mindspore_host_work_is_host_bound_and_names_the_function(scenario):
     baseline = scenario("ms_clean")[1]["step_breakdown_mean_ms"]["host"]
     finding = top(summary, "host", "host_work")
     near(finding["ms_per_step"] - baseline, 60.0)
-    assert finding["evidence"]["hot_spots"][0]["function"] == "host_work_in_loop (injected_causes.py)"
+    assert finding["evidence"]["hot_spots"][0]["function"] == f"host_work_in_loop (injected_causes.py:{injected_line('host_work_in_loop')})"
 
 
 @pytest.mark.torch
@@ -209,6 +210,35 @@ def test_jitter_needs_a_period():
     assert finding["evidence"]["period"] == 4 and finding["evidence"]["steps"] == [4, 8, 12, 16, 20]  # the pause explains most excess
     small = [10.0 + (15.0 if n % 5 == 0 else 0.0) for n in range(1, 25)]  # under 20 ms: noise on a shared machine
     assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(small)]) is None
+
+
+@pytest.mark.unit
+def test_hot_spots_keep_the_line_and_fold_a_functions_lines():
+    """py-spy's rows: "function (file:line)" at the line sampled; a function sampled at two lines also as one row."""
+    from types import SimpleNamespace
+
+    ms = 1_000_000
+    stacks = [(0, ["<module> (job.py:12)", "step (job.py:5)"]), (30, ["<module> (job.py:12)", "step (job.py:6)"]),
+              (40, ["<module> (job.py:14)"]), (100, [])]
+    data = SimpleNamespace(stacks=[{"ts": t * ms, "frames": f} for t, f in stacks], window_steps=[{"n": 1, "start": 0}])
+    spots = {s["function"]: s for s in advisor.hot_spots(data, [{"n": 1, "start": 0, "end": 100 * ms}])}
+    assert list(spots) == ["<module> (job.py:14)", "step (job.py:5)", "step (job.py:6)", "step (job.py)"]  # the lines, then the folds
+    assert [spots["<module> (job.py:14)"][k] for k in ("self_ms", "total_ms")] == [60.0, 60.0]
+    assert [spots["step (job.py)"][k] for k in ("self_ms", "total_ms", "lines")] == [40.0, 40.0, 2]
+    assert spots["step (job.py:5)"]["self_ms"] == 30.0 and "lines" not in spots["step (job.py:5)"]
+    assert "<module> (job.py)" not in spots  # sampled innermost at one line only: the line's row is the function's
+
+
+@pytest.mark.torch
+def test_a_module_level_loop_is_a_hot_spot_with_its_line(tmp_path):
+    """Time in the script's own top-level loop is "<module> (tiny_torch.py:N)", N the line of its sleep."""
+    out = str(tmp_path / "prof")
+    proc = run_script([TINY, "--steps", "8", "--sleep-ms", "60"], profile_into(out, with_stack=True), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(TINY) as handle:
+        line = next(n for n, text in enumerate(handle, 1) if "time.sleep(pause / 1000)" in text)
+    spot = read_json(os.path.join(out, "profiler", "summary_0.json"))["python_hot_spots"][0]
+    assert spot["function"] == f"<module> (tiny_torch.py:{line})" and spot["self_ms_per_step"] > 40, spot
 
 
 @pytest.mark.torch

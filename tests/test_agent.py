@@ -168,6 +168,62 @@ def test_sigkill_leaves_raw_data_for_offline_analysis(out_dir):
 
 
 @pytest.mark.torch
+def test_two_ranks_sigkilled_together_are_both_analysable(out_dir):
+    """Two ranks sharing one output, SIGKILLed at once mid-run (as a scheduler kills a job): analyse finds both
+    raw stores and writes each rank's summary, with the steps each had flushed."""
+    import time
+
+    procs = [subprocess.Popen([PY, TINY, "--steps", "400", "--sleep-ms", "60"], env=hook_env(profile_into(out_dir), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for rank in (0, 1)]
+    deadline = time.time() + 120
+    raw = os.path.join(out_dir, "profiler", "raw")
+    while len(glob.glob(os.path.join(raw, "rank_*", "*.jsonl"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.5)  # a few steps each
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+    assert [proc.wait(timeout=60) for proc in procs] == [-signal.SIGKILL] * 2
+    analysed = subprocess.run([PY, "-m", "msprof_agent", "analyse", out_dir], capture_output=True, text=True, timeout=300)
+    assert analysed.returncode == 0, analysed.stderr
+    for rank in (0, 1):
+        summary = read_json(os.path.join(out_dir, "profiler", f"summary_{rank}.json"))
+        assert summary["end_reason"] == "killed (no end record)" and 2 <= summary["steps_total"] < 400, (rank, summary["steps_total"])
+
+
+FULL_DISK_JOB = """mount -t tmpfs -o size=32m tmpfs "$1" || exit 99
+"$2" "$3" --steps 16 --sleep-ms 40 --fill-disk "$1" --fill-at 5 --free-at 12 --exit-code 3 2>"$4/stderr"
+status=$?
+cp -a "$1/." "$4"
+exit $status
+"""
+
+
+@pytest.mark.torch
+def test_a_full_disk_mid_run_costs_the_job_nothing_and_the_lost_steps_are_counted(tmp_path):
+    """The job fills its disk at step 5 (a checkpoint) and frees it at step 12, in a 32 MB tmpfs of its own
+    (a private mount namespace): it keeps its output and exit status, the agent says the failed write once,
+    and the summary and the exit lines count the steps whose raw records were lost."""
+    disk, kept = tmp_path / "disk", tmp_path / "kept"
+    disk.mkdir()
+    kept.mkdir()
+    env = hook_env(profile_into(str(disk / "prof")))
+    result = subprocess.run(["unshare", "-m", "sh", "-c", FULL_DISK_JOB, "job", str(disk), PY, TINY, str(kept)], env=env,
+                            capture_output=True, text=True, timeout=300)
+    if result.returncode == 99 or "unshare:" in result.stderr:
+        pytest.skip(f"no private tmpfs here: {result.stderr.strip()[:200]}")
+    stderr = (kept / "stderr").read_text()
+    assert result.returncode == 3, stderr
+    summary = read_json(str(kept / "prof" / "profiler" / "summary_0.json"))
+    lost = 16 - summary["steps_total"]
+    assert lost > 0, summary["steps_total"]
+    note = f"the raw records of {lost} steps were lost (No space left on device): the figures are of the other steps"
+    assert note in summary["notes"]
+    lines = agent_lines(stderr)
+    assert sum("No space left on device" in line and "the job goes on" in line for line in lines) == 1, lines
+    assert any(line.endswith(note) for line in stderr.splitlines()), stderr  # the exit table's note
+
+
+@pytest.mark.torch
 def test_fork_child_writes_nothing(out_dir):
     result = run_script([TINY, "--steps", "6", "--fork-at", "3"], options=profile_into(out_dir), timeout=120)
     assert result.returncode == 0, result.stderr

@@ -117,7 +117,7 @@ def test_summary_and_other_pages(torch_run):
     assert mfu["steps"] == summary["steady_steps"]
     assert 0 < mfu["ratio"] < 1 and flops["FLOPS_Utilization"] == pytest.approx(100 * mfu["ratio"], rel=1e-3)
     assert mfu["ratio"] == pytest.approx(summary["flops"]["gflops_per_s"] / mfu["peak_gflops"], rel=1e-3)  # one ratio of totals
-    iterator = open(os.path.join(torch_run, "dataset_iterator_profiling_0.txt")).read().split("\n")
+    iterator = open(os.path.join(torch_run, "data_wait_profiling_0.txt")).read().split("\n")
     gets = [line.split() for line in iterator if line.startswith("0 0 ")]
     assert len(gets) == 8 and all(float(g[3]) >= 18 for g in gets)
 
@@ -193,7 +193,7 @@ def test_step_list_restricts_every_step_based_file_of_a_new_analysis(torch_run, 
     profiler_dir = str(copy / "steps_3-5" / "profiler")
     assert profiler_dir in result.stderr
     assert [r[0] for r in step_trace(profiler_dir)[1]] == ["3", "4", "5"]
-    gets = [line.split()[2] for line in open(os.path.join(profiler_dir, "dataset_iterator_profiling_0.txt")) if line.startswith("0 0 ")]
+    gets = [line.split()[2] for line in open(os.path.join(profiler_dir, "data_wait_profiling_0.txt")) if line.startswith("0 0 ")]
     assert gets == ["3", "4", "5"]
     with open(os.path.join(profiler_dir, "cpu_timeline_display_0.json"), "rb") as handle:
         steps = {e["args"]["step"] for e in orjson.loads(handle.read()) if e["ph"] == "X" and "step" in e.get("args", {})}

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import EXAMPLES, PY, TINY, read_csv, read_json, run_two_tiny_ranks, step_trace
 from msprof_agent import compare
+from msprof_agent.contract.names import queue_file
 
 TORCH_CNN = os.path.join(EXAMPLES, "torch_cnn.py")
 GATE = "step_time>100%,data_wait>2ms,peak_memory>20%"
@@ -106,7 +107,7 @@ def test_markdown_and_json_carry_the_numbers_of_the_files(runs, tmp_path):
         every = step_trace(directory)[1]
         trace = [r for r in every if r[0] not in warm]
         totals = np.array([int(r[3]) for r in trace]) / 1e5
-        waits = [float(line.split()[3]) for line in open(os.path.join(directory, "dataset_iterator_profiling_0.txt"))
+        waits = [float(line.split()[3]) for line in open(os.path.join(directory, queue_file(directory, 0)))
                  if line.startswith("0 0 ") and line.split()[2] not in warm]
         assert len(every) == summary["steps_profiled"] == int(steps) == data[side]["steps"]
         assert rows[("step_time", "p50")][side] == round(float(np.percentile(totals, 50)), 3)
@@ -224,6 +225,53 @@ def test_two_ranks_are_pooled(tmp_path):
     assert step["change"] == 0 and step["status"] == "ok"
 
 
+@pytest.fixture(scope="module")
+def other_jobs(tmp_path_factory):
+    """A MindSpore LeNet run, and the tiny torch loop as one rank and as two."""
+    root = tmp_path_factory.mktemp("other")
+    paths = {name: str(root / name) for name in ("mindspore", "one", "two")}
+    result = agent(["run", "--output-path", paths["mindspore"], "--", PY, os.path.join(EXAMPLES, "mindspore_lenet.py"), "--steps", "4", "--quiet"])
+    assert result.returncode == 0, result.stderr
+    result = agent(["run", "--output-path", paths["one"], "--", PY, TINY, "--steps", "5"])
+    assert result.returncode == 0, result.stderr
+    run_two_tiny_ranks(paths["two"])
+    return paths
+
+
+def warnings(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("msprof-agent: compare: warning: ")]
+
+
+@pytest.mark.torch
+@pytest.mark.mindspore
+def test_runs_of_different_jobs_are_said_and_fail_a_gate(other_jobs):
+    paths = other_jobs
+    plain = agent(["compare", paths["one"], paths["mindspore"]])
+    assert plain.returncode == 0, plain.stderr
+    said = warnings(plain.stderr)
+    assert said[0] == "msprof-agent: compare: warning: the runs differ in framework: base torch, new mindspore"
+    assert "of their op time by op type and 0% of their op calls (under 50%): a different model, not a code change" in said[1]
+    assert len(said) == 2
+    assert [line for line in plain.stdout.splitlines() if line.startswith("warning: ")] == [line[len("msprof-agent: compare: "):] for line in said]
+    gated = agent(["compare", paths["one"], paths["mindspore"], "--fail-on", GATE])
+    assert gated.returncode == 2 and gated.stdout.startswith("msprof-agent compare: FAIL (the runs are of different jobs")
+    assert all(line.endswith("the gate fails (--allow-different compares them anyway)") for line in warnings(gated.stderr))
+    allowed = agent(["compare", paths["one"], paths["mindspore"], "--fail-on", "step_time>100000%", "--allow-different"])
+    assert allowed.returncode == 0 and allowed.stdout.startswith("msprof-agent compare: PASS") and len(warnings(allowed.stderr)) == 2
+    ranks = agent(["compare", other_jobs["one"], other_jobs["two"], "--fail-on", "step_time>100000%"])
+    assert ranks.returncode == 2 and warnings(ranks.stderr)[0] == (
+        "msprof-agent: compare: warning: the runs differ in world size: base 1 ranks, new 2; "
+        "the gate fails (--allow-different compares them anyway)")
+    assert not any("framework" in line for line in warnings(ranks.stderr))
+
+
+@pytest.mark.unit
+def test_shared_op_time_is_the_sum_of_the_smaller_shares():
+    assert compare.shared_op_time({"MatMul": 3.0, "Conv": 1.0}, {"MatMul": 6.0, "Conv": 2.0}) == 1.0
+    assert compare.shared_op_time({"MatMul": 3.0, "Conv": 1.0}, {"MatMul": 1.0, "Relu": 3.0}) == 0.25
+    assert compare.shared_op_time({}, {"MatMul": 1.0}) is None
+
+
 @pytest.mark.unit
 def test_limits_from_a_string_and_from_toml_agree(tmp_path):
     table = tmp_path / "gate.toml"
@@ -286,7 +334,7 @@ def test_host_work_fails_the_gate_and_a_busier_machine_does_not(drift_runs):
     for name in ("same", "loaded"):
         result = agent(["compare", drift_runs["base"], drift_runs[name], "--fail-on", gate])
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "machine speed: base " in result.stdout
+        assert "machine speed (million probe-loop iterations/s on a CPU, higher is faster): base " in result.stdout
     loaded = compare.compare(drift_runs["base"], drift_runs["loaded"], compare.parse_limits(gate))
     base_share = read_json(glob.glob(os.path.join(drift_runs["base"], "**", "summary_0.json"), recursive=True)[0])["machine_speed"]["cpu_share"]
     if base_share > 0.8:  # the baseline ran on a quiet machine, so the hogs must show; on a machine already

@@ -3,8 +3,10 @@ no PYTHONPATH, where exporting MS_PROFILER_OPTIONS is all it takes. The framewor
 interpreter's site-packages through a plain path entry (a second multi-gigabyte install buys nothing)."""
 import glob
 import importlib.util
+import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,26 +24,91 @@ PROBE = os.path.join(SCRIPTS, "probe_imports.py")
 DOOR = "import sys; print(getattr(sys, '_msprof_agent_door', None), 'msprof_agent.session' in sys.modules)"
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory):
-    """(python, msprof-agent script, bin dir) of a fresh venv holding the wheel built from this checkout."""
-    root = tmp_path_factory.mktemp("install")
-    wheels = root / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), ROOT],
-                   check=True, capture_output=True, timeout=300)
-    env_dir = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
-    python = str(env_dir / "bin" / "python")
+def readme_install_commands():
+    """The pip commands of the README's Install section, split as a shell would, keyed by what they do."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        section = handle.read().split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    lines = [shlex.split(line, comments=True) for line in section.splitlines() if line.startswith("pip ")]
+    [checkout] = [words for words in lines if words[1:] and words[-1].startswith(".[")]
+    [build] = [words for words in lines if words[1] == "wheel"]
+    [wheel] = [words for words in lines if ".whl" in words[-1]]
+    return {"checkout": checkout, "build": build, "wheel": wheel}
+
+
+def git_status():
+    return subprocess.run(["git", "status", "--ignored", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def fresh_venv(directory):
+    """(its python, its purelib) of a fresh venv seeing the frameworks and dependencies of this interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True, timeout=120)
+    python = str(directory / "bin" / "python")
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     # Frameworks and dependencies from here; "frameworks.pth" runs before the agent's zz_msprof_agent.pth.
-    specs = [importlib.util.find_spec(m) for m in ("torch", "mindspore", "wrapt", "orjson", "psutil", "numpy", "plotly")]
+    specs = [importlib.util.find_spec(m) for m in ("torch", "mindspore", "wrapt", "orjson", "psutil", "numpy", "plotly", "jinja2")]
     deps = sorted({os.path.dirname(os.path.dirname(spec.origin)) for spec in specs if spec is not None})
     with open(os.path.join(site, "frameworks.pth"), "w") as handle:
         handle.write("\n".join(deps) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index",
-                    glob.glob(str(wheels / "*.whl"))[0]], check=True, capture_output=True, timeout=300)
-    return {"python": python, "agent": str(env_dir / "bin" / "msprof-agent"), "bin": str(env_dir / "bin"), "site": site}
+    return python, site
+
+
+def pip(words, python=None, cwd=ROOT):
+    """A README pip command, run by this interpreter's pip (into PYTHON's venv); offline here: no index, no
+    build isolation, the dependencies already seen through frameworks.pth."""
+    target = ["--python", python] if python else []
+    offline = ["--no-build-isolation"] + (["--no-deps", "--no-index"] if words[1] == "install" else [])
+    subprocess.run([sys.executable, "-m", "pip"] + target + words[1:] + ["-q"] + offline, cwd=cwd, check=True, capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """(python, msprof-agent script, bin dir, site, the work tree's status before and after the build) of a fresh
+    venv holding the wheel built from this checkout by the README's commands."""
+    root = tmp_path_factory.mktemp("install")
+    commands, wheels = readme_install_commands(), str(root / "wheels")
+    written = os.path.dirname(commands["wheel"][-1])  # the README's wheel folder, here a temporary one
+    before = git_status()
+    pip([wheels if word == written else word for word in commands["build"]])
+    after = git_status()
+    env_dir = root / "venv"
+    python, site = fresh_venv(env_dir)
+    pip([word.replace(written, wheels) for word in commands["wheel"]], python)
+    return {"python": python, "agent": str(env_dir / "bin" / "msprof-agent"), "bin": str(env_dir / "bin"), "site": site,
+            "status": (before, after), "wheel": glob.glob(os.path.join(wheels, "*.whl"))[0]}
+
+
+def test_the_wheel_is_built_by_the_readme_and_leaves_the_work_tree_as_it_was(venv):
+    before, after = venv["status"]
+    assert after == before
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("module, broken", [("session.py", None),  # a half-upgraded install: a module gone
+                                            ("analysis/summary.py", "def broken(:\n")])  # one that fails only at the exit analysis
+def test_a_broken_install_leaves_the_job_unharmed_with_one_line(venv, tmp_path, out_dir, module, broken):
+    python, site = fresh_venv(tmp_path / "venv")
+    pip(["pip", "install", venv["wheel"]], python)
+    path = os.path.join(site, "msprof_agent", module)
+    if broken is None:
+        os.remove(path)
+    else:
+        with open(path, "w") as handle:
+            handle.write(broken)
+    result = subprocess.run([python, TINY, "--steps", "4", "--exit-code", "3", "--os-exit"], env=venv_env(venv, on(out_dir)),
+                            cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 3 and "trained 4 steps" in result.stdout, result.stderr
+    [line] = agent_lines(result.stderr)
+    assert ("session" if broken is None else "SyntaxError") in line, line
+
+
+def test_install_from_the_checkout_by_the_readme(tmp_path):
+    python, site = fresh_venv(tmp_path / "venv")
+    before = git_status()
+    pip(readme_install_commands()["checkout"], python)
+    assert git_status() == before
+    result = subprocess.run([python, "-c", "import msprof_agent; print(msprof_agent.__file__)"], cwd=str(tmp_path), capture_output=True, text=True)
+    assert result.stdout.startswith(site) and os.path.isfile(os.path.join(site, "zz_msprof_agent.pth")), result.stderr
 
 
 def venv_env(venv, options=None, extra=None):
@@ -138,12 +205,20 @@ def test_run_keeps_the_exit_status_and_says_where_the_profile_is(venv, code, sta
 
 @pytest.mark.parametrize("require, status", [([], 0), (["--require-profile"], 2)])
 def test_run_with_a_bad_option(venv, require, status, out_dir):
-    result = run(venv, [venv["agent"], "run", "--output-path", out_dir, "-o", "output_pth=/tmp/x"] + require + ["--", "python", "-c", "print('launched')"])
+    """The line names the door (-o, not the variable); after the job's own last line, a closing one says why there is no profile."""
+    job = "import sys; print('launched'); print('job done', file=sys.stderr)"
+    result = run(venv, [venv["agent"], "run", "--output-path", out_dir, "-o", "output_pth=/tmp/x"] + require + ["--", "python", "-c", job])
     assert result.returncode == status
     assert result.stdout == ("launched\n" if not require else "")
-    [line] = agent_lines(result.stderr)
-    assert line.startswith('msprof-agent: MS_PROFILER_OPTIONS: unknown key "output_pth" (did you mean "output_path"?)')
-    assert line.endswith("With --require-profile the job is not started." if require else "The job runs unprofiled.")
+    cause = '-o output_pth=/tmp/x: unknown key "output_pth" (did you mean "output_path"?)'
+    first, *closing = agent_lines(result.stderr)
+    assert first.startswith("msprof-agent: " + cause)
+    assert first.endswith("With --require-profile the job is not started." if require else "The job runs unprofiled.")
+    if not require:
+        assert result.stderr.splitlines()[-2:] == ["job done", closing[0]] and len(closing) == 1
+        assert closing[0].startswith("msprof-agent: no profile written: " + cause)
+    else:
+        assert closing == []
 
 
 @pytest.mark.parametrize("require, status", [([], 0), (["--require-profile"], 2)])
@@ -201,6 +276,8 @@ def test_doctor_with_a_valid_variable(venv, out_dir):
     assert fields["doors"].strip().startswith(".pth in site-packages: " + os.path.join(venv["site"], "zz_msprof_agent.pth"))
     assert fields["frameworks"].strip() == f"mindspore {version('mindspore')}, torch {version('torch')}"
     assert fields["rank"].strip() == "0 of 1, device 0"
+    in_effect = json.loads(fields["options in effect"])
+    assert in_effect["start"] is True and in_effect["export_type"] == [] and "start_profile" not in in_effect
     assert fields["not applicable"].strip() == "l2_cache needs an Ascend device; not applicable on CPU"
     assert fields["output"].strip() == f"{out_dir}/profiler (writable)"
     assert result.stdout.splitlines()[-1] == "verdict: a Python started here would be profiled (through the .pth)"

@@ -130,9 +130,30 @@ def test_tuning_proposal(mindinsight):
     assert "minddata_device_queue" in proposal and "minddata_cpu_utilization" in proposal
 
 
-def test_a_run_without_the_data_pipeline(mindinsight):
-    """Without data_process: the CPU page still opens (it needs pipeline_profiling, here without ops)."""
-    call, _ = mindinsight
+def test_a_run_under_the_default_options_answers_every_api(mindinsight):
+    """Without data_process, all 9 profiler APIs answer: step trace (graph, per step), CPU op types and ops,
+    queue info (none: no queue file, the waits are in our own), CPU utilization (the page needs pipeline_profiling,
+    here without ops), timeline summary, the tuning proposal (no division by zero batches), devices and profile info."""
+    call, data_dir = mindinsight
+    profiler_dir = os.path.join(os.path.dirname(os.path.dirname(data_dir)), PLAIN_JOB, "profiler")
+    trace = {"dir": f"./{PLAIN_JOB}"}
+    assert call("training-trace/graph", dict(trace, type="0"), train_id=PLAIN_JOB)["summary"]["total_steps"] == STEPS
+    assert len(call("training-trace/target-time-info", dict(trace, type="fp_and_bp"), train_id=PLAIN_JOB)["info"]["fp_and_bp"]) == STEPS
+    types = read_csv(os.path.join(profiler_dir, "cpu_op_type_info_0.csv"))[1:]
+    found = call("ops/search", body={"op_type": "cpu_op_type", "filter_condition": {}, "sort_condition": {"name": "total_compute_time",
+                                                                                                       "type": "descending"}}, train_id=PLAIN_JOB)
+    assert sorted(row[0] for row in found["object"]) == sorted(row[0] for row in types)
+    found = call("ops/search", body={"op_type": "cpu_op_info", "filter_condition": {}, "sort_condition": {"name": "op_total_time", "type": "descending"},
+                                     "group_condition": {"limit": 100, "offset": 0}}, train_id=PLAIN_JOB)
+    assert found["size"] == len(read_csv(os.path.join(profiler_dir, "cpu_op_detail_info_0.csv"))) - 1
+    assert not os.path.exists(os.path.join(profiler_dir, "dataset_iterator_profiling_0.txt"))
+    assert os.path.isfile(os.path.join(profiler_dir, "data_wait_profiling_0.txt"))  # the waits, for our pages and compare
+    for kind in ("device_queue", "get_next"):
+        assert call("queue_info", {"type": kind}, train_id=PLAIN_JOB) == {}  # MindInsight's "no queue data"
     answer = call("minddata-cpu-utilization-summary", body={"filter_condition": {}}, train_id=PLAIN_JOB)
     assert answer["device_info"]["user_utilization"]["metrics"] and answer["op_info"]["op_list"] == []
-    assert call("training-trace/graph", {"dir": f"./{PLAIN_JOB}", "type": "0"})["summary"]["total_steps"] == STEPS
+    summary = call("timeline-summary", dict(trace, device_type="gpu"), train_id=PLAIN_JOB)
+    assert summary == read_json(os.path.join(profiler_dir, "cpu_timeline_summary_0.json"))
+    assert "common-profiler_tutorial" in call("summary/propose", train_id=PLAIN_JOB)  # an answer, not HTTP 500
+    assert call("devices", train_id=PLAIN_JOB)["device_list"] == ["0"]
+    assert call("profile_info", train_id=PLAIN_JOB)["mi"] == "2.3.1"

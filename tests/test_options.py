@@ -86,3 +86,12 @@ def test_the_variable_text_must_be_one_json_object(text, line):
 def test_capture_defaults_are_filled_in():
     assert from_mapping({"capture": {"slow_step": 2.5}}, environ={}).capture == {
         "slow_step": 2.5, "steps": 3, "warmup": 5, "max_windows": 5, "max_trace_mb": None}
+
+
+def test_the_options_in_effect_leave_out_what_changes_nothing():
+    """doctor's view: no default export (none is written unless asked), no keys kept only for MindSpore's sake."""
+    default = from_mapping({"start": True}, environ={}).in_effect()
+    assert default["export_type"] == [] and "start_profile" not in default and "keys_given" not in default
+    asked = from_mapping({"start": True, "export_type": ["db"], "profiler_level": "Level1", "start_profile": False}, environ={}).in_effect()
+    assert asked["export_type"] == ["db"] and asked["profile_communication"] is True
+    assert not {"profiler_level", "activities", "start_profile"} & set(asked)

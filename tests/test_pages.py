@@ -57,7 +57,7 @@ def analysed(tmp_path_factory):
     profiler_dir = str(tmp_path_factory.mktemp("run") / "profiler")
     steps = [step_record(n, win=n <= 3) for n in range(1, 5)]
     ops = [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS]
-    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "iowait": 0, "idle": 55 - i, "ctx": 100, "run": 2,
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 40 + i, "sys": 5, "nice": 0, "iowait": 0, "steal": 0, "idle": 55 - i, "ctx": 100, "run": 2,
             "puser": 30.4 + i, "psys": 2.6, "rss": 100 * MS} for i in range(4)]
     write_store(profiler_dir, steps, ops, cpu=cpu)
     return profiler_dir, analyse_rank(profiler_dir, 0)
@@ -132,8 +132,24 @@ def test_cpu_samples_become_integer_percent_series(analysed):
     assert cpu["device_info"]["idle_utilization"] == [55, 54, 53, 52]
     assert cpu["process_info"] == {"user_utilization": [30, 31, 32, 33], "sys_utilization": [3, 3, 3, 3]}
     # contract.readers.cpu_means of the written (integer percent) series, time-weighted: the figures report and viewer show
-    assert summary["cpu"] == {"machine_busy_mean": 46.5, "machine_user_mean": 41.5, "machine_sys_mean": 5.0,
+    assert summary["cpu"] == {"machine_busy_mean": 46.5, "machine_user_mean": 41.5, "machine_sys_mean": 5.0, "machine_iowait_mean": 0.0,
+                              "machine_nice_mean": 0.0, "machine_steal_mean": 0.0,
                               "process_user_mean": 31.5, "process_sys_mean": 3.0, "agent_mean": 0.0, "samples": 4}
+
+
+def test_every_busy_state_is_written_and_they_add_up_to_busy(tmp_path):
+    """user + sys + nice + iowait + steal = 100 - idle, sample by sample and in the means the pages show."""
+    profiler_dir = str(tmp_path / "profiler")
+    cpu = [{"ts": BASE + 10 * i * MS, "span": 10 * MS, "user": 5.6, "sys": 1.8, "nice": 90.0 - i, "iowait": 1.0, "steal": 1.0 + i, "idle": 0.6,
+            "ctx": 100, "run": 2, "puser": 3.0, "psys": 1.0, "rss": 100 * MS} for i in range(4)]
+    steps = [step_record(n) for n in range(1, 4)]
+    write_store(profiler_dir, steps, [(name, kind, s["start"] + at * MS, dur * MS) for s in steps for name, kind, at, dur in STEP_OPS], cpu=cpu)
+    means = analyse_rank(profiler_dir, 0)["cpu"]
+    device = read_json(os.path.join(profiler_dir, "minddata_cpu_utilization_0.json"))["device_info"]
+    assert device["nice_utilization"] == [90, 89, 88, 87] and device["steal_utilization"] == [1, 2, 3, 4] and device["io_utilization"] == [1] * 4
+    states = ("user", "sys", "nice", "io", "steal")
+    assert [sum(device[f"{state}_utilization"][i] for state in states) for i in range(4)] == [100 - v for v in device["idle_utilization"]]
+    assert sum(means[f"machine_{state}_mean"] for state in ("user", "sys", "nice", "iowait", "steal")) == means["machine_busy_mean"] == 99.0
 
 
 def test_nested_ops_count_self_times(tmp_path):
@@ -166,6 +182,20 @@ def test_analysing_twice_gives_the_same_files(analysed, tmp_path):
         with open(os.path.join(profiler_dir, name), "rb") as a, open(os.path.join(copy, name), "rb") as b:
             assert a.read() == b.read(), name
     assert json.loads(open(os.path.join(copy, "summary_0.json")).read())["steps_profiled"] == 3
+
+
+def test_machine_percents_of_a_short_span_add_up_to_100():
+    """Between two cpu_times() readings 30 ms of CPU time apart (2 cores, 15 ms): the shares of that span, not of a second."""
+    import psutil
+
+    from msprof_agent.collectors.cpu import machine_percents
+
+    kind = type(psutil.cpu_times())
+    before = kind(*[10.0] * len(kind._fields))
+    after = kind(**{name: 10.0 + {"user": 0.012, "nice": 0.009, "system": 0.003, "idle": 0.006}.get(name, 0.0) for name in kind._fields})
+    shares = machine_percents(before, after)
+    assert {name: round(shares[name], 6) for name in ("user", "nice", "system", "idle")} == {"user": 40.0, "nice": 30.0, "system": 10.0, "idle": 20.0}
+    assert round(sum(shares.values()), 6) == 100.0
 
 
 @pytest.mark.unit

@@ -57,6 +57,21 @@ def test_a_long_table_shows_its_first_rows_and_says_so(monkeypatch):
     assert f'data-v="{1 / 3!r}">0.333</td>' in html
 
 
+def test_an_op_type_has_one_share_of_all_op_time_in_pie_bar_and_table():
+    """The pie's slices are the table's shares (the types beyond the top ones are one slice), not shares of the top."""
+    from msprof_agent.viewer import render
+    from msprof_agent.viewer.pages.operators import TYPE_COLUMNS
+
+    types = [{"op_type": f"T{i}", "total_ms": 30.0 - i, "percent": (30.0 - i) / 465} for i in range(30)]
+    page = render.Page()
+    pie, bar = render.op_type_charts(page, "t-", types, limit=20)
+    [slices], [bars] = page.charts[pie]["data"], page.charts[bar]["data"]
+    cell = render.table("t", TYPE_COLUMNS, types, ("op_type",))["rows"][0][1]
+    assert slices["text"][0] == render.pct(types[0]["percent"]) == "6.5%" and "6.5%" in str(cell)
+    assert slices["labels"][-1] == "10 other types" and sum(slices["values"]) == sum(t["total_ms"] for t in types)
+    assert slices["textinfo"] == "text" and bars["text"][-1] == "6.5%"
+
+
 def _raw_store(profiler_dir):
     """A small raw store as the hook writes it: five 8 ms steps with one op each."""
     from msprof_agent.records import FORMAT

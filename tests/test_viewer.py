@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, SCRIPTS, overlapping_slices, profile_into, read_csv, read_json, run_script
+from conftest import EXAMPLES, ROOT, SCRIPTS, injected_line, overlapping_slices, profile_into, read_csv, read_json, run_script
 from msprof_agent.analysis import cluster
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -768,6 +768,22 @@ def test_real_torch_two_ranks(tmp_path):
     assert read_json(written) == at_exit  # analyse writes the roll-up the ranks wrote at exit
 
 
+@pytest.mark.torch
+def test_analyse_export_names_its_folders_and_the_index_lists_no_export_as_a_run(tmp_path):
+    """``analyse DIR --export text,db`` ends by naming the Ascend layout's folder and HTA's; the runs index keeps one run."""
+    from msprof_agent.viewer.sections import scan
+
+    out = tmp_path / "prof"
+    assert run_script([os.path.join(SCRIPTS, "tiny_torch.py"), "--steps", "3"], profile_into(str(out))).returncode == 0
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", str(out), "--export", "text,db"], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [ascend] = [d for d in os.listdir(out) if d.endswith("_ascend_pt")]
+    assert proc.stderr.splitlines()[-2:] == [f"msprof-agent: export written: {out / ascend}", f"msprof-agent: export written: {out / 'hta_trace'}"]
+    assert os.path.isfile(out / ascend / "profiler_info_0.json")  # what made the folder look like a run
+    assert list(scan(str(tmp_path))) == ["prof"]
+
+
 FINDINGS = [{"id": "host_work", "category": "host", "severity": "high", "ms_per_step": 50.0, "text": "Host-bound " + EVIL, "action": "move it",
              "evidence": {"host_ms": 50.0, "steps": [[3, 5], [8, 8]], "hot_spots": [{"function": "metric (train.py)", "self_ms_per_step": 2.0}]}},
             {"id": "periodic_pause", "category": "jitter", "severity": "medium", "ms_per_step": 5.0, "text": "Jitter", "action": "gc",
@@ -867,7 +883,7 @@ def test_injected_slow_function_heads_the_hot_spots_of_viewer_and_report(tmp_pat
     out = str(tmp_path / "host")
     proc = run_script([os.path.join(SCRIPTS, "advisor_torch.py"), "--loop-ms", "60"], profile_into(out, with_stack=True), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    injected = "host_work_in_loop (injected_causes.py)"
+    injected = f"host_work_in_loop (injected_causes.py:{injected_line('host_work_in_loop')})"
     server = Live(tmp_path)
     try:
         steps = server.get("/run/steps?run=host&rank=0")[2]

@@ -447,3 +447,61 @@ def test_the_cluster_page_of_1024_ranks_draws_its_heatmaps_and_marks_the_slow_ra
     finally:
         tab.close()
         server.close()
+
+
+# Each drawn chart's points (pie values, a horizontal bar's x, else y): none may be empty or all zero, since a
+# section with nothing measured says so in a sentence instead of drawing a chart.
+CHART_POINTS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(el => ({id: el.id,
+    values: (el.data || []).flatMap(t => Array.from((t.type === 'pie' ? t.values : t.orientation === 'h' ? t.x : t.y) || []))
+                           .filter(v => typeof v === 'number')}))"""
+
+
+@pytest.fixture(scope="module")
+def ms_data_run(real_run):
+    """A MindSpore LeNet run with data_process (the pipeline's charts) beside the plain one."""
+    base = real_run[0]
+    out = base / "lenet_data"
+    proc = run_script([os.path.join(EXAMPLES, "mindspore_lenet.py"), "--quiet", "--steps", "12"],
+                      options={"start": True, "output_path": str(out), "data_process": True}, cwd=str(base))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return str(out / "profiler")
+
+
+@pytest.mark.mindspore
+@pytest.mark.torch
+@pytest.mark.parametrize("which", ["mindspore", "mindspore_data", "torch"])
+def test_every_chart_of_a_report_holds_a_measurement_and_the_cpu_states_add_up_to_busy(browser, real_run, ms_data_run, torch_run, which,
+                                                                                        artifacts):
+    directory = {"mindspore": real_run[1].ranks[0], "mindspore_data": ms_data_run, "torch": torch_run.ranks[0]}[which]
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, offline=True)
+    try:
+        page = context.new_page()
+        page.goto("file://" + os.path.join(directory, "report_0.html"))
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        page.screenshot(path=os.path.join(artifacts, f"report_{which}.png"), full_page=True)
+        charts = page.evaluate(CHART_POINTS)
+        assert len(charts) >= 6
+        for chart in charts:
+            assert chart["values"] and any(chart["values"]), chart["id"]
+        shown = {state: float(page.inner_text(f"#cpu-{state}")) for state in ("user", "sys", "nice", "iowait", "steal")}
+        busy = float(page.inner_text("#cpu-busy"))
+        assert abs(sum(shown.values()) - busy) <= 2.0, (shown, busy)  # the rest: the kernel's irq and softirq time, and rounding
+        traces = page.evaluate("() => document.getElementById('chart-cpu-machine').data.map(t => ({name: t.name, y: t.y, stacked: !!t.stackgroup}))")
+        drawn = [t for t in traces if t["stacked"] and t["name"] in shown]
+        assert [t["name"] for t in drawn] == [s for s in shown if shown[s] or any(t["y"] for t in drawn if t["name"] == s)]
+        [line] = [t for t in traces if t["name"] == "busy (100 - idle)"]
+        stacked = [sum(t["y"][i] for t in traces if t["stacked"]) for i in range(len(line["y"]))]
+        assert all(top >= b for top, b in zip(stacked, line["y"]))  # the stack reaches busy at every sample
+        if which == "mindspore_data":
+            cpu = read_json(os.path.join(directory, "minddata_cpu_utilization_0.json"))
+            if not any(v for op in cpu["op_info"] for v in op["metrics"]["user_utilization"] + op["metrics"]["sys_utilization"]):
+                assert "nothing measured" in page.inner_text("#cpu-ops-note")
+            pipeline = read_csv(os.path.join(directory, "minddata_pipeline_raw_0.csv"))[1:]
+            samples = sorted({len(json.loads(row[3])) for row in pipeline})
+            assert page.locator("#chart-dp-op-queues .gtitle").text_content().startswith(
+                f"Pipeline ops' output queue size: {'/'.join(map(str, samples))} samples")
+            queue_samples = int(page.inner_text("#dp-queue-samples"))
+            assert page.locator("#chart-dp-queue .trace.bars .point").count() == queue_samples
+            assert f"({queue_samples} samples)" in page.locator("#chart-dp-queue .gtitle").text_content()
+    finally:
+        context.close()

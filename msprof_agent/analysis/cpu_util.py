@@ -19,8 +19,22 @@ def measured(samples):
     return [sample for sample in sorted(samples, key=lambda s: s["ts"]) if sample["span"] >= MIN_SPAN_NS]
 
 
+MACHINE_STATES = ("user", "sys", "nice", "iowait", "steal", "idle")  # records.Cpu's
+
+
+def whole_percents(sample):
+    """SAMPLE with its machine states as whole percents that keep their sum (largest remainders rounded up), so
+    that the written states add up to the written busy figure (100 - idle) as the sampled ones do."""
+    states = [key for key in MACHINE_STATES if key in sample]
+    exact = [float(sample[key]) for key in states]
+    whole = [int(v) for v in exact]
+    for i in sorted(range(len(exact)), key=lambda i: whole[i] - exact[i])[:int(round(sum(exact))) - sum(whole)]:
+        whole[i] += 1
+    return dict(sample, **dict(zip(states, whole)))
+
+
 def write(data, ctx, pipeline=None):
-    samples = data.cpu  # already ``measured``
+    samples = [whole_percents(s) for s in data.cpu]  # already ``measured``
     if not samples:
         return None
     series = lambda key: [int(round(s.get(key, 0))) for s in samples]  # noqa: E731  (contract: integer percent)
@@ -35,7 +49,8 @@ def write(data, ctx, pipeline=None):
         "time_stamp": stamps,
         "device_info": {"user_utilization": series("user"), "sys_utilization": series("sys"),
                         "io_utilization": series("iowait"), "idle_utilization": series("idle"),
-                        "context_switch_count": series("ctx"), "runnable_process": series("run")},
+                        "context_switch_count": series("ctx"), "runnable_process": series("run"),
+                        "nice_utilization": series("nice"), "steal_utilization": series("steal")},  # the rest of busy: ours
         "process_info": {"user_utilization": series("puser"), "sys_utilization": series("psys")},  # the job: its process tree
         "agent_info": {"utilization": series("agent")},  # the agent's own processes (background analysis), the job's neither
         "op_info": op_info,

@@ -1,7 +1,9 @@
 """Data preparation: the wait for data per step, queue depths, and the dataset pipeline's ops.
 
 Non-sink runs write ``dataset_iterator_profiling_{r}.txt``, sink runs ``device_queue_profiling_{r}.txt``
-(lines ``0 <0 get|2 total> <step> <cost_ms> <ts_ms>`` and ``1 <capacity> <step> <size> <ts_ms>``).
+(lines ``0 <0 get|2 total> <step> <cost_ms> <ts_ms>`` and ``1 <capacity> <step> <size> <ts_ms>``); a run
+that sampled no queue sizes writes its fetch lines to ``data_wait_profiling_{r}.txt`` instead, so that
+MindInsight finds no queue data rather than zero batches.
 With ``data_process``, pipeline samples become ``minddata_pipeline_raw_{r}.csv`` and
 ``pipeline_profiling_{r}.json`` (a MindSpore run without them gets one with no ops: MindInsight's CPU
 page needs it), and the bottleneck op is named by the MindSpore Profiler guide's
@@ -11,7 +13,7 @@ import orjson
 
 from .. import frameworks
 from ..contract.columns import PIPELINE_HEADER
-from ..contract.names import DEVICE_QUEUE, ITERATOR_QUEUE, PIPELINE_PROFILING, PIPELINE_RAW, rank_file
+from ..contract.names import DATA_WAITS, DEVICE_QUEUE, ITERATOR_QUEUE, PIPELINE_PROFILING, PIPELINE_RAW, rank_file
 from ..contract.readers import pipeline_bottlenecks
 from ..writers import write_csv, write_json, write_text
 
@@ -27,7 +29,7 @@ def write(data, ctx):
     queue = [q for q in data.queue if q.get("kind", "iterator") == ("device_queue" if sink else "iterator")] or data.queue
     for q in queue:
         lines.append(f"1 {q.get('capacity', 0)} {q.get('step', 0)} {q.get('size', 0)} {q['ts'] // 1_000_000}")
-    template = DEVICE_QUEUE if sink else ITERATOR_QUEUE
+    template = (DEVICE_QUEUE if sink else ITERATOR_QUEUE) if queue else DATA_WAITS
     name = rank_file(template, ctx.rank)
     if steps:
         write_text(ctx.path(template), lines)

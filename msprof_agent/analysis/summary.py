@@ -70,13 +70,15 @@ def build(data, ctx, results):
         "suggestions": advisor.suggestions(advice["findings"]),
         "step_breakdown_ms": advice["breakdown_ms"], "step_breakdown_mean_ms": advice["breakdown_mean_ms"], "python_hot_spots": advice["hot_spots"],
         "annotations": results["operators"].get("annotations", []),
-        "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses),
+        "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses)
+                 + _lost_notes(data.end),
         "windows": [{k: v for k, v in w.items() if k not in (KIND, "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(data.options, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", NO_END_RECORD),
         "host": meta.get("host"), "rank_size": meta.get("rank_size", 1), "collectives": communication.collectives(data),
         "per_step_ms": dict(results["step_trace"]["per_step_ms"], **_per_step_cluster(data, window)),
         "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
+        "exports": (results.get("export") or {}).get("dirs", []),
     }
     if advice["hot_spots"]:
         write_csv(ctx.path(PYTHON_HOT_SPOTS), PYTHON_HOT_SPOTS_HEADER,
@@ -89,6 +91,12 @@ def _per_step_cluster(data, window):
     """Per window step, what the cluster step compares across ranks: time in collectives (ms) and the step's end (epoch ns)."""
     in_collectives = advisor.collective_ms(data.comm)
     return {"communication": [round(in_collectives.get(r["n"], 0.0), 4) for r in window], "end_ns": [r["end"] for r in window]}
+
+
+def _lost_notes(end):
+    """Steps whose raw records a failed write (a full disk) lost: their time and ops are in no figure here."""
+    lost = (end or {}).get("lost_steps")
+    return [f"the raw records of {lost} steps were lost ({end.get('lost_because')}): the figures are of the other steps"] if lost else []
 
 
 def _pause_notes(pauses):

@@ -24,6 +24,8 @@ from . import SamplerThread
 
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..records import Cpu
     from ..store import Record
 
@@ -153,6 +155,15 @@ def _io_counters(process: psutil.Process, kinds: tuple[str, ...]) -> dict[str, i
     return counters
 
 
+def machine_percents(before: Any, after: Any) -> dict[str, float]:
+    """Each CPU state's share (%) of the machine's time between two ``psutil.cpu_times()`` readings (guest time is
+    inside user already). Not ``psutil.cpu_times_percent``: psutil 7 divides by at least one CPU-second, so every
+    state of a shorter span (the 10 ms first samples) read low, and busy (100 - idle) near 100 %."""
+    delta = {name: max(0.0, getattr(after, name) - getattr(before, name)) for name in after._fields if name not in ("guest", "guest_nice")}
+    total = sum(delta.values())
+    return {name: 100.0 * value / total if total else 0.0 for name, value in delta.items()}
+
+
 class CpuSampler(SamplerThread):
     """Machine, process and memory readings; the last one is taken as it stops, so short windows have one.
 
@@ -175,7 +186,7 @@ class CpuSampler(SamplerThread):
         self._queue.append({**speed_probe(), records.KIND: records.PROBE, "at": "start", "ts": time.time_ns()})
         process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process
         cpus = psutil.cpu_count() or 1
-        psutil.cpu_times_percent(interval=None)
+        last_times = psutil.cpu_times()
         last_ctx = psutil.cpu_stats().ctx_switches
         tree = _JobTree(process)
         began = last_wall = time.monotonic()
@@ -187,21 +198,22 @@ class CpuSampler(SamplerThread):
             try:
                 wall = time.monotonic()
                 if wall - last_wall >= self.MIN_SPAN_S:
-                    machine = psutil.cpu_times_percent(interval=None)
+                    times = psutil.cpu_times()
+                    machine = machine_percents(last_times, times)
                     ctx = psutil.cpu_stats().ctx_switches
                     job_user, job_sys, ours = tree.read()
                     span = (wall - last_wall) * cpus
                     now = time.time_ns()
                     sample: Cpu = {
                         records.KIND: records.CPU, "ts": now, "span": round((wall - last_wall) * 1e9),
-                        "user": machine.user, "sys": machine.system, "nice": getattr(machine, "nice", 0.0),
-                        "iowait": getattr(machine, "iowait", 0.0), "steal": getattr(machine, "steal", 0.0),
-                        "idle": machine.idle, "ctx": ctx - last_ctx, "run": _runnable_processes(),
+                        "user": machine["user"], "sys": machine["system"], "nice": machine.get("nice", 0.0),
+                        "iowait": machine.get("iowait", 0.0), "steal": machine.get("steal", 0.0),
+                        "idle": machine["idle"], "ctx": ctx - last_ctx, "run": _runnable_processes(),
                         "puser": 100.0 * job_user / span, "psys": 100.0 * job_sys / span, "agent": 100.0 * ours / span,
                         "rss": process.memory_info().rss,
                     }
                     self._queue.append(sample)
-                    last_ctx, last_wall = ctx, wall
+                    last_ctx, last_wall, last_times = ctx, wall, times
                     if last_io is not None:
                         io = _io_counters(process, self._io_kinds)
                         self._queue.append({**{key: io[key] - last_io.get(key, io[key]) for key in io}, records.KIND: records.HOSTIO, "ts": now})

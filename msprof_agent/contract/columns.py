@@ -21,6 +21,10 @@ HCCL_HEADER = ["step_num", "communication_cost", "wait_cost", "link_info", "comm
 NOT_MEASURED = ""  # a contract column the agent cannot fill (hccl wait_cost): empty, read back as None
 CLUSTER_HEADER = ["rank_id", "step_time(ms)", "iteration_interval(ms)", "fp_and_bp(ms)", "tail(ms)", "communication(ms)"]
 PYTHON_HOT_SPOTS_HEADER = ["first_step", "last_step", "function", "self_ms", "total_ms", "self_ms_per_step"]
+# The states a machine's busy time (100 - idle) is made of, as ``minddata_cpu_utilization``'s device_info names them
+# (nice and steal where the sampler recorded them); the kernel's irq and softirq time is the small rest.
+CPU_BUSY_STATES = {"user_utilization": "user", "sys_utilization": "sys", "nice_utilization": "nice", "io_utilization": "iowait",
+                   "steal_utilization": "steal"}
 QUEUE_FETCH, QUEUE_SIZE = "0", "1"  # first field of a queue profiling line: a fetch's cost, or the queue's size
 FETCH_GET, FETCH_TOTAL = 0, 2  # second field of a fetch line: the get alone, or the whole step
 

@@ -47,6 +47,10 @@ FLOPS = "flops_{rank}.txt"
 FLOPS_SUMMARY = "flops_summary_{rank}.json"
 ITERATOR_QUEUE = "dataset_iterator_profiling_{rank}.txt"  # non-sink runs
 DEVICE_QUEUE = "device_queue_profiling_{rank}.txt"  # sink runs
+# ours: the same fetch lines where the run sampled no queue sizes (no data_process): MindInsight reads a queue
+# file with no size lines as zero batches (its tuning proposal divides by them), and no queue file as no queue data
+DATA_WAITS = "data_wait_profiling_{rank}.txt"
+QUEUE_FILES = (ITERATOR_QUEUE, DEVICE_QUEUE, DATA_WAITS)  # the order readers look
 PIPELINE_RAW = "minddata_pipeline_raw_{rank}.csv"
 PIPELINE_PROFILING = "pipeline_profiling_{rank}.json"
 CPU_UTILIZATION = "minddata_cpu_utilization_{rank}.json"
@@ -73,6 +77,7 @@ MERGED_SUFFIX = "_merged"
 
 ASCEND_FOLDER = "{host}_{pid}_{started_ms}_{suffix}"  # the Ascend layout's root, per run
 ASCEND_SUFFIX = {"torch": "ascend_pt", "mindspore": "ascend_ms"}
+ASCEND_FOLDER_RE = re.compile(r"^.+_\d+_\d+_(" + "|".join(ASCEND_SUFFIX.values()) + ")$")  # an export, not a run, to the runs index
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"
 ASCEND_INFO = PROFILER_INFO
 ASCEND_METADATA = "profiler_metadata.json"
@@ -134,8 +139,8 @@ def timeline_summaries() -> tuple[str, ...]:
 
 
 def queue_file(profiler_dir: str, rank: int | str) -> str | None:
-    """The rank's queue profiling file (iterator or device queue), or None."""
-    for template in (ITERATOR_QUEUE, DEVICE_QUEUE):
+    """The rank's queue profiling file (iterator or device queue, or the waits alone), or None."""
+    for template in QUEUE_FILES:
         candidate = rank_file(template, rank)
         if os.path.isfile(os.path.join(profiler_dir, candidate)):
             return candidate

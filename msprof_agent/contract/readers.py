@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from .columns import AVERAGE_ROW, FETCH_GET, QUEUE_FETCH, QUEUE_SIZE, STAGES, STEP_TRACE_UNITS_PER_MS
+from .columns import AVERAGE_ROW, CPU_BUSY_STATES, FETCH_GET, QUEUE_FETCH, QUEUE_SIZE, STAGES, STEP_TRACE_UNITS_PER_MS
 from .names import CPU_OP_TYPES, rank_file
 
 
@@ -230,9 +230,9 @@ def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
 
     machine, process = utilization.get("device_info") or {}, utilization.get("process_info") or {}
     idle = mean(machine.get("idle_utilization"))
-    return {"machine_busy_mean": None if idle is None else round(100 - idle, 2), "machine_user_mean": mean(machine.get("user_utilization")),
-            "machine_sys_mean": mean(machine.get("sys_utilization")), "process_user_mean": mean(process.get("user_utilization")),
-            "process_sys_mean": mean(process.get("sys_utilization")),
+    return {"machine_busy_mean": None if idle is None else round(100 - idle, 2),
+            **{f"machine_{state}_mean": mean(machine.get(key)) for key, state in CPU_BUSY_STATES.items()},
+            "process_user_mean": mean(process.get("user_utilization")), "process_sys_mean": mean(process.get("sys_utilization")),
             "agent_mean": mean((utilization.get("agent_info") or {}).get("utilization")), "samples": len(stamps)}
 
 
@@ -281,10 +281,10 @@ def read_memory_details(raw: bytes) -> list[dict[str, Any]]:
     return memory_lines(orjson.loads(raw))
 
 
-def op_type_totals(profiler_dir: str, rank: int | str) -> list[tuple[str, float]] | None:
-    """Every host op type's total ms from ``cpu_op_type_info`` (None when the file is absent)."""
+def op_type_totals(profiler_dir: str, rank: int | str) -> list[tuple[str, float, float]] | None:
+    """Every host op type's total ms and calls from ``cpu_op_type_info`` (None when the file is absent)."""
     path = os.path.join(profiler_dir, rank_file(CPU_OP_TYPES, rank))
     if not os.path.isfile(path):
         return None
     with open(path, "rb") as handle:
-        return [(row["op_type"], row["total_ms"] or 0.0) for row in read_op_types(handle.read())]
+        return [(row["op_type"], row["total_ms"] or 0.0, row["occurrences"] or 0.0) for row in read_op_types(handle.read())]

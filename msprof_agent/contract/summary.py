@@ -74,6 +74,7 @@ class Summary(TypedDict, total=False):
     warmup_steps: list[WarmupStep]
     warmup_rule: str
     machine_speed: dict[str, Any] | None
+    exports: list[str]  # the export folders written beside profiler/ (export_type), each once
 
 
 def read_summary(profiler_dir: str, rank: int | str) -> Summary:

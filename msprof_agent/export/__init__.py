@@ -70,20 +70,18 @@ def hta_dir(run: "Run") -> str:
 
 
 def write(run: "Run", names: str | Iterable[object] | None = None) -> dict[str, Any] | None:
-    """Write the exports ``names`` (default: the run's ``export_type``, when the user wrote that key: writing a
-    second timeline on every run costs disk and time); returns what was written where."""
-    options = run.data.options
-    if names is None:
-        names = options.export_type if "export_type" in options.keys_given else None
-    names = kinds(names)
+    """Write the exports ``names`` (default: those the run's options ask for, ``Options.exports``); returns what
+    was written where (``dirs``: each folder written, once)."""
+    names = kinds(run.data.options.exports() if names is None else names)
     if not names:
         return None
     from .registry import EXPORTS
 
-    written: dict[str, Any] = {"dir": ascend_dir(run)}
+    written: dict[str, Any] = {"dir": ascend_dir(run), "dirs": []}
     for kind in names:
         for exporter in EXPORTS[kind]:
             out = exporter.target(run)
             if out is not None:
                 written[exporter.NAME] = exporter.write(run, out)
+                written["dirs"] += [out] if out not in written["dirs"] else []
     return written

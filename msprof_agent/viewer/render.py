@@ -218,18 +218,27 @@ def stage_bar(page, chart_id, stages, title):
 
 
 def op_type_charts(page, prefix, op_types, limit=20):
-    """A pie and a bar (hidden until toggled) of the top operator types; returns the two chart ids."""
-    top = op_types[:limit]
+    """A pie and a bar (hidden until toggled) of the top operator types; returns the two chart ids. Each
+    share is the table's (of all op time): the pie's last slice holds the types beyond the top ones."""
+    top, rest = op_types[:limit], op_types[limit:]
     names = [plot_text(r["op_type"]) for r in top]
     labels = [plot_text(short(r["op_type"])) for r in top]  # torch's type names run to 60 characters
     values = [r["total_ms"] or 0 for r in top]
+    shares = [pct(r["percent"]) for r in top]
+    if rest:
+        names.append(f"{len(rest)} other types")
+        labels.append(names[-1])
+        values.append(sum(r["total_ms"] or 0 for r in rest))
+        shares.append(pct(sum(r["percent"] or 0 for r in rest)))
+    title = {"text": f"Top {len(top)} operator types by time (share of all op time)"}
     pie = page.chart(prefix + "pie", [{"type": "pie", "labels": labels, "values": values, "customdata": names, "sort": False,
-                                        "textinfo": "percent", "textposition": "inside",
-                                        "hovertemplate": "%{customdata}: %{value:.3f} ms (%{percent})<extra></extra>"}],
-                     {"height": 420, "title": {"text": f"Top {len(top)} operator types by time"}, "legend": {"font": {"size": 10}}})
-    bar = page.chart(prefix + "bar", [{"type": "bar", "x": values[::-1], "y": labels[::-1], "orientation": "h", "customdata": names[::-1],
-                                        "hovertemplate": "%{customdata}: %{x:.3f} ms<extra></extra>"}],
-                     {"height": max(300, 22 * len(top) + 80), "title": {"text": f"Top {len(top)} operator types by time"},
+                                        "text": shares, "textinfo": "text", "textposition": "inside",
+                                        "hovertemplate": "%{customdata}: %{value:.3f} ms (%{text})<extra></extra>"}],
+                     {"height": 420, "title": title, "legend": {"font": {"size": 10}}})
+    bar = page.chart(prefix + "bar", [{"type": "bar", "x": values[:len(top)][::-1], "y": labels[:len(top)][::-1],
+                                        "orientation": "h", "customdata": names[:len(top)][::-1], "text": shares[:len(top)][::-1],
+                                        "hovertemplate": "%{customdata}: %{x:.3f} ms (%{text})<extra></extra>"}],
+                     {"height": max(300, 22 * len(top) + 80), "title": title,
                       "xaxis": {"title": {"text": "ms"}}, "margin": {"l": 230, "r": 20, "t": 36, "b": 40}})
     return pie, bar
 

@@ -40,11 +40,12 @@ def _run_key(directory):
 
 
 def scan(base):
-    """All runs under ``base`` at any depth, keyed by id. Symlinks are not followed out of ``base``."""
+    """All runs under ``base`` at any depth, keyed by id (export folders are no runs). Symlinks are not followed out of ``base``."""
     base_real = os.path.realpath(base)
     groups = {}
     for directory, subdirs, files in os.walk(base_real, followlinks=False):
-        subdirs[:] = sorted(d for d in subdirs if _inside(os.path.join(directory, d), base_real))
+        # the exports' folders (export_type) hold other tools' copies of a run, not runs
+        subdirs[:] = sorted(d for d in subdirs if _inside(os.path.join(directory, d), base_real) and not names.ASCEND_FOLDER_RE.match(d))
         ranks = sorted(int(m.group(1)) for m in map(_INFO_RE.match, files) if m)
         if not ranks:
             continue
@@ -157,7 +158,7 @@ SECTIONS = {
     "op_shapes": ((names.CPU_OP_SHAPES,), readers.read_op_shapes),
     "flops": ((names.FLOPS,), readers.read_flops),
     "flops_summary": ((names.FLOPS_SUMMARY,), readers.read_json),
-    "queue": ((names.ITERATOR_QUEUE, names.DEVICE_QUEUE), readers.read_queue),
+    "queue": (names.QUEUE_FILES, readers.read_queue),
     "pipeline": ((names.PIPELINE_RAW,), readers.read_pipeline),
     "cpu": ((names.CPU_UTILIZATION,), readers.read_cpu_utilization),
     "memory_summary": ((names.MEMORY_SUMMARY,), readers.read_json),

@@ -18,6 +18,9 @@ parser.add_argument("--raise-at", type=int, default=0, help="raise RuntimeError 
 parser.add_argument("--sigterm-at", type=int, default=0, help="send SIGTERM to itself at this step")
 parser.add_argument("--sigkill-at", type=int, default=0, help="send SIGKILL to itself at this step")
 parser.add_argument("--fork-at", type=int, default=0, help="fork a child at this step; the child exits normally")
+parser.add_argument("--fill-disk", default=None, help="a folder whose disk this job fills at --fill-at and frees at --free-at")
+parser.add_argument("--fill-at", type=int, default=0)
+parser.add_argument("--free-at", type=int, default=0)
 parser.add_argument("--exit-code", type=int, default=0)
 parser.add_argument("--os-exit", action="store_true", help="leave through os._exit(--exit-code), as some launchers do")
 args = parser.parse_args()
@@ -32,6 +35,19 @@ for step, (x, y) in enumerate(loader, 1):
         time.sleep(5)
     if step == args.sigkill_at:
         os.kill(os.getpid(), signal.SIGKILL)
+    if args.fill_disk and step in (args.fill_at, args.free_at):
+        ballast = os.path.join(args.fill_disk, "ballast")
+        if step == args.free_at:
+            os.remove(ballast)
+        else:  # a checkpoint that fills the disk to the last byte
+            fd = os.open(ballast, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            for size in (1 << 20, 4096, 1):
+                try:
+                    while os.write(fd, b"\0" * size):
+                        pass
+                except OSError:
+                    pass
+            os.close(fd)
     if step == args.fork_at:
         pid = os.fork()
         if pid == 0:

@@ -1,6 +1,6 @@
 """The Data preparation page: the wait for data per step, the dataset pipeline's queues and its bottleneck."""
 from ...contract.columns import FETCH_GET
-from ..render import ok, plot_text, table
+from ..render import count, ok, plot_text, table
 from .overview import data_stats
 
 PIPELINE_COLUMNS = (("op_id", "Id", "count"), ("op_type", "Op", "text"), ("num_workers", "Workers", "count"),
@@ -16,7 +16,7 @@ def data_page(page, run, rank, sections):
         charts = []
         if q:
             charts.append(page.chart("dp-queue", [{"type": "bar", "x": [r["step"] for r in q], "y": [r["size"] for r in q], "name": "queue size"}],
-                                     {"title": {"text": "Data queue size when each step fetched"}, "xaxis": {"title": {"text": "step"}}}))
+                                     {"title": {"text": f"Data queue size at each fetch ({len(q)} samples)"}, "xaxis": {"title": {"text": "step"}}}))
         if f:
             charts.append(page.chart("dp-fetch", [{"type": "scatter", "mode": "lines+markers", "x": [r["step"] for r in f],
                                                    "y": [r["cost_ms"] for r in f], "name": "wait (ms)"}],
@@ -28,11 +28,15 @@ def data_page(page, run, rank, sections):
     ops, marked = pipeline["data"]["ops"], {m["op_id"]: m["why"] for m in pipeline["data"]["bottlenecks"]}
     context["graph"] = pipeline_columns(ops, marked)
     context["pipeline_table"] = table("pipeline-ops", PIPELINE_COLUMNS, [dict(op, why=marked.get(op["op_id"], "")) for op in ops], ("op_type",))
-    traces = [{"type": "scatter", "mode": "lines", "y": op["queue_sizes"], "name": plot_text(f'{op["op_type"]} #{op["op_id"]}')}
-              for op in ops if op["queue_sizes"]]
+    sampled = [op for op in ops if op["queue_sizes"]]
+    traces = [{"type": "scatter", "mode": "lines+markers", "x": list(range(1, len(op["queue_sizes"]) + 1)), "y": op["queue_sizes"],
+               "name": plot_text(f'{op["op_type"]} #{op["op_id"]}')} for op in sampled]
     if traces:
-        context["queue_chart"] = page.chart("dp-op-queues", traces, {"title": {"text": "Output queue size per sample"},
-                                                                     "xaxis": {"title": {"text": "sample"}}})
+        counts = sorted({len(op["queue_sizes"]) for op in sampled})
+        every = sorted({op["sample_interval"] for op in sampled if op["sample_interval"]})
+        title = (f"Pipeline ops' output queue size: {'/'.join(map(str, counts))} samples of the dataset profiler"
+                 + (f", every {'/'.join(count(v) for v in every)} ms" if every else ""))
+        context["queue_chart"] = page.chart("dp-op-queues", traces, {"title": {"text": title}, "xaxis": {"title": {"text": "sample"}}})
     return context
 
 

@@ -1,4 +1,5 @@
 """The Resources page: machine and process CPU, memory."""
+from ...contract.columns import CPU_BUSY_STATES
 from ...contract.readers import cpu_means
 from ..render import fmt, ok, plot_text
 
@@ -17,11 +18,11 @@ def resources_page(page, run, rank, sections):
     context["cpu_charts"] = []
     if len(x) < 2:
         return context  # one sample draws no line, only empty axes
-    machine = [{"type": "scatter", "mode": "lines", "x": x, "y": dev.get(k) or [], "name": k.replace("_utilization", "")}
-               for k in ("user_utilization", "sys_utilization", "io_utilization", "idle_utilization") if dev.get(k)]
+    machine = machine_states(x, dev)
     process = [{"type": "scatter", "mode": "lines", "x": x, "y": proc.get(k) or [], "name": k.replace("_utilization", "")}
                for k in ("user_utilization", "sys_utilization") if proc.get(k)]
-    charts = [page.chart("cpu-machine", machine, {"title": {"text": "Machine CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}}),
+    charts = [page.chart("cpu-machine", machine, {"title": {"text": "Machine CPU busy (%), by state"}, "xaxis": {"title": {"text": "s"}},
+                                                  "yaxis": {"rangemode": "tozero"}}),
               page.chart("cpu-process", process, {"title": {"text": "Process CPU utilization (%)"}, "xaxis": {"title": {"text": "s"}}})]
     op_traces = []
     for op in c.get("op_info") or []:
@@ -29,13 +30,30 @@ def resources_page(page, run, rank, sections):
         user, sys_ = metrics.get("user_utilization") or [], metrics.get("sys_utilization") or []
         if user:
             total = [u + (sys_[i] if i < len(sys_) and isinstance(sys_[i], (int, float)) else 0) for i, u in enumerate(user)]
-            op_traces.append({"type": "scatter", "mode": "lines", "x": x[:len(total)], "y": total,
+            op_traces.append({"type": "scatter", "mode": "lines+markers", "x": list(range(1, len(total) + 1)), "y": total,
                               "name": plot_text(f'op {op.get("op_id")} {op.get("op_type", "")}'.strip())})
-    if op_traces:
-        charts.append(page.chart("cpu-ops", op_traces, {"title": {"text": "Pipeline op CPU utilization, user + sys (%)"},
-                                                        "xaxis": {"title": {"text": "s"}}}))
+    if op_traces and any(any(trace["y"]) for trace in op_traces):  # the dataset profiler's own samples, not the CPU sampler's
+        charts.append(page.chart("cpu-ops", op_traces, {"title": {"text": "Pipeline op CPU utilization, user + sys (%), per dataset profiler sample"},
+                                                        "xaxis": {"title": {"text": "sample"}}}))
+    elif op_traces:
+        context["cpu_ops_note"] = (f"Pipeline op CPU utilization: nothing measured (MindSpore's dataset profiler reported 0 % for each of the "
+                                   f"{len(op_traces)} ops in every sample), so no chart is drawn.")
     context["cpu_charts"] = charts
     return context
+
+
+def machine_states(x, dev):
+    """The machine's busy time stacked by state (``CPU_BUSY_STATES``), the kernel's irq/softirq rest on top
+    where there is one, and busy (100 - idle) as a line: the states add up to it."""
+    busy = [100 - v for v in dev.get("idle_utilization") or []]
+    states = [(state, dev[key]) for key, state in CPU_BUSY_STATES.items() if dev.get(key)]
+    rest = [max(0, b - sum(values[i] for _, values in states if i < len(values))) for i, b in enumerate(busy)]
+    if any(rest):
+        states.append(("irq, softirq (the rest)", rest))
+    traces = [{"type": "scatter", "mode": "lines", "stackgroup": "busy", "x": x, "y": values, "name": state} for state, values in states]
+    if busy:
+        traces.append({"type": "scatter", "mode": "lines", "x": x, "y": busy, "name": "busy (100 - idle)", "line": {"dash": "dot", "color": "#222"}})
+    return traces
 
 
 def memory(page, sections):
