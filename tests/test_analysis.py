@@ -239,7 +239,10 @@ def test_fp_bp_variables_change_the_split(mindspore_run, tmp_path):
     gradient MatMul moves their backward into the tail; compared within each run, since two runs on a
     shared machine differ in speed. A name that never occurs is reported, automatic points kept."""
     automatic = stage_medians(mindspore_run)
-    assert automatic["fp_and_bp"] > 5 * (automatic["interval"] + automatic["tail"])
+    # A steady LeNet step here is 1.5-7 ms, of which the loop's own Python between steps (interval and
+    # tail) takes 0.2-0.4 ms: forward+backward is 4-12x the rest (5x failed in 1 of 3 runs at either end
+    # of this stop, on a quiet machine), while the moved points below flip it to under a half.
+    assert automatic["fp_and_bp"] > 2 * (automatic["interval"] + automatic["tail"])
     assert read_json(os.path.join(mindspore_run, "step_trace_point_info_0.json"))["bp_end"].endswith("Conv2DBackpropFilter-op0")
     result = run_script([LENET, "--steps", "6", "--quiet"], options={"start": True, "output_path": str(tmp_path / "a")},
                         extra_env={"PROFILING_BP_END": "Grad_MatMul/MatMul-op3", "PROFILING_FP_START": "fc1-Dense/MatMul-op0"})
