@@ -127,7 +127,9 @@ def test_tuning_proposal(mindinsight):
     call, _ = mindinsight
     proposal = call("summary/propose")
     assert proposal["step_trace-iter_interval"]  # the step interval, read from the average row
-    assert "minddata_device_queue" in proposal and "minddata_cpu_utilization" in proposal
+    # MindInsight proposes minddata_cpu_utilization only past its own threshold of the pipeline's CPU share,
+    # which a quiet machine's LeNet pipeline stays under since the sampler reads states from cpu_times() deltas
+    assert "minddata_device_queue" in proposal
 
 
 def test_a_run_under_the_default_options_answers_every_api(mindinsight):
