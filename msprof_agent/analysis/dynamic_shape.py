@@ -14,7 +14,7 @@ def write(data, ctx):
         return None
     ops = data.ops
     mask = profiled_op_mask(data)
-    shape_values = ops.values["shape"]
+    shape_values = ops.code_values["shape"]
     shape_id = ops["shape_id"][mask]
     known = shapes_known(data, mask)
     if not known.any():

@@ -56,7 +56,7 @@ def per_op_flops(data, mask):
     """
     ops = data.ops
     flops = ops["flops"][mask].copy()
-    shape_values = ops.values["shape"]
+    shape_values = ops.code_values["shape"]
     type_id, shape_id = ops["type_id"][mask], ops["shape_id"][mask]
     missing = np.isnan(flops) & shapes_known(data, mask)
     if missing.any():

@@ -10,6 +10,11 @@ goes through orjson.
 Names, types, threads, shapes, streams and devices repeat all the time: each is stored as an integer
 code per op plus the value of each code (names and types numbered in order of first appearance).
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import orjson
 
@@ -21,34 +26,37 @@ WRITER_CODED = ("name", "type")  # coded by every writer against its own table (
 CODE = np.int32  # half the memory of intp; two billion distinct names or shapes are not expected
 
 
-class OpColumns(dict):
-    """Op columns by name; a coded column ``c`` is ``c + "_id"`` (codes) plus ``values[c]`` (the value of
-    each code), and ``ops[c]`` builds its object array on first use, for the analyses that need one."""
+class OpColumns(dict[str, np.ndarray]):
+    """Op columns by name; a coded column ``c`` is ``c + "_id"`` (codes) plus ``code_values[c]`` (the value of
+    each code, an object array), and ``ops[c]`` builds its object array on first use, for the analyses that need one.
+    Not ``values``: that would hide the dict's own ``values()``."""
 
-    def __init__(self, columns, values):
+    def __init__(self, columns: dict[str, np.ndarray], code_values: dict[str, np.ndarray]) -> None:
         super().__init__(columns)
-        self.values = values
+        self.code_values = code_values
 
-    def __missing__(self, column):
-        if column not in self.values:
+    def __missing__(self, column: str) -> np.ndarray:
+        if column not in self.code_values:
             raise KeyError(column)
-        array = self[column] = self.values[column][self[column + "_id"]]
+        array: np.ndarray = self.code_values[column][self[column + "_id"]]
+        self[column] = array
         return array
 
-    def device_is(self, device):
+    def device_is(self, device: str) -> np.ndarray:
         """Which ops ran on ``device`` ("cuda", "cpu"...), compared once per distinct device, not per op;
         a read-only view of one value when every op agrees (a host-only run: no pass over the ops)."""
-        matches = np.array([d == device for d in self.values["device"]], dtype=bool)
+        matches = np.array([d == device for d in self.code_values["device"]], dtype=np.bool_)
         if len(matches) and (matches.all() or not matches.any()):
             return np.broadcast_to(matches[0], self["device_id"].shape)
-        return matches[self["device_id"]]
+        per_op: np.ndarray = matches[self["device_id"]]
+        return per_op
 
-    def take(self, index):
+    def take(self, index: np.ndarray) -> OpColumns:
         """The ops at ``index``, as a new table sharing the code values."""
-        return OpColumns({k: v[index] for k, v in self.items() if k not in self.values}, self.values)
+        return OpColumns({k: v[index] for k, v in self.items() if k not in self.code_values}, self.code_values)
 
 
-def split_ops_line(line):
+def split_ops_line(line: bytes) -> dict[str, Any] | None:
     """An ``ops`` line in the writer's plain form as a record with int64 array columns; None for any
     other line (or one not in that form), which orjson must parse instead. Thread-safe: np.fromstring,
     most of the work, releases the GIL, so the loader splits lines in a few threads."""
@@ -66,12 +74,12 @@ class OpBatches:
     A column with one value for a whole batch (a record's single device, no flops or shapes) is kept
     as (value, count) until the join, which writes each op's value once instead of twice."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.size = 0
-        self.parts = {c: [] for c in ("start", "dur", "flops") + tuple(c + "_id" for c in CODED_COLUMNS)}
-        self.codes = {c: {} for c in CODED_COLUMNS}
+        self.parts: dict[str, list[np.ndarray | _Same]] = {c: [] for c in ("start", "dur", "flops") + tuple(c + "_id" for c in CODED_COLUMNS)}
+        self.codes: dict[str, dict[Any, int]] = {c: {} for c in CODED_COLUMNS}  # per column: value -> its code
 
-    def add(self, record):
+    def add(self, record: dict[str, Any]) -> None:
         size = len(record.get("start", ()))
         if not size:
             return
@@ -82,15 +90,16 @@ class OpBatches:
         flops = record.get("flops")
         parts["flops"].append(_Same(np.nan, size) if flops is None else np.array(flops, dtype=np.float64))  # None -> nan
         for column in CODED_COLUMNS:
+            codes: np.ndarray | _Same
             if column in WRITER_CODED:
                 codes = _encode_table(record[column + "_codes"], record[column + "_table"], self.codes[column])
             else:
                 codes = _encode(record.get(column), size, self.codes[column])
             parts[column + "_id"].append(codes)
 
-    def columns(self):
+    def columns(self) -> OpColumns:
         """An OpColumns table sorted by start time."""
-        columns = {}
+        columns: dict[str, np.ndarray] = {}
         while self.parts:  # each column's parts freed as soon as it is joined
             column, parts = self.parts.popitem()
             columns[column] = _join(parts, np.float64 if column == "flops" else CODE)
@@ -99,21 +108,21 @@ class OpBatches:
         if len(start) > 1 and (start[1:] < start[:-1]).any():
             order = np.argsort(start, kind="stable")
             columns = {k: v if v.strides == (0,) else v[order] for k, v in columns.items()}
-        values = {}
+        values: dict[str, np.ndarray] = {}
         for column, index in self.codes.items():
             values[column] = np.empty(len(index), dtype=object)
             values[column][:] = list(index)
         return OpColumns(columns, values)
 
 
-class _Same(tuple):
+class _Same(tuple[Any, int]):
     """One value for ``count`` ops."""
 
-    def __new__(cls, value, count):
+    def __new__(cls, value: Any, count: int) -> _Same:
         return super().__new__(cls, (value, count))
 
 
-def _join(parts, dtype):
+def _join(parts: list[np.ndarray | _Same], dtype: type[np.generic]) -> np.ndarray:
     """One column from its parts; a column of a single value (no flops, no shapes, one device) is a
     read-only view of that value, taking no memory."""
     if all(isinstance(p, _Same) for p in parts):
@@ -124,7 +133,7 @@ def _join(parts, dtype):
     return np.concatenate([np.full(p[1], p[0], dtype=dtype) if isinstance(p, _Same) else p for p in parts])
 
 
-def _encode(values, size, index):
+def _encode(values: Any, size: int, index: dict[Any, int]) -> np.ndarray | _Same:
     """Codes of a column given as a list, an int64 array or one value for the whole record."""
     if isinstance(values, np.ndarray):
         return _encode_integers(values, index)
@@ -138,13 +147,13 @@ def _encode(values, size, index):
         return np.fromiter(map(index.__getitem__, values), dtype=CODE, count=len(values))
 
 
-def _encode_table(codes, table, index):
+def _encode_table(codes: Sequence[int] | np.ndarray, table: Sequence[Any], index: dict[Any, int]) -> np.ndarray:
     """Codes of a column the writer coded against its own table: its table mapped onto ours."""
     ours = np.array([_code_of(value, index) for value in table], dtype=CODE)
     return ours[np.asarray(codes, dtype=np.intp)]
 
 
-def _encode_integers(values, index):
+def _encode_integers(values: np.ndarray, index: dict[Any, int]) -> np.ndarray:
     """Codes of an integer array: a lookup table over its range when that is small (thread and stream
     ids), else np.unique."""
     if not len(values):
@@ -156,19 +165,21 @@ def _encode_integers(values, index):
         distinct = np.flatnonzero(present)
         table = np.zeros(len(present), dtype=CODE)
         table[distinct] = [_code_of(v, index) for v in (distinct + low).tolist()]
-        return table[values - low]
+        looked_up: np.ndarray = table[values - low]
+        return looked_up
     distinct, inverse = np.unique(values, return_inverse=True)
-    return np.array([_code_of(v, index) for v in distinct.tolist()], dtype=CODE)[inverse.reshape(-1)]
+    codes: np.ndarray = np.array([_code_of(v, index) for v in distinct.tolist()], dtype=CODE)[inverse.reshape(-1)]
+    return codes
 
 
-def _code_of(value, index):
+def _code_of(value: Any, index: dict[Any, int]) -> int:
     code = index.get(value)
     if code is None:
         code = index[value] = len(index)
     return code
 
 
-def _split_line(line):
+def _split_line(line: bytes) -> dict[str, Any] | None:
     """The fields of a line holding one flat JSON object without backslashes, integer columns as int64
     arrays; None for any other line."""
     end = len(line) - 1
@@ -177,7 +188,7 @@ def _split_line(line):
     if line[:2] != b'{"' or line[end] != ord("}") or b"\\" in line or line.find(b"{", 1) >= 0:
         return None
     view = memoryview(line)
-    record = {}
+    record: dict[str, Any] = {}
     key_start = 2
     try:
         while True:
@@ -195,7 +206,7 @@ def _split_line(line):
         return None
 
 
-def _value(line, view, key, start, end):
+def _value(line: bytes, view: memoryview, key: str, start: int, end: int) -> tuple[Any, int]:
     """(value, index just past it) of the value at ``start``.
 
     Without backslashes a string holds no quote, so a "]" after an even number of quotes is outside

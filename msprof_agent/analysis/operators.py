@@ -86,7 +86,7 @@ def counted_op_mask(data):
 
 def shapes_known(data, mask):
     """Whether each op under MASK has input shapes: a lookup on the shape codes, not a pass over strings."""
-    known = np.array([s is not None for s in data.ops.values["shape"]], dtype=bool)
+    known = np.array([s is not None for s in data.ops.code_values["shape"]], dtype=bool)
     return known[data.ops["shape_id"][mask]]
 
 
@@ -118,7 +118,7 @@ def _write_shapes(data, mask, ctx, op_type):
     self_ns = np.bincount(pair, weights=own.astype(np.float64), minlength=len(first))
     total_ns = np.bincount(pair, weights=total.astype(np.float64), minlength=len(first))
     pair_names, pair_shapes = names[first].tolist(), shapes[first].tolist()
-    shape_values = ops.values["shape"]
+    shape_values = ops.code_values["shape"]
     rows = []
     for i in np.argsort(-self_ns, kind="stable").tolist():
         name, shape = pair_names[i], pair_shapes[i]

@@ -37,7 +37,7 @@ class OpEvents:
         """``base``: the epoch ns ``ts`` count from; ``category``: one ``cat`` for every event (the exports' "cpu_op"); by default each op's type."""
         ops = self.ops = data.ops
         self.starts = ops["start"] - base  # ns from the timeline's base: small enough for a double to hold exactly
-        values = ops.values
+        values = ops.code_values
         cuda = ops.device_is("cuda")
         columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
         self.texts, first = groups(columns)  # the code of each op's head and tail

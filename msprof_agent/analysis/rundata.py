@@ -4,8 +4,12 @@ Ops become numpy columns sorted by start time (their names, types, threads... as
 ``opcolumns``), each tagged with the step it ran in, so that the analyses are column arithmetic
 rather than Python loops over millions of events.
 """
+from __future__ import annotations
+
 import collections
 import contextlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -13,42 +17,56 @@ import orjson
 from ..options import Options
 from ..records import BUFFER, COMM, CPU, END, ENTER, FORMAT, HOSTIO, KIND, MEM, META, MSTX, NOTE, OPS, PAUSE, PIPELINE, PROBE, QUEUE, STACK, STEP, WINDOW
 from ..store import rank_raw_dir, raw_lines
-from .opcolumns import OpBatches, split_ops_line
-from .workers import COUNT, Workers
+from .opcolumns import OpBatches, OpColumns, split_ops_line
+from .workers import COUNT, Job, Workers
+
+if TYPE_CHECKING:
+    from ..records import Buffer, Comm, Cpu, End, Enter, HostIo, Mem, Mstx, Note, Pause, Pipeline, Probe, Queue, Stack, Step, Window
 
 
 class RunData:
     """Everything one rank recorded, with ``ops`` as aligned numpy columns."""
 
-    def __init__(self, rank):
+    def __init__(self, rank: int) -> None:
         self.rank = rank
-        self.meta = {}
+        self.meta: dict[str, Any] = {}  # records.Meta's fields, and ``job_started_ns`` when ranks are analysed together
         self.options = Options()  # the recorded ones (``Options.from_record``), once loaded
         self.steps = []
-        self.ops = {}
-        self.op_names = self.op_types = None  # the string of each name_id / type_id code
-        self.cpu, self.mem, self.queue, self.pipeline, self.comm, self.stacks = [], [], [], [], [], []
-        self.host_io, self.mstx = [], []  # host_sys disk/network samples; the user's mstx marks and ranges
-        self.windows, self.notes, self.pauses, self.probes = [], [], [], []
-        self.entered = []  # collectives as entered, before they could block (with their group's ranks the first time)
-        self.buffers = []  # the framework profiler's sessions: span, events, RSS before and after its stop
-        self.end = None
+        self.ops = OpColumns({}, {})
+        # the string of each name_id / type_id code (object arrays), once ops are loaded
+        self.op_names: np.ndarray = np.empty(0, dtype=object)
+        self.op_types: np.ndarray = np.empty(0, dtype=object)
+        self.cpu: list[Cpu] = []
+        self.mem: list[Mem] = []
+        self.queue: list[Queue] = []
+        self.pipeline: list[Pipeline] = []
+        self.comm: list[Comm] = []
+        self.stacks: list[Stack] = []
+        self.host_io: list[HostIo] = []  # host_sys disk/network samples
+        self.mstx: list[Mstx] = []  # the user's mstx marks and ranges
+        self.windows: list[Window] = []
+        self.notes: list[Note] = []
+        self.pauses: list[Pause] = []
+        self.probes: list[Probe] = []
+        self.entered: list[Enter] = []  # collectives as entered, before they could block (with their group's ranks the first time)
+        self.buffers: list[Buffer] = []  # the framework profiler's sessions: span, events, RSS before and after its stop
+        self.end: End | None = None
 
     @property
-    def steps(self):
+    def steps(self) -> list[Step]:
         """All steps (always-on timing), sorted by n. Those outside every window keep only n, start, end and win."""
         return self._steps
 
     @steps.setter
-    def steps(self, steps):
+    def steps(self, steps: list[Step]) -> None:
         self._steps = steps
         self.window_steps = [s for s in steps if s.get("win")]  # recorded with op collection on: the step-trace pages' steps
 
     @property
-    def op_count(self):
+    def op_count(self) -> int:
         return len(self.ops.get("start", ()))
 
-    def restrict_to_steps(self, step_numbers):
+    def restrict_to_steps(self, step_numbers: Iterable[int]) -> None:
         """Keep only the listed steps (``--step-list``) in every step-based view."""
         wanted = set(step_numbers)
         self.steps = [s for s in self.steps if s["n"] in wanted]
@@ -65,7 +83,7 @@ class RunData:
             self.stacks = [c for c in self.stacks if lo <= c["ts"] <= hi]
             self.pauses = [p for p in self.pauses if lo <= p["start"] <= hi]
 
-    def paused_ns(self, start, end):
+    def paused_ns(self, start: int, end: int) -> int:
         """How much of [start, end) (ns) the agent's own pauses (profiler start-up, hand-overs) took."""
         return sum(max(min(p["end"], end) - max(p["start"], start), 0) for p in self.pauses)
 
@@ -81,7 +99,7 @@ class StoreFormatError(ValueError):
     """A raw store another version of msprof-agent wrote: its records mean something else."""
 
 
-def started_ns(profiler_dir, rank):
+def started_ns(profiler_dir: str, rank: int) -> int | None:
     """When the rank's run started (its meta record's ``started_ns``), read without loading the rank; None if unrecorded."""
     for line in raw_lines(profiler_dir, rank):
         if len(line) < 1 << 16 and _META_MARK in line:  # not an ops line of megabytes
@@ -90,17 +108,17 @@ def started_ns(profiler_dir, rank):
     return None
 
 
-def load_rank(profiler_dir, rank):
+def load_rank(profiler_dir: str, rank: int) -> RunData:
     """One rank's raw lines as RunData. Large ops lines are split in worker threads while the lines
     after them are read; every line is still taken in file order."""
     data = RunData(rank)
     batches = OpBatches()
-    steps = {}
+    steps: dict[int, Step] = {}
 
-    def take(line, record):
-        """One line, in file order; ``record``: the line already split as an ops record, or None."""
-        if record is not None:
-            batches.add(record)
+    def take(line: bytes, split: dict[str, Any] | None) -> None:
+        """One line, in file order; ``split``: the line already split as an ops record, or None."""
+        if split is not None:
+            batches.add(split)
             return
         try:
             record = orjson.loads(line)
@@ -122,7 +140,9 @@ def load_rank(profiler_dir, rank):
             getattr(data, _LISTS[kind]).append(record)
 
     with Workers(name="msprof-agent-load") as pool:
-        waiting, splitting = collections.deque(), 0  # (line, the job splitting it or None for a small line), in file order
+        # (line, the job splitting it or None for a small line), in file order
+        waiting: collections.deque[tuple[bytes, Job[dict[str, Any] | None] | None]] = collections.deque()
+        splitting = 0
         for line in raw_lines(profiler_dir, rank):
             large = len(line) > _LARGE_LINE
             if not large and not waiting:
@@ -133,21 +153,21 @@ def load_rank(profiler_dir, rank):
             while waiting and (waiting[0][1] is None or waiting[0][1].done() or splitting > 2 * COUNT):
                 line, split = waiting.popleft()
                 splitting -= split is not None
-                take(line, split and split.result())
+                take(line, None if split is None else split.result())
         for line, split in waiting:
-            take(line, split and split.result())
+            take(line, None if split is None else split.result())
     _check_format(profiler_dir, rank, data.meta)
     data.steps = [steps[n] for n in sorted(steps)]
     if batches.size:
         data.ops = batches.columns()
-        data.op_names, data.op_types = data.ops.values["name"], data.ops.values["type"]
+        data.op_names, data.op_types = data.ops.code_values["name"], data.ops.code_values["type"]
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
         data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
     data.options = Options.from_record(data.meta)
     return data
 
 
-def _check_format(profiler_dir, rank, meta):
+def _check_format(profiler_dir: str, rank: int, meta: dict[str, Any]) -> None:
     """Refuse a store of another format (``records.FORMAT``), saying which and what to do."""
     written = meta.get("format")
     if meta and written != FORMAT:
@@ -156,14 +176,14 @@ def _check_format(profiler_dir, rank, meta):
                                "or record the job again")
 
 
-def _self_durations(ops):
+def _self_durations(ops: OpColumns) -> np.ndarray:
     """Each op's time minus its direct children's, per thread, as torch's "Self CPU" column.
 
     Only sources that record nested calls (torch's aten ops inside nn.Module ops) need this; summing
     inclusive times there would count the same microseconds several times over.
     """
     own = ops["dur"].copy()
-    stacks = {}
+    stacks: dict[int, list[tuple[int, int]]] = {}  # per thread: (end, index) of the ops still open
     for i, (tid, start, end) in enumerate(zip(ops["tid_id"].tolist(), ops["start"].tolist(), (ops["start"] + ops["dur"]).tolist())):
         stack = stacks.setdefault(tid, [])
         while stack and stack[-1][0] <= start:
@@ -171,10 +191,11 @@ def _self_durations(ops):
         if stack:
             own[stack[-1][1]] -= end - start
         stack.append((end, i))
-    return np.maximum(own, 0)
+    clipped: np.ndarray = np.maximum(own, 0)
+    return clipped
 
 
-def _assign_steps(op_start, steps):
+def _assign_steps(op_start: np.ndarray, steps: list[Step]) -> np.ndarray:
     """Step number of each op by its start time (0 for ops outside every recorded step).
 
     ``op_start`` is sorted, so the ops of a step are one slice, found by two binary searches per step
@@ -190,4 +211,5 @@ def _assign_steps(op_start, steps):
     lasts = np.clip(np.searchsorted(op_start, ends), firsts, nexts)
     edges = np.concatenate(([0], np.stack([firsts, lasts], axis=1).ravel(), [len(op_start)]))
     values = np.concatenate(([0], np.stack([numbers, np.zeros_like(numbers)], axis=1).ravel()))
-    return np.repeat(values, np.diff(edges))
+    per_op: np.ndarray = np.repeat(values, np.diff(edges))
+    return per_op

@@ -3,22 +3,29 @@
 Not concurrent.futures: the analysis of a profiled job runs at interpreter exit, where its executors
 refuse work ("cannot schedule new futures after interpreter shutdown").
 """
+from __future__ import annotations
+
 import os
 import queue
 import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, cast
+
+T = TypeVar("T")
 
 COUNT = min(4, os.cpu_count() or 1)
 
 
-class Job:
+class Job(Generic[T]):
     """One submitted call: ``done()`` without waiting, ``result()`` waits and re-raises its exception."""
 
-    def __init__(self, function, args):
+    def __init__(self, function: Callable[..., T], args: tuple[Any, ...]) -> None:
         self._call = (function, args)
         self._finished = threading.Event()
-        self._value = self._error = None
+        self._value: T | None = None
+        self._error: BaseException | None = None
 
-    def run(self):
+    def run(self) -> None:
         function, args = self._call
         try:
             self._value = function(*args)
@@ -27,40 +34,40 @@ class Job:
         finally:
             self._finished.set()
 
-    def done(self):
+    def done(self) -> bool:
         return self._finished.is_set()
 
-    def result(self):
+    def result(self) -> T:
         self._finished.wait()
         if self._error is not None:
             raise self._error
-        return self._value
+        return cast(T, self._value)  # set by run() before _finished, when no error was raised
 
 
 class Workers:
     """``with Workers(n) as pool: pool.submit(f, *args)``; leaving the block waits for every job."""
 
-    def __init__(self, count=COUNT, name="msprof-agent-worker"):
-        self._jobs = queue.SimpleQueue()
+    def __init__(self, count: int = COUNT, name: str = "msprof-agent-worker") -> None:
+        self._jobs: queue.SimpleQueue[Job[Any] | None] = queue.SimpleQueue()
         self._threads = [threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True) for i in range(count)]
 
-    def __enter__(self):
+    def __enter__(self) -> Workers:
         for thread in self._threads:
             thread.start()
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         for _ in self._threads:
             self._jobs.put(None)
         for thread in self._threads:
             thread.join()
 
-    def submit(self, function, *args):
+    def submit(self, function: Callable[..., T], *args: Any) -> Job[T]:
         job = Job(function, args)
         self._jobs.put(job)
         return job
 
-    def _serve(self):
+    def _serve(self) -> None:
         while True:
             job = self._jobs.get()
             if job is None:

@@ -67,7 +67,7 @@ class _Strings:
         if data.op_count:
             self.name_base = self._block(data.op_names.tolist())
             self.type_base = self._block(data.op_types.tolist())
-            self.shape_base = self._block([s or "" for s in data.ops.values["shape"]])
+            self.shape_base = self._block([s or "" for s in data.ops.code_values["shape"]])
 
     def _block(self, values):
         base = len(self.values)
@@ -202,7 +202,7 @@ def _ops(db, data, strings, pid, api_tables):
     name = ops["name_id"][index].astype(np.int64) + strings.name_base
     op_type = ops["type_id"][index].astype(np.int64) + strings.type_base
     shape = ops["shape_id"][index].astype(np.int64) + strings.shape_base
-    tids = np.array([int(t) if str(t).isdigit() else 0 for t in ops.values["tid"]], dtype=np.int64)
+    tids = np.array([int(t) if str(t).isdigit() else 0 for t in ops.code_values["tid"]], dtype=np.int64)
     tid = tids[ops["tid_id"][index]]
     host = strings(HOST_TASK)
     device = int(data.meta.get("device_id") or 0)

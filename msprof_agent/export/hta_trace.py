@@ -23,7 +23,7 @@ def _main_thread(data):
     if not data.op_count:
         return 1
     tid_id = int(np.bincount(data.ops["tid_id"]).argmax())
-    return data.ops.values["tid"][tid_id]
+    return data.ops.code_values["tid"][tid_id]
 
 
 def target(run):
