@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import log
 from ..contract import names
-from ..contract.summary import Summary
+from ..contract.summary import Summary, WarmupStep
 from ..store import raw_ranks
 from . import cluster, communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline, warmup
 from .communication import collectives as communication_groups
@@ -37,7 +37,7 @@ class Context:
         self.profiler_dir, self.rank, self.pretty = profiler_dir, rank, pretty
         self.sampling_interval_ms = sampling_interval_ms
         self.notes: list[str] = []
-        self.warmup: list[dict[str, Any]] = []  # the window's warm-up steps (``warmup.detect``), left out of the steady figures
+        self.warmup: list[WarmupStep] = []  # the window's warm-up steps (``warmup.detect``), left out of the steady figures
 
     def path(self, template: str, **fields: Any) -> str:
         """Where this rank's file of a ``contract`` name template goes."""

@@ -23,7 +23,8 @@ Every diagnosis but warm-up reads only the steady steps: the window's warm-up st
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +32,10 @@ from .. import frameworks
 from .intervals import length_within, merge
 from .operators import ANNOTATION, OP, op_kinds
 from .stats import median
+
+if TYPE_CHECKING:
+    from ..contract.summary import WarmupStep
+    from ..records import Comm
 
 Finding = dict[str, Any]
 Row = dict[str, Any]
@@ -98,7 +103,7 @@ def _mad(values: list[float]) -> float:
     return 1.4826 * median(abs(float(v) - middle) for v in values)
 
 
-def collective_ms(comm: list[Row]) -> dict[int, float]:
+def collective_ms(comm: Sequence[Comm]) -> dict[int, float]:
     """Time (ms) in recorded collective calls, per step: where a rank waits for its peers."""
     per_step: dict[int, float] = {}
     for call in comm:
@@ -613,7 +618,7 @@ def _within_the_step(findings: list[Finding], step_ms: float) -> None:
         left -= finding["ms_per_step"]
 
 
-def advise(data: Any, results: dict[str, Any], warmup: list[Row]) -> dict[str, Any]:
+def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> dict[str, Any]:
     """Findings (ordered), the verdict, the per-step breakdown (means and medians) and the Python hot
     spots; ``warmup`` is the window's warm-up steps (``warmup.detect``)."""
     rows = results["step_trace"]["rows"]

@@ -4,18 +4,26 @@ The hccl file keeps MindInsight's columns. Its ``wait_cost``, the time a rank wa
 for its slowest peer, needs every rank's calls side by side, which one rank's analysis does not have:
 it is left empty (read back as "not measured"), never written as a 0 that would read as "no wait".
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import orjson
 
 from ..contract.columns import AVERAGE_ROW, HCCL_HEADER, NOT_MEASURED
 from ..contract.names import HCCL
 from ..writers import write_csv
 
+if TYPE_CHECKING:
+    from . import Context
+    from .rundata import RunData
 
-def write_rank(data, ctx):
+
+def write_rank(data: RunData, ctx: Context) -> dict[str, Any] | None:
     """Per-step communication cost (ms) of this rank."""
     if not data.comm:
         return None
-    per_step = {}
+    per_step: dict[int, dict[str, Any]] = {}  # step -> {"cost": ms, "ops": {name: [calls, ms]}}
     for call in data.comm:
         entry = per_step.setdefault(call.get("step", 0), {"cost": 0.0, "ops": {}})
         entry["cost"] += call["dur"] / 1e6
@@ -30,17 +38,18 @@ def write_rank(data, ctx):
     return {"steps": len(per_step), "mean_ms": rows[-1][1] if rows else 0.0}
 
 
-def collectives(data):
+def collectives(data: RunData) -> dict[str, dict[str, Any]]:
     """Per communication group: its ranks, and this rank's last collective entered and completed (the
     group's sequence numbers). A rank that entered a collective it never completed was waiting in it."""
-    groups = {}
+    groups: dict[str, dict[str, Any]] = {}
     for entry in data.entered:
         group = groups.setdefault(entry["group"], {"ranks": None, "entered": 0, "completed": 0, "last": None})
         group["ranks"] = entry.get("ranks") or group["ranks"]
         if entry["seq"] > group["entered"]:
             group["entered"], group["last"] = entry["seq"], {"name": entry.get("name"), "step": entry.get("step")}
     for call in data.comm:
-        group = groups.get(call.get("group"))
-        if group is not None and call.get("seq", 0) > group["completed"]:
-            group["completed"] = call["seq"]
+        group_name = call.get("group")
+        completed_in = groups.get(group_name) if group_name is not None else None
+        if completed_in is not None and call.get("seq", 0) > completed_in["completed"]:
+            completed_in["completed"] = call["seq"]
     return {name: groups[name] for name in sorted(groups)}

@@ -4,6 +4,11 @@ Samples that cover less than ``MIN_SPAN_NS`` (a last sample taken as sampling st
 another) hold no measurement and are dropped; the means are
 ``contract.readers.cpu_means`` of the written file, as the report and viewer compute them.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..contract.names import CPU_UTILIZATION
@@ -11,10 +16,15 @@ from ..contract.readers import cpu_means
 from ..writers import write_json
 from .stats import median
 
+if TYPE_CHECKING:
+    from ..records import Cpu
+    from . import Context
+    from .rundata import RunData
+
 MIN_SPAN_NS = 5_000_000
 
 
-def measured(samples):
+def measured(samples: Iterable[Cpu]) -> list[Cpu]:
     """The samples that cover some time (their ``span``), in time order."""
     return [sample for sample in sorted(samples, key=lambda s: s["ts"]) if sample["span"] >= MIN_SPAN_NS]
 
@@ -22,7 +32,7 @@ def measured(samples):
 MACHINE_STATES = ("user", "sys", "nice", "iowait", "steal", "idle")  # records.Cpu's
 
 
-def whole_percents(sample):
+def whole_percents(sample: Mapping[str, Any]) -> dict[str, Any]:
     """SAMPLE with its machine states as whole percents that keep their sum (largest remainders rounded up), so
     that the written states add up to the written busy figure (100 - idle) as the sampled ones do."""
     states = [key for key in MACHINE_STATES if key in sample]
@@ -33,7 +43,7 @@ def whole_percents(sample):
     return dict(sample, **dict(zip(states, whole)))
 
 
-def write(data, ctx, pipeline=None):
+def write(data: RunData, ctx: Context, pipeline: dict[str, Any] | None = None) -> dict[str, Any] | None:
     samples = [whole_percents(s) for s in data.cpu]  # already ``measured``
     if not samples:
         return None

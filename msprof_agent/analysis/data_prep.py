@@ -9,6 +9,11 @@ With ``data_process``, pipeline samples become ``minddata_pipeline_raw_{r}.csv``
 page needs it), and the bottleneck op is named by the MindSpore Profiler guide's
 queue-usage rules (``contract.readers.pipeline_bottlenecks``, the viewer's too).
 """
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 import orjson
 
 from .. import frameworks
@@ -17,8 +22,12 @@ from ..contract.names import DATA_WAITS, DEVICE_QUEUE, ITERATOR_QUEUE, PIPELINE_
 from ..contract.readers import pipeline_bottlenecks
 from ..writers import write_csv, write_json, write_text
 
+if TYPE_CHECKING:
+    from . import Context
+    from .rundata import RunData
 
-def write(data, ctx):
+
+def write(data: RunData, ctx: Context) -> dict[str, Any]:
     steps = data.window_steps
     sink = bool(data.meta.get("sink_mode"))
     lines = []
@@ -34,21 +43,21 @@ def write(data, ctx):
     if steps:
         write_text(ctx.path(template), lines)
     waits = sorted(s.get("wait", 0) / 1e6 for s in steps)
-    result = {"file": name if steps else None, "sink": sink,
+    result: dict[str, Any] = {"file": name if steps else None, "sink": sink,
               "empty_queue_ratio": (sum(1 for q in queue if q.get("size", 1) == 0) / len(queue)) if queue else None,
               "queue_samples": len(queue), "wait_ms": waits}
     result["pipeline"] = _write_pipeline(data, ctx)
     return result
 
 
-def _queue_usage(op):
+def _queue_usage(op: Mapping[str, Any]) -> tuple[float, float]:
     capacity = op.get("queue_capacity") or 0
     sizes = op.get("sizes") or []
     average = sum(sizes) / len(sizes) if sizes else 0.0
     return average, (average / capacity if capacity else 0.0)
 
 
-def bottleneck(ops):
+def bottleneck(ops: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """The first op the guide's rule marks, judged on the usage the pipeline file holds (4 decimals),
     as the viewer judges it."""
     marked = pipeline_bottlenecks([{"op_id": op["op_id"], "parent_id": op.get("parent_id", -1), "children": op.get("children_id") or [],
@@ -56,20 +65,20 @@ def bottleneck(ops):
     return next(op for op in ops if op["op_id"] == marked[0]["op_id"]) if marked else None
 
 
-def _write_pipeline(data, ctx):
+def _write_pipeline(data: RunData, ctx: Context) -> dict[str, Any] | None:
     if not data.pipeline:
         profile = frameworks.profile_of(data.meta.get("framework"))
         if profile is not None and profile.empty_pipeline_file:
             write_json(ctx.path(PIPELINE_PROFILING), {"sampling_interval": ctx.sampling_interval_ms, "op_info": []}, ctx.pretty)
         return None
-    ops = {}
+    ops: dict[int, dict[str, Any]] = {}  # op_id -> the op, with its samples' queue sizes and CPU shares
     for sample in data.pipeline:
-        for op in sample.get("ops", []):
-            entry = ops.setdefault(op["op_id"], dict(op, sizes=[], cpu_user=[], cpu_sys=[]))
-            if op.get("queue_size") is not None:
-                entry["sizes"].append(op["queue_size"])
-            entry["cpu_user"].append(op.get("cpu_user", 0.0))
-            entry["cpu_sys"].append(op.get("cpu_sys", 0.0))
+        for sampled in sample.get("ops", []):
+            entry = ops.setdefault(sampled["op_id"], dict(sampled, sizes=[], cpu_user=[], cpu_sys=[]))
+            if sampled.get("queue_size") is not None:
+                entry["sizes"].append(sampled["queue_size"])
+            entry["cpu_user"].append(sampled.get("cpu_user", 0.0))
+            entry["cpu_sys"].append(sampled.get("cpu_sys", 0.0))
     ordered = [ops[k] for k in sorted(ops)]
     interval = ctx.sampling_interval_ms
     rows = []

@@ -5,6 +5,8 @@ device name the framework reports. CPU: no table fits every machine, so a short 
 float32 matrix multiply through numpy's BLAS on every core) is measured once per machine and
 cached in ``~/.cache/msprof-agent/cpu_peak.json``; it is an achievable peak, said as such.
 """
+from __future__ import annotations
+
 import contextlib
 import json
 import os
@@ -23,7 +25,7 @@ ACCELERATOR_PEAK_TFLOPS = (
 MATRIX = 1024
 
 
-def peak_gflops(device_target, device_name=None):
+def peak_gflops(device_target: str, device_name: str | None = None) -> tuple[float | None, str]:
     """(peak GFLOPS, how it was obtained), or (None, why not)."""
     if device_target in ("GPU", "Ascend"):
         for key, tflops in ACCELERATOR_PEAK_TFLOPS:
@@ -33,11 +35,11 @@ def peak_gflops(device_target, device_name=None):
     return _cpu_peak()
 
 
-def _machine_key():
+def _machine_key() -> str:
     return f"{platform.node()}|{platform.processor() or platform.machine()}|{os.cpu_count()}"
 
 
-def _cpu_peak():
+def _cpu_peak() -> tuple[float, str]:
     try:
         with open(CPU_PEAK_CACHE) as handle:
             cached = json.load(handle)

@@ -2,14 +2,22 @@
 
 Works on the integer codes of names, types and shapes: millions of ops, a few hundred distinct values.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..contract.names import DYNAMIC_SHAPE
 from ..writers import write_json
 from .operators import profiled_op_mask, shapes_known
 
+if TYPE_CHECKING:
+    from . import Context
+    from .rundata import RunData
 
-def write(data, ctx):
+
+def write(data: RunData, ctx: Context) -> dict[str, int] | None:
     if not data.op_count:
         return None
     ops = data.ops
@@ -28,11 +36,11 @@ def write(data, ctx):
     steps, type_id = ops["step"][mask], ops["type_id"][mask]
     keys, inverse = np.unique(steps * len(data.op_types) + type_id, return_inverse=True)
     milliseconds = np.bincount(inverse.reshape(-1), weights=ops["dur"][mask]) / 1e6
-    per_step = {}
+    per_step: dict[str, dict[str, float]] = {}  # step -> op type -> ms
     for key, value in zip(keys.tolist(), milliseconds.tolist()):
         step, kind = divmod(key, len(data.op_types))
         per_step.setdefault(str(step), {})[data.op_types[kind]] = round(value, 6)
-    op_shapes = {}
+    op_shapes: dict[str, dict[str, Any]] = {}  # step -> op name -> its shape
     picked = known & np.isin(name_id, changing_ids)
     for step, name, shape in zip(steps[picked].tolist(), name_id[picked].tolist(), shape_id[picked].tolist()):
         op_shapes.setdefault(str(step), {})[data.op_names[name]] = shape_values[shape]

@@ -4,7 +4,11 @@ else an estimate from input shapes for matmul, convolution, bias-add, activation
 Shapes arrive as JSON text of the input shape list, e.g. ``[[32,1,32,32],[6,1,5,5]]``. Convolutions
 are estimated for stride 1 and no padding: an honest order of magnitude, labelled as an estimate.
 """
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -15,19 +19,24 @@ from . import warmup
 from .device_peak import peak_gflops
 from .operators import group_sum, profiled_op_mask, shapes_known
 
+if TYPE_CHECKING:
+    from ..records import Step
+    from . import Context
+    from .rundata import RunData
+
 CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")
 ELEMENTWISE = ("biasadd", "relu", "add", "mul", "sigmoid", "tanh", "gelu", "softmax", "sub", "div")
 REDUCTION = ("reduce", "sum", "mean", "max_pool", "maxpool", "avgpool", "avg_pool")
 
 
-def _numel(shape):
+def _numel(shape: Sequence[int]) -> int:
     return math.prod(shape) if shape else 1
 
 
-def estimate(op_type, shape_text):
+def estimate(op_type: str, shape_text: str | None) -> float:
     """FLOPs of one call, or nan when the shapes do not tell."""
     try:
-        shapes = orjson.loads(shape_text) if shape_text else None
+        shapes: list[list[int]] | None = orjson.loads(shape_text) if shape_text else None
     except orjson.JSONDecodeError:
         return math.nan
     if not shapes or not isinstance(shapes, list) or not all(isinstance(s, list) for s in shapes):
@@ -48,7 +57,7 @@ def estimate(op_type, shape_text):
     return math.nan
 
 
-def per_op_flops(data, mask):
+def per_op_flops(data: RunData, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """FLOPs of each profiled op (reported values first, estimates where missing) and whether it is cube work.
 
     Estimates are made once per distinct (type, shape) code pair: a training step repeats the same
@@ -71,7 +80,7 @@ def per_op_flops(data, mask):
     return flops, cube_type[data.ops["type_id"][mask]]
 
 
-def write(data, ctx):
+def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
     if not data.op_count:
         return None
     mask = profiled_op_mask(data)
@@ -101,7 +110,7 @@ def write(data, ctx):
     return dict(figures, estimated=summary["estimated"])
 
 
-def model_flops(data, steps, op_steps, values, durs):
+def model_flops(data: RunData, steps: Sequence[Step], op_steps: np.ndarray, values: np.ndarray, durs: np.ndarray) -> dict[str, Any]:
     """The FLOPs figures, one definition wherever they are shown: over the steady ``steps`` (warm-up left
     out), model FLOPs per step, and total FLOPs over their total time (GFLOPS) against the device's peak
     (MFU), a ratio of totals, not a mean of per-step ratios. Without steps: over the ops' own time (``durs``, ns)."""

@@ -4,8 +4,17 @@ The sampler records the machine's counters (and the process's own disk bytes) as
 sample; a page lists the samples with their MB/s and totals, so "this job wrote 2 GB while step 40
 ran" can be read off directly.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from ..contract.names import HOST_DISK, HOST_NETWORK
 from ..writers import write_json
+
+if TYPE_CHECKING:
+    from . import Context
+    from .rundata import RunData
 
 # page -> (record field, the page's name for it); bytes fields also get a MB/s series
 DISK_FIELDS = (("disk_read", "read_bytes"), ("disk_write", "write_bytes"), ("disk_reads", "read_count"),
@@ -15,18 +24,19 @@ NETWORK_FIELDS = (("net_sent", "sent_bytes"), ("net_recv", "received_bytes"), ("
 PAGES = ((HOST_DISK, DISK_FIELDS, "Disk I/O"), (HOST_NETWORK, NETWORK_FIELDS, "Network I/O"))
 
 
-def _seconds_between(samples, interval_ms):
+def _seconds_between(samples: Sequence[dict[str, Any]], interval_ms: float) -> list[float]:
     """Each sample's span in s (the first one's is the sampling interval)."""
-    spans, previous = [], None
+    spans: list[float] = []
+    previous: int | None = None
     for sample in samples:
         spans.append(max((sample["ts"] - previous) / 1e9 if previous is not None else interval_ms / 1000.0, 1e-3))
         previous = sample["ts"]
     return spans
 
 
-def write(data, ctx):
+def write(data: RunData, ctx: Context) -> dict[str, dict[str, int]]:
     """The disk and network pages of the kinds that were sampled; returns their totals by page."""
-    totals = {}
+    totals: dict[str, dict[str, int]] = {}
     for page, columns, _ in PAGES:
         samples = _sampled(data, columns)
         if not samples:
@@ -45,11 +55,11 @@ def write(data, ctx):
     return totals
 
 
-def _sampled(data, columns):
+def _sampled(data: RunData, columns: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
     return [s for s in data.host_io if columns[0][0] in s]
 
 
-def counter_events(data, pid, interval_ms, base=0):
+def counter_events(data: RunData, pid: int, interval_ms: float, base: int = 0) -> list[dict[str, Any]]:
     """Counter tracks (machine MB/s per sample) for the timeline's PID, ``ts`` in us from ``base`` (epoch ns)."""
     events = []
     for _, columns, title in PAGES:

@@ -1,11 +1,19 @@
 """``profiler_info_{r}.json``: how MindInsight finds ranks, plus what we collected and with which options."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .. import frameworks
 from ..contract.names import PROFILER_INFO
 from ..contract.summary import NO_END_RECORD
 from ..writers import write_json
 
+if TYPE_CHECKING:
+    from . import Context
+    from .rundata import RunData
 
-def write(data, ctx):
+
+def write(data: RunData, ctx: Context) -> dict[str, Any]:
     meta = data.meta
     options = meta.get("options") or {}
     profile = frameworks.profile_of(meta.get("framework")) or frameworks.MINDSPORE

@@ -2,10 +2,12 @@
 
 The advisor's compute time (ops running) and the exports' Computing / Communication split read them.
 """
+from __future__ import annotations
+
 import numpy as np
 
 
-def merge(starts, ends):
+def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals (starts sorted) as disjoint sorted (starts, ends) arrays."""
     if not len(starts):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -17,7 +19,7 @@ def merge(starts, ends):
     return starts[firsts], np.maximum.reduceat(ends, firsts)
 
 
-def length_within(starts, ends, lo, hi):
+def length_within(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray | list[int], hi: np.ndarray | list[int]) -> np.ndarray:
     """Total length (int64) of disjoint sorted intervals clipped to each window [lo, hi), lo <= hi."""
     lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     if not len(starts):

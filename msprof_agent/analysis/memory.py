@@ -2,19 +2,30 @@
 with ``profile_memory``; peak and per step. Files: ``memory_usage_summary_{r}.json`` (GiB, as the
 contract) and ``memory_usage_details_{r}.json``.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from ..contract.names import MEMORY_DETAILS, MEMORY_SUMMARY
 from ..writers import write_json
+
+if TYPE_CHECKING:
+    from ..records import Step
+    from . import Context
+    from .rundata import RunData
 
 GIB = float(1 << 30)
 
 
-def _per_step_peaks(steps, times_ns, values):
-    peaks = []
+def _per_step_peaks(steps: Sequence[Step], times_ns: Sequence[int], values: Sequence[int]) -> list[int | None]:
+    peaks: list[int | None] = []
     j = 0
     for step in steps:
         while j < len(times_ns) and times_ns[j] < step["start"]:
             j += 1
-        k, peak = j, None
+        k = j
+        peak: int | None = None
         while k < len(times_ns) and times_ns[k] <= step["end"]:
             peak = values[k] if peak is None else max(peak, values[k])
             k += 1
@@ -22,7 +33,7 @@ def _per_step_peaks(steps, times_ns, values):
     return peaks
 
 
-def write(data, ctx):
+def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
     rss = [(s["ts"], s["rss"]) for s in data.cpu]
     devices = {m.get("device", "cpu") for m in data.mem}
     device = "cuda" if "cuda" in devices else "cpu"  # one series: the accelerator's when there is one

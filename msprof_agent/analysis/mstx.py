@@ -1,12 +1,22 @@
 """The user's mstx marks and ranges: a per-range table (count, total, mean, max per name, overall and per
 step) in ``mstx_ranges_{rank}.json``, and the marks and ranges as a timeline track."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from ..contract.names import MSTX_RANGES
 from ..writers import write_json
 
+if TYPE_CHECKING:
+    from ..records import Mstx
+    from . import Context
+    from .rundata import RunData
 
-def _table(ranges, key):
+
+def _table(ranges: list[Mstx], key: Callable[[Mstx], tuple[Any, ...]]) -> list[dict[str, Any]]:
     """Rows of count / total / mean / max (ms) per KEY(range)."""
-    groups = {}
+    groups: dict[tuple[Any, ...], list[float]] = {}  # ms of each range, per key
     for r in ranges:
         groups.setdefault(key(r), []).append((r["end"] - r["start"]) / 1e6)
     return [dict(zip(("name", "domain", "step"), group), count=len(ms), total_ms=round(sum(ms), 3),
@@ -14,11 +24,11 @@ def _table(ranges, key):
             for group, ms in sorted(groups.items(), key=lambda item: tuple(str(part) for part in item[0]))]
 
 
-def write(data, ctx):
+def write(data: RunData, ctx: Context) -> dict[str, int] | None:
     if not data.mstx:
         return None
     ranges = [r for r in data.mstx if r["kind"] == "range"]
-    marks = {}
+    marks: dict[tuple[str, str], int] = {}  # count per (name, domain)
     for m in data.mstx:
         if m["kind"] == "mark":
             marks[(m["name"], m["domain"])] = marks.get((m["name"], m["domain"]), 0) + 1
@@ -31,7 +41,7 @@ def write(data, ctx):
     return {"ranges": len(ranges), "marks": sum(marks.values())}
 
 
-def events(data, pid, base=0):
+def events(data: RunData, pid: int, base: int = 0) -> list[dict[str, Any]]:
     """Ranges as slices, marks as instants, one row per thread; ``ts`` in us from ``base`` (epoch ns)."""
     out = []
     for m in data.mstx:

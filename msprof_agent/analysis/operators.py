@@ -12,6 +12,7 @@ user ranges, a framework's closures). They are not ops: a range's self time is t
 inside it, not compute. ``op_kinds`` tells them
 apart; the op tables rank ops only, and the ranges get their own table (``annotations``).
 """
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,9 +20,16 @@ from ..contract.columns import CPU_OP_DETAIL_HEADER, CPU_OP_SHAPE_HEADER, CPU_OP
 from ..contract.names import CPU_OP_DETAIL, CPU_OP_SHAPES, CPU_OP_TYPES, GPU_OP_DETAIL, GPU_OP_TYPES
 from ..writers import write_csv
 from .opevents import groups
+from .rundata import RunData
+
+if TYPE_CHECKING:
+    from . import Context  # no __future__ annotations here: they would shadow this module's ``annotations``
+
+TypeRow = tuple[str, int, float]  # (op type, count, total ns)
+OpRow = tuple[str, str, int, float]  # (op name, op type, count, total ns)
 
 
-def group_sum(codes, durations):
+def group_sum(codes: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(codes present, counts, summed durations) per integer code, largest total first."""
     if len(codes) == 0:
         return np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([], dtype=np.float64)
@@ -32,7 +40,7 @@ def group_sum(codes, durations):
     return order, counts[order], totals[order]
 
 
-def type_of_names(data):
+def type_of_names(data: RunData) -> np.ndarray:
     """Op type name for each op-name code."""
     types = np.zeros(len(data.op_names), dtype=np.int64)
     types[data.ops["name_id"]] = data.ops["type_id"]
@@ -42,7 +50,7 @@ def type_of_names(data):
 OP, ANNOTATION = 0, 1  # what each recorded event is (``op_kinds``)
 
 
-def name_kinds(data):
+def name_kinds(data: RunData) -> np.ndarray:
     """OP or ANNOTATION for each op-name code. Only torch records ranges among its events: its ops are
     ``namespace::op`` (``aten::addmm``, ``c10d::allreduce_``), CUDA kernels and memcpy/memset; any
     other name is a ``record_function`` range."""
@@ -56,7 +64,7 @@ def name_kinds(data):
     return kinds
 
 
-def op_kinds(data):
+def op_kinds(data: RunData) -> np.ndarray:
     """The kind of each recorded event; CUDA kernels are always ops. Where every event is an op (any
     run but torch's), a read-only view of OP: no pass over the ops."""
     by_name = name_kinds(data)
@@ -65,7 +73,7 @@ def op_kinds(data):
     return np.where(data.ops.device_is("cuda"), OP, by_name[data.ops["name_id"]])
 
 
-def profiled_op_mask(data):
+def profiled_op_mask(data: RunData) -> np.ndarray:
     """Ops that ran inside a profiled step (all ops when no step boundaries were seen)."""
     if not data.op_count:
         return np.zeros(0, dtype=bool)
@@ -75,26 +83,29 @@ def profiled_op_mask(data):
     steps = data.ops["step"]
     in_window = np.zeros(max(max(window), int(steps.max())) + 1, dtype=bool)  # a table over step numbers: one gather per op
     in_window[window] = True
-    return in_window[steps]
+    mask: np.ndarray = in_window[steps]
+    return mask
 
 
-def counted_op_mask(data):
+def counted_op_mask(data: RunData) -> np.ndarray:
     """The ops the op tables count: ops (not ``record_function`` ranges or other kinds) in a profiled step.
     The exports' op tables count the same."""
-    return profiled_op_mask(data) & (op_kinds(data) == OP)
+    mask: np.ndarray = profiled_op_mask(data) & (op_kinds(data) == OP)
+    return mask
 
 
-def shapes_known(data, mask):
+def shapes_known(data: RunData, mask: np.ndarray) -> np.ndarray:
     """Whether each op under MASK has input shapes: a lookup on the shape codes, not a pass over strings."""
     known = np.array([s is not None for s in data.ops.code_values["shape"]], dtype=bool)
-    return known[data.ops["shape_id"][mask]]
+    per_op: np.ndarray = known[data.ops["shape_id"][mask]]
+    return per_op
 
 
-def short_name(full_name):
+def short_name(full_name: str) -> str:
     return full_name.rsplit("/", 1)[-1]
 
 
-def device_tables(data, mask, device):
+def device_tables(data: RunData, mask: np.ndarray, device: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Type codes, name codes and self times of the profiled ops that ran on the host or on a CUDA device."""
     ops = data.ops
     cuda = ops.device_is("cuda")
@@ -105,7 +116,7 @@ def device_tables(data, mask, device):
     return columns[0], columns[1], columns[2].astype(np.float64)  # bincount weighs in float64: converted once, not per table
 
 
-def _write_shapes(data, mask, ctx, op_type):
+def _write_shapes(data: RunData, mask: np.ndarray, ctx: "Context", op_type: np.ndarray) -> None:
     """Host ops by (op, input shape) with self and total time (total keeps the ops nested inside, torch's
     "CPU total"): the (name, shape) pairs numbered by ``groups`` (a presence table, not a sort), no
     Python loop per op."""
@@ -127,7 +138,7 @@ def _write_shapes(data, mask, ctx, op_type):
     write_csv(ctx.path(CPU_OP_SHAPES), CPU_OP_SHAPE_HEADER, rows)
 
 
-def _tables(data, mask, device, op_type):
+def _tables(data: RunData, mask: np.ndarray, device: str, op_type: np.ndarray) -> tuple[list[TypeRow], list[OpRow], float] | None:
     """(type rows, op rows) as (name, count, total ns) plus the grand total, for one device."""
     type_ids, name_ids, durs = device_tables(data, mask, device)
     if not len(durs):
@@ -138,7 +149,7 @@ def _tables(data, mask, device, op_type):
     return types, ops, float(durs.sum()) or 1.0
 
 
-def annotations(data, mask, kinds, steps):
+def annotations(data: RunData, mask: np.ndarray, kinds: np.ndarray, steps: int) -> list[dict[str, Any]]:
     """The ``record_function`` ranges: inclusive time (the range) and self time (no op inside), per step."""
     select = mask & (kinds == ANNOTATION)
     if not select.any():
@@ -150,9 +161,9 @@ def annotations(data, mask, kinds, steps):
             for c, n, s in zip(*group_sum(codes, durs))][:50]
 
 
-def write(data, ctx):
+def write(data: RunData, ctx: "Context") -> dict[str, Any]:
     steps = max(len(data.window_steps), 1)
-    result = {"types": [], "total_ms": 0.0, "annotations": []}
+    result: dict[str, Any] = {"types": [], "total_ms": 0.0, "annotations": []}
     if not data.op_count:
         return result
     profiled, kinds, op_type = profiled_op_mask(data), op_kinds(data), type_of_names(data)

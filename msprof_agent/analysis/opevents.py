@@ -8,16 +8,26 @@ a layout; a block of them is one uint8 matrix, a row per event, filled from a te
 all the text its rows share, then the digits that differ, computed four at a time. Events are
 written by layout, then time, not in time order: Trace Event viewers sort events themselves.
 """
+from __future__ import annotations
+
 import bisect
 import errno
 import fcntl
 import mmap
 import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
 
 from .workers import Workers
+
+if TYPE_CHECKING:
+    from .rundata import RunData
+
+Keep = np.ndarray | slice  # the ops an event file holds: their indices, or a slice (every op)
+Segment = tuple[Any, ...]  # (file offset, bytes) or (file offset, layout, row width, texts, op indices): ``_blocks``
 
 _DUR, _STEP = b',"dur":', b',"args":{"step":'
 _FOUR_DIGITS = np.frombuffer("".join(f"{i:04d}" for i in range(10_000)).encode(), dtype=np.uint32)
@@ -33,7 +43,7 @@ class OpEvents:
     """Every op's event length, known before formatting (``lengths``, the comma included), and the
     events of any subset of ops written into a file (``write_file``)."""
 
-    def __init__(self, data, host_pid, device_pid, base, category=None):
+    def __init__(self, data: RunData, host_pid: int, device_pid: int, base: int, category: str | None = None) -> None:
         """``base``: the epoch ns ``ts`` count from; ``category``: one ``cat`` for every event (the exports' "cpu_op"); by default each op's type."""
         ops = self.ops = data.ops
         self.starts = ops["start"] - base  # ns from the timeline's base: small enough for a double to hold exactly
@@ -49,11 +59,11 @@ class OpEvents:
         self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP)).astype(np.int32)[self.texts]
                         + self.widths[0] + self.widths[1] + self.widths[2])
 
-    def size(self, keep):
+    def size(self, keep: Keep) -> int:
         """Bytes of the events of the ops at ``keep``."""
         return int(self.lengths[keep].sum())
 
-    def write_file(self, fd, head, keep, tail, size):
+    def write_file(self, fd: int, head: bytes, keep: Keep, tail: bytes, size: int) -> None:
         """Write ``head``, the events of the ops at ``keep`` and ``tail`` as the whole of ``fd``'s file,
         ``size`` bytes (``len(head) + self.size(keep) + len(tail)``, which the caller reserved).
 
@@ -66,7 +76,7 @@ class OpEvents:
         direct = _direct(fd)
         threads = max(1, min(_WRITERS, size // _CHUNK))
         bounds = [size * i // threads // _PAGE * _PAGE for i in range(threads)] + [size]
-        segments = [(0, head)] + blocks + [(size - len(tail), tail)]
+        segments: list[Segment] = [(0, head)] + blocks + [(size - len(tail), tail)]
         starts = [segment[0] for segment in segments]
         stretches = [(fd, segments[max(0, bisect.bisect_right(starts, lo) - 1):bisect.bisect_left(starts, hi)], lo, hi, direct)
                      for lo, hi in zip(bounds, bounds[1:])]
@@ -78,7 +88,7 @@ class OpEvents:
                     job.result()  # re-raises
         os.ftruncate(fd, size)  # the last chunk went out padded to a whole page
 
-    def _blocks(self, keep, offset):
+    def _blocks(self, keep: Keep, offset: int) -> Iterator[Segment]:
         """(file offset, layout, row width, head-and-tail codes, op indices) of each block of about a megabyte."""
         every = isinstance(keep, slice)  # every op: no gathers
         texts, *widths = (a if every else a[keep] for a in (self.texts,) + self.widths)
@@ -88,7 +98,7 @@ class OpEvents:
         number_widths = widths[0] * np.uint16(1024) + widths[1] * np.uint16(32) + widths[2]  # each is under 32
         key, first = groups([number_widths, rank[texts]])  # numbered in that order: a layout's keys are consecutive
         order = np.argsort(key.astype(np.uint16) if len(first) <= 1 << 16 else key, kind="stable")
-        index = order if every else keep[order]
+        index = order if isinstance(keep, slice) else keep[order]
         run_ends = np.cumsum(np.bincount(key, minlength=len(first))).tolist()  # where each key's ops end in that order
         layouts = np.stack([self.heads.lengths[texts[first]], self.tails.lengths[texts[first]]] + [w[first] for w in widths], axis=1)
         layout_starts = np.flatnonzero(np.append(True, (layouts[1:] != layouts[:-1]).any(axis=1)))
@@ -104,7 +114,7 @@ class OpEvents:
                 yield offset, layout, width, block_texts, index[begin:end]
                 offset += (end - begin) * width
 
-    def _write_stretch(self, fd, segments, lo, hi, direct):
+    def _write_stretch(self, fd: int, segments: list[Segment], lo: int, hi: int, direct: bool) -> None:
         """Write bytes [lo, hi) of the file: the part of each segment (bytes, or a block to format) that
         falls there, staged into page-aligned chunks. A block across two stretches is formatted by both."""
         chunk = _aligned(_CHUNK)
@@ -140,7 +150,8 @@ class OpEvents:
                 length = -(-length // _PAGE) * _PAGE
             _pwrite(fd, chunk[:length], at)
 
-    def _fill(self, block, layout, texts, start, dur, step):
+    def _fill(self, block: np.ndarray, layout: list[int], texts: np.ndarray, start: np.ndarray, dur: np.ndarray,
+              step: np.ndarray) -> np.ndarray:
         """Fill the block: one template row holding all the text its rows share, then what differs."""
         mixed = np.ndim(texts) > 0
         sample = texts[0] if mixed else texts
@@ -164,12 +175,12 @@ class OpEvents:
         return block
 
 
-def _aligned(size):
+def _aligned(size: int) -> np.ndarray:
     """A page-aligned buffer, as O_DIRECT needs: anonymous mmap memory always is."""
     return np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
 
 
-def _direct(fd):
+def _direct(fd: int) -> bool:
     """Switch ``fd`` to O_DIRECT where the platform and file system allow it; whether it did."""
     if not hasattr(os, "O_DIRECT"):
         return False
@@ -181,8 +192,8 @@ def _direct(fd):
     return True
 
 
-def _pwrite(fd, data, offset):
-    view, written = memoryview(data), 0
+def _pwrite(fd: int, data: np.ndarray, offset: int) -> None:
+    view, written = data.data, 0  # the array's buffer (numpy's stubs give ndarray no __buffer__ before Python 3.12)
     while written < len(view):  # pwrite may write less than asked
         try:
             written += os.pwrite(fd, view[written:], offset + written)
@@ -193,16 +204,16 @@ def _pwrite(fd, data, offset):
             fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
 
 
-def _head(name, kind, pid, tid):
+def _head(name: str, kind: str, pid: int, tid: Any) -> bytes:
     dumps = orjson.dumps
     return b',{"ph":"X","name":%s,"cat":%s,"pid":%d,"tid":%s,"ts":' % (dumps(name), dumps(kind), pid, dumps(tid if tid is not None else 0))
 
 
-def _tail(shape):
+def _tail(shape: str | None) -> bytes:
     return b"}}" if shape is None else b',"shape":%s}}' % orjson.dumps(shape)
 
 
-def groups(columns):
+def groups(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(dense code per op of each distinct combination of the integer columns, numbered in the order of
     the columns' values; one op of each code)."""
     codes, count = np.zeros(len(columns[0]), dtype=np.int64), 1
@@ -223,7 +234,7 @@ def groups(columns):
     return codes, first
 
 
-def _renumbered(codes, count):
+def _renumbered(codes: np.ndarray, count: int) -> tuple[np.ndarray, int]:
     """The distinct codes numbered 0, 1, ... in order: by a presence table while ``count`` is small, else by sorting."""
     if count > _TABLE_LIMIT:
         distinct, codes = np.unique(codes, return_inverse=True)
@@ -237,8 +248,9 @@ class _Texts:
     """Texts stacked into one uint8 matrix per length, so that the texts of a block of ops (all of one
     length) are one gather."""
 
-    def __init__(self, texts):
-        rows, stacks = [], {}
+    def __init__(self, texts: list[bytes]) -> None:
+        rows: list[int] = []
+        stacks: dict[int, list[bytes]] = {}  # texts by length
         for text in texts:
             stack = stacks.setdefault(len(text), [])
             rows.append(len(stack))
@@ -248,22 +260,22 @@ class _Texts:
         self.rows = np.array(rows, dtype=np.intp)
         self.lengths = np.array([len(t) for t in texts], dtype=np.int64)
 
-    def put(self, block, column, codes):
+    def put(self, block: np.ndarray, column: int, codes: np.ndarray) -> None:
         """Write the texts of ``codes`` into the block from ``column`` on."""
         table = self.tables[int(self.lengths[codes[0]])]
         block[:, column:column + table.shape[1]] = table[self.rows[codes]]
 
 
-def _micros_width(ns):
+def _micros_width(ns: np.ndarray) -> np.ndarray:
     """Characters of each ns value written as microseconds with three decimals ("-12.345")."""
     return _width(ns, _MICROS_DIGIT_STEPS) + 4
 
 
-def _integer_width(values):
+def _integer_width(values: np.ndarray) -> np.ndarray:
     return _width(values, _DIGIT_STEPS)
 
 
-def _width(values, steps):
+def _width(values: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """Digits of each value's magnitude (at least one) past the given steps, plus one for a sign."""
     low, high = values.min(), values.max()
     negative = low < 0
@@ -275,7 +287,7 @@ def _width(values, steps):
     return width
 
 
-def _number(values, width, decimals):
+def _number(values: np.ndarray, width: int, decimals: bool) -> tuple[bytes, list[tuple[int, np.ndarray]]]:
     """A block's column of numbers (ns as microseconds with three decimals, exactly: a float would round
     epoch times) as the text all rows share, "0" where they differ, and (offset, rows x digits) patches."""
     magnitude = np.abs(values)
@@ -290,7 +302,7 @@ def _number(values, width, decimals):
     return b".".join(texts), patches
 
 
-def _digits(values, count):
+def _digits(values: np.ndarray, count: int) -> tuple[bytes, np.ndarray | None]:
     """(the leading digits all the non-negative values share, as bytes; the rest of each value's
     zero-padded ``count`` digits as a rows x digits uint8 matrix, or None). Within a block the epoch
     times share their first ten or so digits; the rest are computed four at a time."""

@@ -6,19 +6,29 @@ rank while Computing still tells them apart. Communication is the union of the r
 calls; the part no op overlaps is ``Communication(Not Overlapped)``; Free is the rest of the step.
 Intervals are merged with numpy (``analysis.intervals``), not op by op.
 """
+from __future__ import annotations
+
 import re
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .intervals import length_within, merge
 
+if TYPE_CHECKING:
+    from ..records import Comm
+    from .rundata import RunData
+
+Intervals = tuple[np.ndarray, np.ndarray]  # disjoint sorted (starts, ends), ns
+
 COMM_OP = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_?to_?all|^gloo:|^nccl:|^hccl|^hcom|c10d::|^send$|^recv$|isend|irecv",
                      re.IGNORECASE)
 
 
-def _subtract(a, b):
+def _subtract(a: Intervals, b: Intervals) -> Intervals:
     """``a`` minus ``b``, both disjoint sorted interval sets (``a`` small: the collectives)."""
-    out_s, out_e = [], []
+    out_s: list[int] = []
+    out_e: list[int] = []
     for s, e in zip(a[0].tolist(), a[1].tolist()):
         lo, hi = np.searchsorted(b[1], s, side="right"), np.searchsorted(b[0], e, side="left")
         cursor = s
@@ -33,17 +43,18 @@ def _subtract(a, b):
     return np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
 
 
-def comm_op_mask(data):
+def comm_op_mask(data: RunData) -> np.ndarray:
     """Ops that are collectives themselves (their time is communication, not computing)."""
     by_type = np.array([bool(COMM_OP.search(t)) for t in data.op_types.astype(str)], dtype=bool)
     by_name = np.array([bool(COMM_OP.search(n.rsplit("/", 1)[-1])) for n in data.op_names.astype(str)], dtype=bool)
-    return by_type[data.ops["type_id"]] | by_name[data.ops["name_id"]]
+    mask: np.ndarray = by_type[data.ops["type_id"]] | by_name[data.ops["name_id"]]
+    return mask
 
 
 class Overlap:
     """Computing / communication / free intervals of a rank and their per-step totals (ns)."""
 
-    def __init__(self, data, stages):
+    def __init__(self, data: RunData, stages: list[dict[str, Any]]) -> None:
         self.stages = stages
         if data.op_count:
             keep = ~comm_op_mask(data)
@@ -57,7 +68,7 @@ class Overlap:
         self.comm_alone = _subtract(comm, self.computing)
         lo = np.array([s["start"] for s in stages], dtype=np.int64)
         hi = np.array([s["end"] for s in stages], dtype=np.int64)
-        self.rows = []
+        self.rows: list[dict[str, int]] = []
         if not stages:
             return
         computing = length_within(*self.computing, lo, hi)
@@ -68,7 +79,7 @@ class Overlap:
             self.rows.append({"n": stage["n"], "start": stage["start"], "end": stage["end"], "computing": c, "communication": m,
                               "comm_alone": a, "overlapped": m - a, "free": max(0, total - c - a), "preparing": stage["interval"]})
 
-    def first_free(self):
+    def first_free(self) -> list[int]:
         """Where each step's first free gap starts: its start, or the end of the busy stretch covering it.
 
         The stretch is followed end to end from set to set (computing, then lone communication, which
@@ -83,17 +94,19 @@ class Overlap:
                     end = ends[np.maximum(inside, 0)]
                     moved = np.where((inside >= 0) & (end > moved), end, moved)
             if np.array_equal(moved, at):
-                return at.tolist()
+                first_free: list[int] = at.tolist()
+                return first_free
             at = moved
 
 
 GROUP = "world"  # the default process group's name, and the group of calls recorded without one (seen only by the profiler)
 
 
-def collectives(data):
+def collectives(data: RunData) -> list[tuple[int, str, Comm]]:
     """(step, key, call) of every recorded collective in time order; ``key`` is ``{name}_{i}@{group}``
     with ``i`` the call's index among the step's calls of that name in that group, the same on every rank."""
-    seen, out = {}, []
+    seen: dict[tuple[int, str, str], int] = {}  # calls so far per (step, name, group)
+    out = []
     for call in sorted(data.comm, key=lambda c: c["start"]):
         step, name, group = call.get("step", 0), call.get("name", "comm"), call.get("group") or GROUP
         index = seen[(step, name, group)] = seen.get((step, name, group), -1) + 1

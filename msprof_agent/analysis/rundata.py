@@ -21,7 +21,7 @@ from .opcolumns import OpBatches, OpColumns, split_ops_line
 from .workers import COUNT, Job, Workers
 
 if TYPE_CHECKING:
-    from ..records import Buffer, Comm, Cpu, End, Enter, HostIo, Mem, Mstx, Note, Pause, Pipeline, Probe, Queue, Stack, Step, Window
+    from ..records import Buffer, Comm, Cpu, End, Enter, Mem, Mstx, Note, Pause, Pipeline, Probe, Queue, Stack, Step, Window
 
 
 class RunData:
@@ -42,7 +42,7 @@ class RunData:
         self.pipeline: list[Pipeline] = []
         self.comm: list[Comm] = []
         self.stacks: list[Stack] = []
-        self.host_io: list[HostIo] = []  # host_sys disk/network samples
+        self.host_io: list[dict[str, Any]] = []  # host_sys disk/network samples (records.HostIo), read by counter name
         self.mstx: list[Mstx] = []  # the user's mstx marks and ranges
         self.windows: list[Window] = []
         self.notes: list[Note] = []

@@ -12,13 +12,23 @@ override (an op name that never occurs is reported). The rule that chose the poi
 is named in the summary (``step_points``). Stage times always add up to the step time.
 Files: ``names.STEP_TRACE`` (10 ns units, average row last) and ``names.STEP_POINTS``.
 """
+from __future__ import annotations
+
 import collections
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..contract.columns import AVERAGE_ROW, STEP_TRACE_HEADER, per_step_ms, step_trace_table
 from ..contract.names import STEP_POINTS, STEP_TRACE
 from ..writers import write_csv, write_json
+
+if TYPE_CHECKING:
+    from ..records import Step
+    from . import Context
+    from .opcolumns import OpColumns
+    from .rundata import RunData
 
 ALL_REDUCE_TYPES = ("AllReduce", "allreduce", "all_reduce", "HcomAllReduce", "c10d::allreduce_")
 OPTIMIZER_MARKERS = ("optimizer", "ApplyMomentum", "Adam", "ApplyGradientDescent", "SGD", "Optimizer.step", "Lamb", "AdamW")
@@ -30,12 +40,12 @@ BP_RULES = ("PROFILING_BP_END", "last op of the gradient scope", "last op before
             "op before the last all-reduce or first optimizer op", "host backward end (no ops)")
 
 
-def _name_matches(names, wanted):
+def _name_matches(names: np.ndarray, wanted: str) -> np.ndarray:
     """Exact full name, the last scope segment, or a substring: users paste whichever they saw."""
     return np.array([n == wanted or n.rsplit("/", 1)[-1] == wanted or wanted in n for n in names], dtype=bool)
 
 
-def _first_in(mask, lo, hi):
+def _first_in(mask: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """For each segment [lo, hi) of ``mask``: the position of its first True, or -1."""
     hits = np.flatnonzero(mask)
     if not len(hits):
@@ -45,7 +55,7 @@ def _first_in(mask, lo, hi):
     return np.where((k < len(hits)) & (position < hi), position, -1)
 
 
-def _last_in(mask, lo, hi):
+def _last_in(mask: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """For each segment [lo, hi) of ``mask``: the position of its last True, or -1."""
     hits = np.flatnonzero(mask)
     if not len(hits):
@@ -59,7 +69,7 @@ class OpMarks:
     """Per-op booleans the FP/BP rules need, computed once per unique op name or type, not per step;
     None where no op matches (a run without all-reduce ops pays nothing for that rule)."""
 
-    def __init__(self, data, fp_name, bp_name):
+    def __init__(self, data: RunData, fp_name: str | None, bp_name: str | None) -> None:
         names, types = data.op_names.astype(str), data.op_types.astype(str)
         name_id, type_id = data.ops["name_id"], data.ops["type_id"]
         optimizer = np.zeros(len(names), dtype=bool)
@@ -77,11 +87,11 @@ class OpMarks:
         self.bp = _per_op(_name_matches(names, bp_name), name_id) if bp_name else None
 
 
-def _per_op(by_code, codes):
+def _per_op(by_code: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
     return by_code[codes] if by_code.any() else None
 
 
-def find_points(steps, ops, marks):
+def find_points(steps: Sequence[Step], ops: OpColumns | None, marks: OpMarks | None) -> tuple[np.ndarray, ...]:
     """FP and BP points (ns) of every step, for each the index in ``ops`` of the op that marked it
     (-1: none), and the codes of the rules that chose them (``FP_RULES`` / ``BP_RULES``). All steps
     at once: each step's host ops are one segment of ``host``. Steps without ops keep the host's markers.
@@ -95,7 +105,7 @@ def find_points(steps, ops, marks):
     fp_op = bp_op = np.full(len(steps), -1)
     fp_rule, bp_rule = np.full(len(steps), len(FP_RULES) - 1), np.full(len(steps), len(BP_RULES) - 1)
     on_host = np.zeros(0, dtype=bool) if ops is None else ~ops.device_is("cuda")
-    if len(steps) and on_host.any():
+    if len(steps) and ops is not None and marks is not None and on_host.any():  # marks: None exactly when ops are
         host = None if on_host.all() else np.flatnonzero(on_host)  # None: every op (no gathers)
         pick = (lambda column: column) if host is None else (lambda column: column[host])
         step_of = pick(ops["step"])
@@ -112,7 +122,7 @@ def find_points(steps, ops, marks):
         first_hit = lambda mask: np.full(len(steps), -1) if mask is None else _first_in(pick(mask), lo, hi)  # noqa: E731
         last_hit = lambda mask: np.full(len(steps), -1) if mask is None else _last_in(pick(mask), lo, hi)  # noqa: E731
 
-        def chosen(at, found, code, rule):
+        def chosen(at: np.ndarray, found: np.ndarray, code: int, rule: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             """Where no earlier rule found a point, this one's ``found``; its code in ``rule``."""
             take = (at < 0) & (found >= 0)
             return np.where(take, found, at), np.where(take, code, rule)
@@ -147,14 +157,15 @@ def find_points(steps, ops, marks):
     return fp, bp, fp_op, bp_op, fp_rule, bp_rule
 
 
-def _window_positions(step_of, numbers):
+def _window_positions(step_of: np.ndarray, numbers: np.ndarray) -> np.ndarray:
     """Each op's position among the window steps ``numbers`` by its step number (-1: in none of them)."""
     window_index = np.full(max(int(numbers.max()), int(step_of.max())) + 1, -1)
     window_index[numbers] = np.arange(len(numbers))
-    return window_index[step_of]
+    positions: np.ndarray = window_index[step_of]
+    return positions
 
 
-def _names_at(data, index):
+def _names_at(data: RunData, index: np.ndarray) -> list[str | None]:
     """The name of the op at each index (None for -1)."""
     if not data.op_count:
         return [None] * len(index)
@@ -162,7 +173,7 @@ def _names_at(data, index):
     return [name if i >= 0 else None for name, i in zip(names, index.tolist())]
 
 
-def compute(data, fp_name=None, bp_name=None):
+def compute(data: RunData, fp_name: str | None = None, bp_name: str | None = None) -> dict[str, Any]:
     """Per window step: dict with ns times, points and stage durations; plus notes on FP/BP names."""
     steps = data.window_steps or []
     notes = []
@@ -185,7 +196,7 @@ def compute(data, fp_name=None, bp_name=None):
             "fp_rule": usual_rule(fp_rule, FP_RULES), "bp_rule": usual_rule(bp_rule, BP_RULES), "notes": notes}
 
 
-def write(data, ctx):
+def write(data: RunData, ctx: Context) -> dict[str, Any]:
     result = compute(data, data.options.fp_start, data.options.bp_end)
     table = step_trace_table(result["rows"])
     result["per_step_ms"] = per_step_ms(table)

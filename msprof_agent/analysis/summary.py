@@ -2,6 +2,11 @@
 short table printed on stderr at exit. ``suggestions`` (id, text, evidence) is the findings' text for
 older readers.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from .. import log
@@ -14,8 +19,14 @@ from ..writers import write_csv, write_json
 from . import advisor, communication, warmup
 from .stats import percentile
 
+if TYPE_CHECKING:
+    from ..contract.summary import Percentiles
+    from ..records import End, Pause, Probe
+    from . import Context
+    from .rundata import RunData
 
-def _percentiles(values):
+
+def _percentiles(values: Sequence[float]) -> Percentiles | None:
     if not values:
         return None
     array = np.asarray(values, dtype=np.float64)
@@ -23,7 +34,7 @@ def _percentiles(values):
             "p90": round(percentile(values, 90), 4), "max": round(float(array.max()), 4)}
 
 
-def machine_speed(probes):
+def machine_speed(probes: Sequence[Probe]) -> dict[str, Any] | None:
     """The machine's speed over the run from its two probes (``collectors.cpu.speed_probe``): the host's
     loop speed (the better of the two), times the share of the job's runnable time it spent on a CPU
     rather than waiting for one between them (1 without schedstat). Runs on one idle host score alike."""
@@ -31,7 +42,8 @@ def machine_speed(probes):
     if not by_time:
         return None
     mips = max(p["mips"] for p in by_time.values())
-    start, end = by_time.get("start", {}), by_time.get("end", {})
+    start: Probe | dict[str, Any] = by_time.get("start", {})
+    end: Probe | dict[str, Any] = by_time.get("end", {})
     share = 1.0
     if "run_ns" in start and "run_ns" in end:
         ran, waited = end["run_ns"] - start["run_ns"], end["wait_ns"] - start["wait_ns"]
@@ -41,12 +53,13 @@ def machine_speed(probes):
                    "spent on a CPU, not waiting for one (schedstat)"}
 
 
-def build(data, ctx, results):
+def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
     window = results["step_trace"]["rows"]
     rows = warmup.steady(window, ctx.warmup)  # every figure here is of the steady steps
     totals = [r["total"] / 1e6 for r in rows]
     step_ms = _percentiles(totals)
-    stages_ms, share = {}, {}
+    stages_ms: dict[str, float] = {}
+    share: dict[str, float] = {}
     if rows:
         for key, column in (("iteration_interval", "interval"), ("fp_and_bp", "fp_and_bp"), ("tail", "tail")):
             stages_ms[key] = round(float(np.mean([r[column] for r in rows])) / 1e6, 4)
@@ -87,28 +100,28 @@ def build(data, ctx, results):
     return summary
 
 
-def _per_step_cluster(data, window):
+def _per_step_cluster(data: RunData, window: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Per window step, what the cluster step compares across ranks: time in collectives (ms) and the step's end (epoch ns)."""
     in_collectives = advisor.collective_ms(data.comm)
     return {"communication": [round(in_collectives.get(r["n"], 0.0), 4) for r in window], "end_ns": [r["end"] for r in window]}
 
 
-def _lost_notes(end):
+def _lost_notes(end: End | None) -> list[str]:
     """Steps whose raw records a failed write (a full disk) lost: their time and ops are in no figure here."""
     lost = (end or {}).get("lost_steps")
-    return [f"the raw records of {lost} steps were lost ({end.get('lost_because')}): the figures are of the other steps"] if lost else []
+    return [f"the raw records of {lost} steps were lost ({end.get('lost_because')}): the figures are of the other steps"] if end and lost else []
 
 
-def _pause_notes(pauses):
+def _pause_notes(pauses: Sequence[Pause]) -> list[str]:
     """Time the agent spent on itself (profiler start-ups, torch.profiler hand-overs), said once per kind."""
-    kinds = {}
+    kinds: dict[str, list[int]] = {}  # the spans (ns) of each kind of pause
     for pause in pauses:
         kinds.setdefault(pause.get("what", "agent pause"), []).append(pause["end"] - pause["start"])
     return [f"{what} x{len(spans)}: {sum(spans) / 1e9:.2f} s in all, the agent's own (left out of the findings)"
             for what, spans in kinds.items()]
 
 
-def print_table(summary):
+def print_table(summary: Summary) -> None:
     """The short stderr table a person or a CI log reads at a glance."""
     say = log.say
     say(f"profiled {summary['steps_profiled']} of {summary['steps_total']} steps (rank {summary['rank_id']}, "

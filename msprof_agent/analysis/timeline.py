@@ -11,6 +11,11 @@ Times are microseconds from the start of the UTC day the job began (``contract.t
 in a ``time_base`` metadata event; the same on every rank of a job), written from integer nanoseconds with three decimals: a parser's
 double holds them exactly, so slices that touch on a track stay touching, not overlapping.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import orjson
 
@@ -18,7 +23,12 @@ from ..contract.names import MINDINSIGHT_HOST_TIMELINE, TIMELINE_DISPLAY, TIMELI
 from ..contract.timebase import day_base, time_base_event
 from ..writers import replacing, write_json
 from . import host_io, mstx
-from .opevents import OpEvents
+from .opevents import Keep, OpEvents
+
+if TYPE_CHECKING:
+    from ..records import Stack
+    from . import Context
+    from .rundata import RunData
 
 STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID, HOST_IO_PID, MSTX_PID = 1, 2, 3, 4, 5, 6, 7, 8, 9
 TRACK_NAMES = {STEP_PID: "Step Trace", OPS_PID: "Host Ops", DATA_PID: "Data Wait", CPU_PID: "CPU Utilization",
@@ -26,12 +36,12 @@ TRACK_NAMES = {STEP_PID: "Step Trace", OPS_PID: "Host Ops", DATA_PID: "Data Wait
                HOST_IO_PID: "Host Disk / Network", MSTX_PID: "User Marks (mstx)"}
 
 
-def _us(ns, base):
+def _us(ns: int, base: int) -> float:
     """Epoch ns as us from ``base``, rounded to the ns (the division alone could leave a last-digit error)."""
     return round((ns - base) / 1000.0, 3)
 
 
-def time_base(data, stages):
+def time_base(data: RunData, stages: Sequence[dict[str, Any]]) -> int:
     """The epoch ns a run's traces count ``ts`` from (the timeline's and the exports'): the start of the
     UTC day holding the job's start (``job_started_ns``, set when several ranks are analysed together;
     else the rank's own start), or any earlier event. Every rank of a job gets the same base, so their
@@ -47,7 +57,7 @@ def time_base(data, stages):
     return day_base(min(candidates, default=0))
 
 
-def fixed_events(data, base):
+def fixed_events(data: RunData, base: int) -> list[dict[str, Any]]:
     """Every event but the ops and the per-step tracks, as dicts."""
     events = [time_base_event(base, STEP_PID)]
     events += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}} for pid, name in TRACK_NAMES.items()]
@@ -69,7 +79,7 @@ def fixed_events(data, base):
 _STEP_EVENT = b',{"ph":"X","name":"%s","cat":"%s","pid":%d,"tid":%d,"ts":%d.%03d,"dur":%d.%03d,"args":{"step":%d}}'
 
 
-def step_events(data, stages, base):
+def step_events(data: RunData, stages: Sequence[dict[str, Any]], base: int) -> tuple[bytes, int]:
     """The step, stage and data-wait tracks, a few events per step, as bytes: formatted from a
     template (fixed names, numbers only) rather than as dicts, which cost kilobytes per step."""
     events = []
@@ -86,10 +96,11 @@ def step_events(data, stages, base):
     return b"".join(events), len(events)
 
 
-def _stack_events(samples, base):
+def _stack_events(samples: Sequence[Stack], base: int) -> list[dict[str, Any]]:
     """Sampled Python stacks as a flame chart: a frame lasts from the sample where it appeared to the
     first sample without it (samples are only taken when the stack changed)."""
-    events, open_frames = [], []  # open_frames: [(frame text, start ns)] outermost first
+    events: list[dict[str, Any]] = []
+    open_frames: list[tuple[str, int]] = []  # (frame text, start ns), outermost first
     for sample in sorted(samples, key=lambda s: s["ts"]):
         frames, now = sample["frames"], sample["ts"]
         same = 0
@@ -101,7 +112,7 @@ def _stack_events(samples, base):
     return events
 
 
-def _select_within(lengths, durations, budget):
+def _select_within(lengths: np.ndarray, durations: np.ndarray, budget: int) -> Keep:
     """Which op events stay under the byte budget: all of them (a slice, no index array) when they
     fit, else the indices of the longest ops that do."""
     if lengths.sum() <= budget:
@@ -110,22 +121,26 @@ def _select_within(lengths, durations, budget):
     return np.sort(order[np.cumsum(lengths[order]) <= budget])
 
 
-def write_trace(path, head, tail, events, durations, limit_mb):
+def write_trace(path: str, head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None,
+                limit_mb: int) -> tuple[Keep, int, int]:
     """Write ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail`` as one
     file, atomically; returns (the kept ops, how many, the file's size). ``head`` ends inside an array
     holding at least one event: each op event starts with its comma."""
-    keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail)) if events else slice(0)
-    kept = len(events.lengths) if events and isinstance(keep, slice) else (0 if not events else len(keep))
-    size = len(head) + len(tail) + (events.size(keep) if kept else 0)
+    keep: Keep = slice(0)
+    kept = 0
+    if events is not None and durations is not None:  # the callers pass both or neither
+        keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail))
+        kept = len(events.lengths) if isinstance(keep, slice) else len(keep)
+    size = len(head) + len(tail) + (events.size(keep) if events is not None and kept else 0)
     with replacing(path, size) as handle:
-        if kept:
+        if events is not None and kept:
             events.write_file(handle.fileno(), head, keep, tail, size)
         else:
             handle.write(head + tail)
     return keep, kept, size
 
 
-def write(data, ctx, stages):
+def write(data: RunData, ctx: Context, stages: list[dict[str, Any]]) -> dict[str, Any]:
     device = timeline_device(data.meta.get("device_target", "CPU"))
     limit_mb = data.options.timeline_limit
     base = time_base(data, stages)

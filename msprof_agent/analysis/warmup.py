@@ -12,22 +12,32 @@ pauses (the profiler's start-up at a window's first step is ours, not the job's 
 Warm-up steps stay in the step trace CSV and the timeline; the summary's means, percentiles,
 verdict and suggestions, MFU, and compare's noise read the steady steps only.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
 from .stats import median
+
+if TYPE_CHECKING:
+    from ..contract.summary import WarmupStep
+    from .rundata import RunData
 
 FACTOR = 1.5
 MIN_EXCESS_MS = 1.0
 MIN_STEPS = 4
+Row = TypeVar("Row", bound=Mapping[str, Any])  # a step trace row or a step record: anything with ``n``
 RULE = (f"leading steps each over {FACTOR:g}x the median of the window's later half and over {MIN_EXCESS_MS:g} ms "
         f"beyond it (at most half the window, {MIN_STEPS}+ steps)")
 
 
-def detect(numbers, totals_ms):
+def detect(numbers: Sequence[int], totals_ms: Sequence[float]) -> list[WarmupStep]:
     """The warm-up steps among a window's steps (their numbers and total times, in order) as
     ``[{"step", "ms", "why"}]``."""
     if len(totals_ms) < MIN_STEPS:
         return []
     steady = median(totals_ms[len(totals_ms) // 2:])
-    found = []
+    found: list[WarmupStep] = []
     for n, ms in zip(numbers[:len(totals_ms) // 2], totals_ms):
         if ms <= FACTOR * steady or ms - steady <= MIN_EXCESS_MS:
             break
@@ -37,7 +47,7 @@ def detect(numbers, totals_ms):
     return found
 
 
-def of_window(data):
+def of_window(data: RunData) -> list[WarmupStep]:
     """The warm-up steps of the run (``data.steps``, from its first step) that lie in the window."""
     run = data.steps
     if not run or run[0]["n"] != 1:  # the run's first steps were not recorded: no leading steps to judge
@@ -47,7 +57,7 @@ def of_window(data):
     return [w for w in detect([s["n"] for s in run], totals) if w["step"] in window]
 
 
-def steady(rows, warmup):
+def steady(rows: Iterable[Row], warmup: Iterable[WarmupStep]) -> list[Row]:
     """The rows (dicts with ``n``) that are not warm-up steps."""
     left_out = {w["step"] for w in warmup}
     return [r for r in rows if r["n"] not in left_out] if left_out else list(rows)

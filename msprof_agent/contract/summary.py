@@ -29,6 +29,7 @@ class Percentiles(TypedDict):
 class WarmupStep(TypedDict):
     step: int
     ms: float
+    why: str  # how far over the steady median it was (``analysis.warmup.detect``)
 
 
 class Summary(TypedDict, total=False):
