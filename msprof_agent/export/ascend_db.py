@@ -7,10 +7,14 @@ memory samples as CPU_USAGE / HOST_MEM_USAGE. Tables for data never collected (N
 MSTX) are not written. One transaction into a temporary file renamed into place; indexes are built
 after the inserts, which is cheaper than keeping them up to date row by row.
 """
+from __future__ import annotations
+
 import contextlib
 import os
 import sqlite3
 import tempfile
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -18,6 +22,12 @@ from ..analysis import GROUP, collectives, counted_op_mask
 from ..contract import names
 from . import ascend_dir, framework_profile
 from .ascend_text import step_table
+
+if TYPE_CHECKING:
+    from ..analysis import Overlap, Run
+    from ..analysis.rundata import RunData
+
+T = TypeVar("T")
 
 NAME = "db"
 
@@ -54,14 +64,14 @@ INDEXES = (("TASK", "startNs"), ("PYTORCH_API", "startNs"), ("COMMUNICATION_OP",
            ("HOST_MEM_USAGE", "timestampNs"))
 
 
-def file_name(data):
+def file_name(data: RunData) -> str:
     return names.rank_file(names.ASCEND_DB, data.rank, framework=framework_profile(data).db_framework)
 
 
 class _Strings:
     """STRING_IDS: the op names and types first (their codes offset), then any other text on demand."""
 
-    def __init__(self, data):
+    def __init__(self, data: RunData) -> None:
         self.values = [""]
         self.ids = {"": 0}
         if data.op_count:
@@ -69,24 +79,24 @@ class _Strings:
             self.type_base = self._block(data.op_types.tolist())
             self.shape_base = self._block([s or "" for s in data.ops.code_values["shape"]])
 
-    def _block(self, values):
+    def _block(self, values: Iterable[Any]) -> int:
         base = len(self.values)
         self.values += [str(v) for v in values]
         return base
 
-    def __call__(self, text):
-        text = str(text)
+    def __call__(self, value: object) -> int:
+        text = str(value)
         if text not in self.ids:
             self.ids[text] = len(self.values)
             self.values.append(text)
         return self.ids[text]
 
 
-def target(run):
+def target(run: Run) -> str:
     return ascend_dir(run)
 
 
-def write(run, root):
+def write(run: Run, root: str) -> dict[str, Any]:
     data, overlap = run.data, run.overlap
     out = os.path.join(root, names.ASCEND_OUTPUT)
     api_tables = framework_profile(data).api_tables
@@ -97,12 +107,12 @@ def write(run, root):
     return dict(counts, file=file_name(data))
 
 
-def _step_trace(db, overlap):
+def _step_trace(db: sqlite3.Connection, overlap: Overlap) -> None:
     db.execute(f"CREATE TABLE StepTraceTime ({', '.join(c + ' NUMERIC' for c in STEP_TRACE_COLUMNS)})")
     db.executemany(f"INSERT INTO StepTraceTime VALUES ({', '.join('?' * len(STEP_TRACE_COLUMNS))})", step_table(overlap))
 
 
-def _write_db(path, fill, indexes):
+def _write_db(path: str, fill: Callable[[sqlite3.Connection], T], indexes: Iterable[tuple[str, str]]) -> T:
     """A database built by ``fill`` in one transaction into a temporary file renamed into place."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
@@ -128,7 +138,7 @@ def _write_db(path, fill, indexes):
     return result
 
 
-def _fill(db, data, overlap):
+def _fill(db: sqlite3.Connection, data: RunData, overlap: Overlap) -> dict[str, int]:
     meta = data.meta
     api_tables = framework_profile(data).api_tables
     for table, columns in TABLES.items():
@@ -161,7 +171,7 @@ def _fill(db, data, overlap):
     return {"tasks": tasks, "collectives": len(calls)}
 
 
-def _insert_rows(db, table, row, values):
+def _insert_rows(db: sqlite3.Connection, table: str, row: str, values: np.ndarray) -> None:
     """Insert a row per line of the int64 matrix ``values`` into ``table``, ``ROWS_PER_INSERT`` rows per statement:
     SQLite's cost is per statement run far more than per value bound. ``row`` is the SQL of one row, ``{0}``,
     ``{1}``... standing for the line's values and ``{id}`` for its line number counted from 1 (one parameter
@@ -169,7 +179,7 @@ def _insert_rows(db, table, row, values):
     width = values.shape[1]
     numbered = "{id}" in row  # a statement's parameters are exactly those it names
 
-    def statement(rows):
+    def statement(rows: int) -> str:
         marks = [row.format(*(f"?{r * width + c + 1}" for c in range(width)), id=f"?{rows * width + 1} + {r}") for r in range(rows)]
         return f"INSERT INTO {table} VALUES {', '.join(marks)}"
 
@@ -184,7 +194,7 @@ def _insert_rows(db, table, row, values):
         db.execute(statement(len(values) - whole), values[whole:].reshape(-1).tolist() + [whole + 1] * numbered)
 
 
-def _ops(db, data, strings, pid, api_tables):
+def _ops(db: sqlite3.Connection, data: RunData, strings: _Strings, pid: int, api_tables: bool) -> int:
     """TASK + COMPUTE_TASK_INFO (and PYTORCH_API) rows of the host ops in the profiled steps, as the op tables count them.
 
     Rows go straight into the tables, many per statement (``_insert_rows``), each binding only the values

@@ -14,7 +14,10 @@ transport in ``communication_matrix.json``'s ``Transport Type`` (``TCP``). The h
 wait for a slower peer from the transfer inside one call, so ``Wait Time`` is 0 and ``Transit Time``
 is the call's whole duration; the slow-rank view comes from ``step_trace_time.csv``'s Computing.
 """
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -36,6 +39,10 @@ from ..contract import names
 from ..writers import write_csv, write_json
 from . import ascend_dir, framework_profile
 
+if TYPE_CHECKING:
+    from ..analysis import Overlap, Run
+    from ..analysis.rundata import RunData
+
 NAME = "text"
 
 STEP_HEADER = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
@@ -48,15 +55,15 @@ BANDWIDTH_LABEL = "RDMA"  # see the module docstring
 MB = 1 << 20
 
 
-def _us(ns):
+def _us(ns: int) -> float:
     return round(ns / 1000.0, 3)
 
 
-def target(run):
+def target(run: Run) -> str:
     return ascend_dir(run)
 
 
-def write(run, root):
+def write(run: Run, root: str) -> dict[str, Any]:
     data, overlap = run.data, run.overlap
     out = os.path.join(root, names.ASCEND_OUTPUT)
     rank, pretty = run.ctx.rank, run.ctx.pretty
@@ -77,28 +84,28 @@ def write(run, root):
     return {"steps": len(overlap.rows), "trace_view": trace}
 
 
-def step_table(overlap):
+def step_table(overlap: Overlap) -> list[list[float]]:
     """step_trace_time.csv's rows, µs (the database's StepTraceTime holds the same)."""
     return [[r["n"], _us(r["computing"]), _us(r["comm_alone"]), _us(r["overlapped"]), _us(r["communication"]), _us(r["free"]),
              _us(r["end"] - r["start"]), 0, _us(r["comm_alone"]), _us(r["preparing"])] for r in overlap.rows]
 
 
-def metadata(data):
+def metadata(data: RunData) -> dict[str, Any]:
     """World size and rank; ``distributed_args`` (which msprof-analyze checks: dp * pp * tp = world size)
     only when the run recorded its parallel sizes."""
     meta = data.meta
-    result = {"rank": data.rank, "world_size": meta.get("rank_size", 1), "framework": meta.get("framework"), "agent": "msprof-agent"}
+    result: dict[str, Any] = {"rank": data.rank, "world_size": meta.get("rank_size", 1), "framework": meta.get("framework"), "agent": "msprof-agent"}
     sizes = {key: meta[key] for key in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size") if meta.get(key)}
     if sizes:
         result["distributed_args"] = dict(sizes, world_size=result["world_size"], rank=data.rank)
     return result
 
 
-def overlap_events(overlap, base):
+def overlap_events(overlap: Overlap, base: int) -> tuple[list[dict[str, Any]], bytes]:
     """The ``Overlap Analysis`` process: per step one Computing, Communication, Communication(Not Overlapped)
     and Free event, each as long as the step's total of that kind (what the advisor sums), placed from the
     first such interval of the step, ``ts`` from ``base`` (epoch ns). One event per interval would be one per op on a host run."""
-    events = [{"ph": "M", "name": "process_name", "pid": OVERLAP_PID, "tid": 0, "args": {"name": "Overlap Analysis"}}]
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": OVERLAP_PID, "tid": 0, "args": {"name": "Overlap Analysis"}}]
     events += [{"ph": "M", "name": "thread_name", "pid": OVERLAP_PID, "tid": tid, "args": {"name": name}} for tid, name in enumerate(OVERLAP_TRACKS)]
     firsts = [_first_within(starts, ends, overlap.rows) for starts, ends in (overlap.computing, overlap.communication, overlap.comm_alone)]
     firsts.append(overlap.first_free())
@@ -113,15 +120,16 @@ def overlap_events(overlap, base):
     return events, b"".join(parts)
 
 
-def _first_within(starts, ends, rows):
+def _first_within(starts: np.ndarray, ends: np.ndarray, rows: list[dict[str, int]]) -> list[int]:
     """For each step, the start of its first interval (clipped to the step), or the step's start."""
     lo = np.array([r["start"] for r in rows], dtype=np.int64)
     at = np.searchsorted(ends, lo, side="right")
     first = np.where(at < len(starts), np.maximum(starts[np.minimum(at, len(starts) - 1)] if len(starts) else lo, lo), lo)
-    return first.tolist()
+    firsts: list[int] = first.tolist()
+    return firsts
 
 
-def _trace_view(data, path, overlap):
+def _trace_view(data: RunData, path: str, overlap: Overlap) -> dict[str, int]:
     """Our timeline's tracks plus Overlap Analysis, host ops as ``cpu_op`` within the same ``timeline_limit``."""
     base = time_base(data, overlap.stages)
     fixed, overlap_bytes = overlap_events(overlap, base)
@@ -133,15 +141,16 @@ def _trace_view(data, path, overlap):
     return {"ops": kept, "bytes": size}
 
 
-def _communication(data):
+def _communication(data: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
     """communication.json and communication_matrix.json from the recorded collectives."""
     rank, world = data.rank, int(data.meta.get("rank_size") or 1)
     members = {name: group["ranks"] for name, group in communication_groups(data).items() if group["ranks"]}
-    comm, matrix = {}, {}
+    comm: dict[str, Any] = {}  # communication.json: per step, its collectives' entries
+    matrix: dict[str, Any] = {}  # communication_matrix.json: per step, each collective's links
     for step, key, call in collectives(data):
         ms, size_mb = call["dur"] / 1e6, (call.get("bytes") or 0) / MB
         bandwidth = round(size_mb / 1024 / (ms / 1000), 4) if ms else 0.0
-        entry = {"Communication Time Info": {
+        entry: dict[str, Any] = {"Communication Time Info": {
             "Start Timestamp(us)": _us(call["start"]), "Elapse Time(ms)": round(ms, 6), "Transit Time(ms)": round(ms, 6),
             "Wait Time(ms)": 0.0, "Synchronization Time(ms)": 0.0, "Idle Time(ms)": 0.0, "Wait Time Ratio": 0.0, "Synchronization Time Ratio": 0.0},
             "Communication Bandwidth Info": {BANDWIDTH_LABEL: {
@@ -164,7 +173,7 @@ def _communication(data):
     return comm, matrix
 
 
-def op_statistic(data):
+def op_statistic(data: RunData) -> list[list[Any]]:
     """Host op types in the profiled steps: count and self time (µs), as the rank's op tables count them."""
     if not data.op_count:
         return []

@@ -5,8 +5,11 @@ one ``ProfilerStep#N`` (``user_annotation``) per profiled step on the main threa
 on the same time base as our timeline (``timeline.time_base``, its ``time_base`` metadata event). The directory
 holds only these traces: HTA reads every JSON there.
 """
+from __future__ import annotations
+
 import json
 import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -15,10 +18,14 @@ from ..analysis import DEVICE_PID, OPS_PID, OpEvents, fixed_events, time_base, w
 from ..contract.names import HTA_TRACE
 from . import framework_profile, hta_dir
 
+if TYPE_CHECKING:
+    from ..analysis import Run
+    from ..analysis.rundata import RunData
+
 NAME = "hta"
 
 
-def _main_thread(data):
+def _main_thread(data: RunData) -> Any:
     """The thread the steps run on: the one with most ops (thread 1 when there are none)."""
     if not data.op_count:
         return 1
@@ -26,11 +33,11 @@ def _main_thread(data):
     return data.ops.code_values["tid"][tid_id]
 
 
-def target(run):
+def target(run: Run) -> str | None:
     return hta_dir(run) if framework_profile(run.data).hta_trace else None
 
 
-def write(run, directory):
+def write(run: Run, directory: str) -> dict[str, Any]:
     data, stages = run.data, run.results["step_trace"]["rows"]
     meta = data.meta
     rank, world = data.rank, int(meta.get("rank_size") or 1)
