@@ -10,20 +10,28 @@ The MindSpore Profiler guide's timeline filters, as applied to our ``*_timeline_
 Each file's times count from its own base (``contract.timebase.time_base_event``); the merged file's count from
 the earliest of them, recorded once, so ranks line up and stay exact.
 """
+from __future__ import annotations
+
 import os
 import re
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..contract.names import timeline_file
 from ..contract.timebase import rebase, time_base_event, timeline_base
 
+if TYPE_CHECKING:
+    from .sections import Run
+
 _SUMMARY_PROCESS = re.compile(r"step|overlap|communicat|hccl|data|queue", re.I)
 _GRAPH_THREAD = re.compile(r"graph", re.I)
 
 
-def _metadata_names(events, kind):
-    names = {}
+def _metadata_names(events: list[Any], kind: str) -> dict[Any, str]:
+    """The names the metadata events of KIND give: a process's by pid, a thread's by (pid, tid)."""
+    names: dict[Any, str] = {}
     for event in events:
         if isinstance(event, dict) and event.get("ph") == "M" and event.get("name") == kind:
             key = event.get("pid") if kind == "process_name" else (event.get("pid"), event.get("tid"))
@@ -31,7 +39,7 @@ def _metadata_names(events, kind):
     return names
 
 
-def _load(path):
+def _load(path: str) -> list[Any]:
     with open(path, "rb") as handle:
         events = orjson.loads(handle.read())
     if isinstance(events, dict):  # the object form {"traceEvents": [...]} is valid Trace Event JSON too
@@ -41,9 +49,9 @@ def _load(path):
     return events
 
 
-def _graph_tracks(events, pids):
+def _graph_tracks(events: list[Any], pids: Collection[Any]) -> dict[tuple[Any, Any], Any]:
     """For merging: (pid, tid) of each graph-named thread in ``pids`` -> the first such tid of its process."""
-    target = {}
+    target: dict[tuple[Any, Any], Any] = {}
     for (pid, tid), tname in sorted(_metadata_names(events, "thread_name").items(), key=repr):
         if pid in pids and _GRAPH_THREAD.search(tname):
             first = next((t for (p, _), t in target.items() if p == pid), tid)
@@ -51,9 +59,10 @@ def _graph_tracks(events, pids):
     return target
 
 
-def build(run, ranks, kind="summary", merge=False):
+def build(run: Run, ranks: list[int], kind: str = "summary", merge: bool = False) -> tuple[list[Any], list[str]]:
     """Return (events, problems): the merged array and a list of per-rank reasons something was left out."""
-    loaded, problems = [], []
+    loaded: list[tuple[int, list[Any], int]] = []  # (rank, its events, their time base)
+    problems: list[str] = []
     next_pid = 1  # Perfetto treats pid 0 as the kernel's idle task
     for rank in ranks:
         directory = run.ranks[rank]
@@ -78,7 +87,7 @@ def build(run, ranks, kind="summary", merge=False):
         names = _metadata_names(events, "process_name")
         summary_pids = {pid for pid, pname in names.items() if _SUMMARY_PROCESS.search(pname)}
         merged = _graph_tracks(events, summary_pids) if merge else {}
-        pid_map = {}
+        pid_map: dict[Any, int] = {}  # the rank's pid -> its pid in the merged file
         for event in events:
             if not isinstance(event, dict):
                 continue
@@ -102,5 +111,5 @@ def build(run, ranks, kind="summary", merge=False):
     return out, problems
 
 
-def dumps(events):
+def dumps(events: list[Any]) -> bytes:
     return orjson.dumps(events)

@@ -10,11 +10,15 @@ HTML in them), and the JSON the page's script reads through the ``json_blob`` fi
 picking, writing text with ``textContent``. jinja2 is imported on the first page rendered, so the
 server's module loads (and says what to install) without it.
 """
+from __future__ import annotations
+
 import contextlib
 import functools
 import html
 import os
 import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeGuard
 from urllib.parse import urlencode
 
 import orjson
@@ -23,7 +27,16 @@ from .. import frameworks
 from ..contract.names import SUMMARY, rank_file
 from ..contract.summary import read_summary
 from .assets import TEMPLATE_DIR, static_text
-from .sections import MAX_TABLE_ROWS, PAGES
+from .sections import MAX_TABLE_ROWS, PAGES, Loaded, Run, Section
+
+if TYPE_CHECKING:
+    import jinja2
+    from jinja2.bccache import Bucket
+    from markupsafe import Markup
+
+    from ..frameworks.profile import FrameworkProfile
+
+Column = tuple[str, str, str]  # a table's (key, title, kind): kind 'text'|'num'|'count'|'pct'
 
 PAGE_TITLES = {"overview": "Overview", "steps": "Step trace", "operators": "Operators", "data": "Data preparation",
                "resources": "Resources", "cluster": "Cluster"}
@@ -50,7 +63,7 @@ FILLED_BY = {
 }
 
 
-def profile_of_run(sections):
+def profile_of_run(sections: Loaded) -> FrameworkProfile:
     """The run's framework profile, from its profiler_info or summary; MindSpore's when neither names a known framework."""
     for name in ("info", "summary"):
         section = sections.get(name)
@@ -59,12 +72,12 @@ def profile_of_run(sections):
     return frameworks.MINDSPORE
 
 
-def hints(profile):
+def hints(profile: FrameworkProfile) -> dict[str, str]:
     """FILLED_BY in one framework's words: {section: sentence}."""
     return dict(FILLED_BY, **profile.hints)
 
 
-def info_rows(info, profile):
+def info_rows(info: Section | None, profile: FrameworkProfile) -> list[tuple[str, Any]]:
     """The run card's rows from profiler_info, in the framework's words: its version, and its mode (torch's
     is always eager, MindSpore's the run's context mode)."""
     data = info["data"] if ok(info) and isinstance(info["data"], dict) else {}
@@ -76,12 +89,12 @@ def info_rows(info, profile):
     return [(key, value) for key, value in rows if value not in (None, "")]
 
 
-def plot_text(value):
+def plot_text(value: object) -> str:
     """Plotly renders a subset of HTML in labels and hover text; entities show as the plain characters."""
     return html.escape("" if value is None else str(value), quote=False)
 
 
-def json_blob(value):
+def json_blob(value: object) -> Markup:
     """JSON safe to place inside <script type="application/json">: no '<', '>' or '&' survives.
     NaN and infinities, which JSON cannot hold, become null (orjson does that by itself)."""
     from markupsafe import Markup
@@ -90,7 +103,7 @@ def json_blob(value):
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-def fmt(value, digits=3):
+def fmt(value: object, digits: int = 3) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -98,32 +111,33 @@ def fmt(value, digits=3):
     return str(value)
 
 
-def count(value):
+def count(value: object) -> str:
     """Counts are stored as floats in the CSVs; whole ones show without decimals."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return fmt(value)
 
 
-def pct(value):
+def pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
 
 
-def short(text, limit=32):
+def short(text: object, limit: int = 32) -> str:
+    """TEXT cut to LIMIT characters, an ellipsis last where it was longer."""
     text = str(text)
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def run_label(run_id):
+def run_label(run_id: str) -> str:
     return "(the summary directory itself)" if run_id == "." else run_id
 
 
-def run_url(page_name, run_id, rank):
+def run_url(page_name: str, run_id: str, rank: int) -> str:
     return f"/run/{page_name}?" + urlencode({"run": run_id, "rank": rank})
 
 
 @functools.cache
-def environment():
+def environment() -> jinja2.Environment:
     """The template environment: autoescaping on, None prints as nothing, a misspelt name fails loudly.
 
     Compiled templates are kept in jinja2's per-user cache folder (under the temp dir, owner-only): the
@@ -133,22 +147,23 @@ def environment():
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, finalize=lambda value: "" if value is None else value,
-                             bytecode_cache=_compiled_cache(jinja2))
+                             bytecode_cache=_compiled_cache())
     env.filters.update(json_blob=json_blob, fmt=fmt, count=count, pct=pct)
     env.tests["ok"] = ok
     env.globals.update(run_url=run_url, run_label=run_label, PAGE_TITLES=PAGE_TITLES, STAGES=STAGES)
     return env
 
 
-def _compiled_cache(jinja2):
+def _compiled_cache() -> jinja2.BytecodeCache | None:
     """jinja2's file cache of compiled templates, where a folder it cannot use costs only the compile it would save."""
+    import jinja2
 
     class QuietCache(jinja2.FileSystemBytecodeCache):
-        def load_bytecode(self, bucket):
+        def load_bytecode(self, bucket: Bucket) -> None:
             with contextlib.suppress(OSError):
                 super().load_bytecode(bucket)
 
-        def dump_bytecode(self, bucket):
+        def dump_bytecode(self, bucket: Bucket) -> None:
             with contextlib.suppress(OSError):
                 super().dump_bytecode(bucket)
 
@@ -158,28 +173,30 @@ def _compiled_cache(jinja2):
         return None
 
 
-def render(template, **context):
+def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
 
 class Page:
     """The chart specs and JSON blobs of one page (or of a report holding several); templates place the charts."""
 
-    def __init__(self):
-        self.charts, self.blobs = {}, {}
+    def __init__(self) -> None:
+        self.charts: dict[str, dict[str, Any]] = {}  # plotly figure specs by chart id
+        self.blobs: dict[str, Any] = {}  # JSON the page's script reads, by id
 
-    def chart(self, chart_id, data, layout):
-        base = {"margin": {"l": 50, "r": 20, "t": 36, "b": 40}, "height": 300, "font": {"size": 12}}
+    def chart(self, chart_id: str, data: list[dict[str, Any]], layout: dict[str, Any]) -> str:
+        base: dict[str, Any] = {"margin": {"l": 50, "r": 20, "t": 36, "b": 40}, "height": 300, "font": {"size": 12}}
         base.update(layout)
         self.charts[chart_id] = {"data": data, "layout": base}
         return chart_id
 
 
-def ok(section):
+def ok(section: Section | None) -> TypeGuard[Section]:
     return section is not None and section["status"] == "ok"
 
 
-def table(table_id, columns, rows, search_keys=(), limit=None):
+def table(table_id: str, columns: Sequence[Column], rows: Sequence[Mapping[str, Any]], search_keys: Iterable[str] = (),
+          limit: int | None = None) -> dict[str, Any]:
     """A sortable table's cells: columns (key, title, kind) with kind 'text'|'num'|'count'|'pct'; rows: dicts.
     Each cell carries its sort value (data-v) and its shown text; the page shows the first ``limit`` rows
     (default MAX_TABLE_ROWS)."""
@@ -202,7 +219,7 @@ def table(table_id, columns, rows, search_keys=(), limit=None):
 
 # ---- charts shared by pages -------------------------------------------------------------------------
 
-def stage_bar(page, chart_id, stages, title):
+def stage_bar(page: Page, chart_id: str, stages: Mapping[str, float | None], title: str) -> str:
     """The step trace bar: one stacked horizontal bar of interval / forward+backward / tail."""
     data = []
     for key, label in STAGES:
@@ -217,7 +234,7 @@ def stage_bar(page, chart_id, stages, title):
                                        "legend": {"orientation": "h", "y": -0.35, "traceorder": "normal"}})
 
 
-def op_type_charts(page, prefix, op_types, limit=20):
+def op_type_charts(page: Page, prefix: str, op_types: Sequence[Mapping[str, Any]], limit: int = 20) -> tuple[str, str]:
     """A pie and a bar (hidden until toggled) of the top operator types; returns the two chart ids. Each
     share is the table's (of all op time): the pie's last slice holds the types beyond the top ones."""
     top, rest = op_types[:limit], op_types[limit:]
@@ -243,9 +260,9 @@ def op_type_charts(page, prefix, op_types, limit=20):
     return pie, bar
 
 
-def step_numbers(steps):
+def step_numbers(steps: object) -> list[int]:
     """The step numbers of a finding's ``evidence["steps"]``: step numbers, or ``[first, last]`` ranges."""
-    numbers = set()
+    numbers: set[int] = set()
     for item in steps if isinstance(steps, list) else []:
         if isinstance(item, list) and len(item) == 2 and all(isinstance(n, int) for n in item):
             numbers.update(range(item[0], item[1] + 1))
@@ -256,7 +273,7 @@ def step_numbers(steps):
 
 # ---- documents --------------------------------------------------------------------------------------
 
-def page_body(page, name, run, rank, sections, report=False):
+def page_body(page: Page, name: str, run: Run, rank: int, sections: Loaded, report: bool = False) -> Markup:
     """One page's cards, rendered from templates/<name>.html with what its view computed, in the run's framework's words."""
     from .pages import VIEWS  # the pages import this module's helpers
 
@@ -271,7 +288,7 @@ def page_body(page, name, run, rank, sections, report=False):
 RANK_BAR_ALL = 16  # up to this many ranks the bar links each; past it, the first, last and this rank's neighbours
 
 
-def rank_bar(ranks, rank):
+def rank_bar(ranks: Iterable[int], rank: int) -> Sequence[int | None]:
     """The ranks the page's rank bar links, None where it skips some: all of a few, else the first and last
     two and this rank's neighbours (a thousand links would outweigh the page)."""
     ordered = sorted(ranks)
@@ -279,50 +296,50 @@ def rank_bar(ranks, rank):
         return ordered
     at = ordered.index(rank)
     keep = sorted(set(range(2)) | set(range(len(ordered) - 2, len(ordered))) | set(range(max(at - 2, 0), min(at + 3, len(ordered)))))
-    bar = []
-    for before, i in zip([None] + keep, keep):
+    bar: list[int | None] = []
+    for before, i in zip([None, *keep], keep):
         if before is not None and i > before + 1:
             bar.append(None)
         bar.append(ordered[i])
     return bar
 
 
-def run_page(run, rank, page_name, loaded):
+def run_page(run: Run, rank: int, page_name: str, loaded: Loaded) -> str:
     page = Page()
     body = page_body(page, page_name, run, rank, loaded)
     return render("run.html", run=run, rank=rank, page_name=page_name, pages=PAGES, body=body, page=page, rank_bar=rank_bar(run.ranks, rank))
 
 
-def run_row(run):
+def run_row(run: Run) -> dict[str, Any]:
     """The runs index's row of one run: its first rank's summary (date from the file), or blanks where it has none."""
     rank = min(run.ranks)
     directory = run.ranks[rank]
     try:
-        summary = read_summary(directory, rank)
-        date = os.path.getmtime(os.path.join(directory, rank_file(SUMMARY, rank)))
+        read: object = read_summary(directory, rank)  # any JSON value: checked below
+        date: float | None = os.path.getmtime(os.path.join(directory, rank_file(SUMMARY, rank)))
     except (OSError, ValueError):
-        summary, date = {}, None
-    summary = summary if isinstance(summary, dict) else {}
+        read, date = {}, None
+    summary: Mapping[str, Any] = read if isinstance(read, dict) else {}
     return {"date": date, "date_text": time.strftime("%Y-%m-%d %H:%M", time.localtime(date)) if date else "—",
             "framework": summary.get("framework"), "steps": summary.get("steps_profiled"),
             "p50": (summary.get("step_time_ms") or {}).get("p50"), "verdict": summary.get("verdict")}
 
 
-def index_page(base, runs):
+def index_page(base: str, runs: Mapping[str, Run]) -> str:
     return render("index.html", base=base, runs=[(run_id, runs[run_id], run_row(runs[run_id])) for run_id in sorted(runs)])
 
 
-def error_page(status, message):
+def error_page(status: int, message: str) -> str:
     return render("error.html", status=status, message=message)
 
 
-def report_pages(run):
+def report_pages(run: Run) -> tuple[str, ...]:
     """The viewer's pages one rank's report carries: all but the cluster page, which lives once in the job's
     cluster summary and the viewer, so a report is the same size whatever the number of ranks."""
     return tuple(name for name in PAGES if name != "cluster")
 
 
-def report(run, rank, loaded_pages, plotly_js):
+def report(run: Run, rank: int, loaded_pages: Mapping[str, Loaded], plotly_js: str) -> str:
     """report.html: every page the viewer has for one rank, in one offline file."""
     page = Page()
     bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in report_pages(run)]

@@ -9,6 +9,8 @@ viewer script inlined, so it opens from a CI artifact or a mail with no network 
 It is written inside the training process, where only the agent's core dependencies may be installed:
 without the viewer extra (jinja2 renders it, plotly draws it) ``write_report`` raises ``ViewerExtraMissing``.
 """
+from __future__ import annotations
+
 import os
 
 from ..contract.names import REPORT as REPORT_NAME
@@ -21,11 +23,11 @@ class ViewerExtraMissing(Exception):
     """The report cannot be written here: jinja2 or plotly is not installed."""
 
 
-def write_report(profiler_dir, rank):
+def write_report(profiler_dir: str, rank: int | str) -> str:
     """Write the rank's report into ``profiler_dir`` (atomically) and return its path."""
     js_path = plotly_js_path()
     missing = [name for name, gone in (("jinja2", template_engine_missing()), ("plotly", js_path is None)) if gone]
-    if missing:
+    if missing or js_path is None:
         verb = "is" if len(missing) == 1 else "are"
         raise ViewerExtraMissing(f"report.html skipped: {' and '.join(missing)} {verb} not installed ({INSTALL_VIEWER})")
     from . import render, sections

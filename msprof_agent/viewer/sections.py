@@ -4,9 +4,13 @@ Every reader returns a *section*: ``{"status": "ok"|"missing"|"error", "file", "
 page shows "not collected" for a missing file and an error for a malformed or half-written one, and one
 bad file never takes down a page or the server. Nothing here writes.
 """
+from __future__ import annotations
+
 import contextlib
 import os
 import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, TypedDict
 
 from ..contract import names, readers
 
@@ -14,23 +18,35 @@ _INFO_RE = names.rank_pattern(names.PROFILER_INFO)
 MAX_TABLE_ROWS = 5000  # per table on a page; the API still returns every row
 
 
+class Section(TypedDict):
+    """One contract file as a page reads it: ``data`` is its reader's result (``contract.readers``)."""
+    status: Literal["ok", "missing", "error"]
+    file: str | None
+    data: Any
+    error: str | None
+
+
+Parse = Callable[[bytes], Any]  # a ``contract.readers`` reader
+Loaded = dict[str, Any]  # a page's sections by name (``load_page``): Sections, and step_timeline / timeline_file where it has them
+
+
 class Run:
     """One profiled job: its id (path relative to the base, '/' separated) and the profiler dir of each rank."""
 
-    def __init__(self, run_id, ranks):
+    def __init__(self, run_id: str, ranks: dict[int, str]) -> None:
         self.id = run_id
         self.ranks = ranks  # {rank: absolute profiler dir}
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {"run": self.id, "ranks": sorted(self.ranks)}
 
 
-def _inside(path, base_real):
+def _inside(path: str, base_real: str) -> bool:
     real = os.path.realpath(path)
     return real == base_real or real.startswith(base_real.rstrip(os.sep) + os.sep)
 
 
-def _run_key(directory):
+def _run_key(directory: str) -> str:
     """Group ``job/rank_N/profiler`` and ``job/profiler`` under ``job``; any other holder is its own run."""
     parent, name = os.path.split(directory)
     if name == names.RUN_FOLDER:
@@ -39,10 +55,10 @@ def _run_key(directory):
     return directory
 
 
-def scan(base):
+def scan(base: str) -> dict[str, Run]:
     """All runs under ``base`` at any depth, keyed by id (export folders are no runs). Symlinks are not followed out of ``base``."""
     base_real = os.path.realpath(base)
-    groups = {}
+    groups: dict[str, dict[int, str]] = {}  # run key -> {rank: profiler dir}
     for directory, subdirs, files in os.walk(base_real, followlinks=False):
         # the exports' folders (export_type) hold other tools' copies of a run, not runs
         subdirs[:] = sorted(d for d in subdirs if _inside(os.path.join(directory, d), base_real) and not names.ASCEND_FOLDER_RE.match(d))
@@ -56,26 +72,27 @@ def scan(base):
         for rank in ranks:
             group.setdefault(rank, directory)
     runs = {}
-    for key, ranks in groups.items():
+    for key, rank_dirs in groups.items():
         rel = os.path.relpath(key, base_real).replace(os.sep, "/")
-        runs[rel] = Run(rel, ranks)
+        runs[rel] = Run(rel, rank_dirs)
     return runs
 
 
 class RunIndex:
     """Scan results cached for a moment; a miss rescans, so new runs appear without a restart."""
 
-    def __init__(self, base, ttl=2.0):
+    def __init__(self, base: str, ttl: float = 2.0) -> None:
         self.base = os.path.realpath(base)
         self.ttl = ttl
-        self._runs, self._at = {}, 0.0
+        self._runs: dict[str, Run] = {}
+        self._at = 0.0
 
-    def runs(self, fresh=False):
+    def runs(self, fresh: bool = False) -> dict[str, Run]:
         if fresh or time.monotonic() - self._at > self.ttl:
             self._runs, self._at = scan(self.base), time.monotonic()
         return self._runs
 
-    def get(self, run_id):
+    def get(self, run_id: str) -> Run | None:
         run = self.runs().get(run_id)
         if run is None:
             run = self.runs(fresh=True).get(run_id)
@@ -84,15 +101,15 @@ class RunIndex:
 
 # ---- sections ---------------------------------------------------------------------------------------
 
-def _section(status, file=None, data=None, error=None):
+def _section(status: Literal["ok", "missing", "error"], file: str | None = None, data: Any = None, error: str | None = None) -> Section:
     return {"status": status, "file": file, "data": data, "error": error}
 
 
-_shared = None  # {(path, mtime, size, parse): section} inside shared_reads()
+_shared: dict[tuple[str, int, int, Parse], Section] | None = None  # {(path, mtime, size, parse): section} inside shared_reads()
 
 
 @contextlib.contextmanager
-def shared_reads():
+def shared_reads() -> Iterator[None]:
     """Within the block, a file several pages show (the step trace: overview and steps) is read and
     parsed once. Sections are read-only for the renderers, so sharing them is safe."""
     global _shared
@@ -103,7 +120,7 @@ def shared_reads():
         _shared = None
 
 
-def _read_file(profiler_dir, name, parse):
+def _read_file(profiler_dir: str, name: str, parse: Parse) -> Section:
     """Read one contract file with ``parse(bytes)``; symlinks leading out of the profiler dir are refused."""
     path = os.path.join(profiler_dir, name)
     if not os.path.isfile(path):
@@ -122,12 +139,12 @@ def _read_file(profiler_dir, name, parse):
         section = _section("ok", name, parse(raw))
     except Exception as exc:  # a malformed or half-written file is shown on its page
         section = _section("error", name, error=f"{type(exc).__name__}: {exc}")
-    if key is not None:
+    if key is not None and _shared is not None:
         _shared[key] = section
     return section
 
 
-def _first(profiler_dir, candidates, parse):
+def _first(profiler_dir: str, candidates: Sequence[str], parse: Parse) -> Section:
     """The first of several alternative files that exists (e.g. cpu/gpu variants)."""
     for name in candidates:
         if os.path.isfile(os.path.join(profiler_dir, name)):
@@ -148,7 +165,7 @@ PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
 
 
 # Each section: the contract files that may hold it (first present wins) and its reader.
-SECTIONS = {
+SECTIONS: dict[str, tuple[Sequence[str], Parse]] = {
     "info": ((names.PROFILER_INFO,), readers.read_json),
     "summary": ((names.SUMMARY,), readers.read_json),
     "step_trace": ((names.STEP_TRACE,), readers.read_step_trace),
@@ -168,7 +185,7 @@ SECTIONS = {
 }
 
 
-def load_section(profiler_dir, rank, name):
+def load_section(profiler_dir: str, rank: int, name: str) -> Section:
     templates, parse = SECTIONS[name]
     section = _first(profiler_dir, [names.rank_file(template, rank) for template in templates], parse)
     if name == "step_trace" and section["status"] == "ok" and not section["data"]["steps"]:
@@ -176,11 +193,11 @@ def load_section(profiler_dir, rank, name):
     return section
 
 
-def load_page(run, rank, page):
+def load_page(run: Run, rank: int, page: str) -> Loaded:
     """The sections one page of one rank shows; the cluster page reads the job's cluster summary (no rank's
     own files), and the step trace and cluster pages the step-level timeline of their ranks."""
     directory = run.ranks[rank]
-    out = {name: load_section(directory, rank, name) for name in PAGE_SECTIONS[page]}
+    out: Loaded = {name: load_section(directory, rank, name) for name in PAGE_SECTIONS[page]}
     if page == "cluster":
         cluster = cluster_summary(run)
         slow = cluster["data"].get("slow_ranks") or [] if cluster["status"] == "ok" and isinstance(cluster["data"], dict) else []
@@ -198,12 +215,13 @@ TIMELINE_DRAW_MAX_BYTES = 64 << 20  # a larger timeline file is only offered as 
 TIMELINE_DRAW_MAX_EVENTS = 4000  # complete events drawn per page (steps first, then stages, waits, communication)
 
 
-def step_timeline(run, ranks):
+def step_timeline(run: Run, ranks: list[int]) -> dict[str, Any]:
     """The step-level complete events (steps, stages, data waits, communication) of RANKS' timeline files,
     as ``{"events": [{rank, track, name, ts, dur}], "left_out": n, "problems": [...]}``; ts and dur in us."""
     from . import merged_timeline
 
-    problems, readable = [], []
+    problems: list[str] = []
+    readable: list[int] = []
     for rank in ranks:
         name = names.timeline_file(run.ranks[rank], rank)
         if name and os.path.getsize(os.path.join(run.ranks[rank], name)) > TIMELINE_DRAW_MAX_BYTES:
@@ -211,7 +229,7 @@ def step_timeline(run, ranks):
         else:
             readable.append(rank)
     events, more = merged_timeline.build(run, readable, kind="summary") if readable else ([], [])
-    tracks = {}
+    tracks: dict[Any, str] = {}  # process name by pid, thread name by (pid, tid)
     for event in events:
         if event.get("ph") == "M" and event.get("name") in ("process_name", "thread_name"):
             key = event.get("pid") if event["name"] == "process_name" else (event.get("pid"), event.get("tid"))
@@ -229,6 +247,6 @@ def step_timeline(run, ranks):
     return {"events": drawn[:TIMELINE_DRAW_MAX_EVENTS], "left_out": max(0, len(drawn) - TIMELINE_DRAW_MAX_EVENTS), "problems": problems + more}
 
 
-def cluster_summary(run):
+def cluster_summary(run: Run) -> Section:
     """The job's cluster_summary.json (``names.cluster_dir``: one place for all its ranks)."""
     return _read_file(names.cluster_dir(next(iter(run.ranks.values()))), names.CLUSTER_SUMMARY, readers.read_json)

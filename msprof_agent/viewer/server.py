@@ -5,11 +5,14 @@ be one the scan found under the base directory, a rank one of that run's ranks, 
 from fixed patterns; static files come from a fixed table. Every request is handled inside a guard, so
 a bad file shows as an error on its page and the server keeps serving.
 """
+from __future__ import annotations
+
 import ipaddress
 import os
 import sys
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
@@ -18,29 +21,36 @@ from ..contract.names import MERGED_SUFFIX, MERGED_TIMELINE
 from . import merged_timeline, render, sections
 from .assets import INSTALL_VIEWER, STATIC_DIR, plotly_js_path, template_engine_missing
 
+Response = tuple[int, str, str | bytes, dict[str, str]]  # (status, content type, body, extra headers)
+Query = dict[str, list[str]]  # parse_qs's
+
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 
 
 class HTTPError(Exception):
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "msprof-agent-viewer"
-    index = None  # sections.RunIndex, set by make_server
+    index: sections.RunIndex  # set by make_server's subclass
     quiet = False
 
-    def log_message(self, fmt, *args):
+    def log_message(self, fmt: str, *args: Any) -> None:
         if not self.quiet:
             sys.stderr.write("msprof-agent view: " + (fmt % args) + "\n")
 
-    def do_HEAD(self):
+    def do_HEAD(self) -> None:
         self.do_GET(head=True)
 
-    def do_GET(self, head=False):
+    def do_GET(self, head: bool = False) -> None:
+        status: int
+        ctype: str
+        body: str | bytes
+        extra: dict[str, str]
         try:
             status, ctype, body, extra = self.route()
         except HTTPError as exc:
@@ -63,14 +73,14 @@ class Handler(BaseHTTPRequestHandler):
         if not head:
             self.wfile.write(body)
 
-    def _refuse(self):
+    def _refuse(self) -> None:
         self.send_error(405, "read-only viewer")
 
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
 
     # ---- routing -----------------------------------------------------------------------------------
 
-    def route(self):
+    def route(self) -> Response:
         url = urlsplit(self.path)
         query = parse_qs(url.query, keep_blank_values=True)
         path = url.path
@@ -96,7 +106,7 @@ class Handler(BaseHTTPRequestHandler):
             return 200, "text/html; charset=utf-8", render.run_page(run, rank, page_name, loaded), {}
         raise HTTPError(404, "not found")
 
-    def run_and_rank(self, query):
+    def run_and_rank(self, query: Query) -> tuple[sections.Run, int]:
         """The run named in the query, only if the scan found it under the base directory."""
         run_id = (query.get("run") or [""])[0]
         run = self.index.get(run_id)
@@ -115,17 +125,19 @@ class Handler(BaseHTTPRequestHandler):
             raise HTTPError(404, f"run {run_id!r} has no rank {rank}")
         return run, rank
 
-    def static(self, name):
-        files = {"viewer.js": ("application/javascript; charset=utf-8", os.path.join(STATIC_DIR, "viewer.js")),
+    def static(self, name: str) -> Response:
+        files: dict[str, tuple[str, str | None]] = {"viewer.js": ("application/javascript; charset=utf-8", os.path.join(STATIC_DIR, "viewer.js")),
                  "viewer.css": ("text/css; charset=utf-8", os.path.join(STATIC_DIR, "viewer.css")),
                  "plotly.min.js": ("application/javascript; charset=utf-8", plotly_js_path())}
-        if name not in files or files[name][1] is None:
-            raise HTTPError(404, "not found" if name not in files else f"plotly is not installed: {INSTALL_VIEWER}")
+        if name not in files:
+            raise HTTPError(404, "not found")
         ctype, path = files[name]
+        if path is None:
+            raise HTTPError(404, f"plotly is not installed: {INSTALL_VIEWER}")
         with open(path, "rb") as handle:
             return 200, ctype, handle.read(), {"Cache-Control": "max-age=3600"}
 
-    def timeline(self, query):
+    def timeline(self, query: Query) -> Response:
         run = self.index.get((query.get("run") or [""])[0])
         if run is None:
             raise HTTPError(404, "no such run")
@@ -149,14 +161,14 @@ class Handler(BaseHTTPRequestHandler):
         return 200, "application/json", merged_timeline.dumps(events), extra
 
 
-def make_server(summary_base_dir, host="127.0.0.1", port=8080, quiet=False):
+def make_server(summary_base_dir: str, host: str = "127.0.0.1", port: int = 8080, quiet: bool = False) -> ThreadingHTTPServer:
     """The server object (not yet serving); port 0 picks a free one. Used by serve() and the tests."""
     index = sections.RunIndex(summary_base_dir)
     handler = type("BoundHandler", (Handler,), {"index": index, "quiet": quiet})
     return ThreadingHTTPServer((host, port), handler)
 
 
-def _is_loopback(host):
+def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -165,7 +177,7 @@ def _is_loopback(host):
         return False
 
 
-def serve(summary_base_dir, host="127.0.0.1", port=8080):
+def serve(summary_base_dir: str, host: str = "127.0.0.1", port: int = 8080) -> int:
     """Serve until interrupted; returns the exit code."""
     if not os.path.isdir(summary_base_dir):
         sys.stderr.write(f"msprof-agent view: {summary_base_dir}: not a directory\n")

@@ -1,7 +1,15 @@
 """The Cluster page: the job's ranks from its cluster summary alone (findings, rank x step heatmaps, the rank table)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ..render import ok, table
 from .overview import findings_view
 from .steps import timeline_chart
+
+if TYPE_CHECKING:
+    from ..render import Page
+    from ..sections import Loaded, Run
 
 CLUSTER_COLUMNS = (("rank_id", "Rank", "count"), ("host", "Host", "text"), ("step_time_ms", "Step (ms)", "num"),
                    ("own_work_ms", "Own work (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"), ("fp_and_bp", "Fwd+bwd (ms)", "num"),
@@ -10,7 +18,7 @@ CLUSTER_TABLE_ROWS = 128  # the ranks with the most own work first; cluster_summ
 HEATMAPS = (("step_ms", "Step time (ms)"), ("own_ms", "Own work: step minus collectives (ms)"), ("comm_ms", "Waiting in collectives (ms)"))
 
 
-def cluster_page(page, run, rank, loaded, report=False):
+def cluster_page(page: Page, run: Run, rank: int, loaded: Loaded, report: bool = False) -> dict[str, Any]:
     cluster = loaded["cluster_summary"]
     data = cluster["data"] if ok(cluster) and isinstance(cluster["data"], dict) else {}
     findings = findings_view(data.get("findings"), run, rank, report)

@@ -1,16 +1,25 @@
 """The Data preparation page: the wait for data per step, the dataset pipeline's queues and its bottleneck."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from ...contract.columns import FETCH_GET
-from ..render import count, ok, plot_text, table
+from ..render import Column, count, ok, plot_text, table
 from .overview import data_stats
 
-PIPELINE_COLUMNS = (("op_id", "Id", "count"), ("op_type", "Op", "text"), ("num_workers", "Workers", "count"),
+if TYPE_CHECKING:
+    from ..render import Page
+    from ..sections import Loaded, Run
+
+PIPELINE_COLUMNS: tuple[Column, ...] = (("op_id", "Id", "count"), ("op_type", "Op", "text"), ("num_workers", "Workers", "count"),
                     ("queue_average", "Avg queue", "num"), ("queue_length", "Queue capacity", "count"),
                     ("queue_usage", "Queue usage", "pct"), ("why", "Bottleneck", "text"))
 
 
-def data_page(page, run, rank, sections):
+def data_page(page: Page, run: Run, rank: int, sections: Loaded) -> dict[str, Any]:
     queue, pipeline = sections["queue"], sections["pipeline"]
-    context = {"data_prep": data_stats(sections), "queue": queue, "pipeline": pipeline}
+    context: dict[str, Any] = {"data_prep": data_stats(sections), "queue": queue, "pipeline": pipeline}
     if ok(queue):  # a chart only over records there are: no empty axes
         q, f = queue["data"]["queue"], [r for r in queue["data"]["fetch"] if r["kind"] == FETCH_GET]
         charts = []
@@ -40,12 +49,12 @@ def data_page(page, run, rank, sections):
     return context
 
 
-def pipeline_columns(ops, marked):
+def pipeline_columns(ops: Sequence[Mapping[str, Any]], marked: Mapping[int, str]) -> list[list[dict[str, Any]]]:
     """Dataset ops laid out by depth, sources on the left: a list of columns of boxes (op, usage bar width, why)."""
     by_id = {op["op_id"]: op for op in ops}
-    depth = {}
+    depth: dict[int, int] = {}  # op id -> its depth (sources deepest)
 
-    def level(op_id, seen=()):
+    def level(op_id: int, seen: tuple[int, ...] = ()) -> int:
         if op_id in depth:
             return depth[op_id]
         op = by_id[op_id]
@@ -55,7 +64,7 @@ def pipeline_columns(ops, marked):
 
     for op_id in by_id:
         level(op_id)
-    columns = {}
+    columns: dict[int, list[Mapping[str, Any]]] = {}  # depth -> its ops
     for op_id, d in depth.items():
         columns.setdefault(d, []).append(by_id[op_id])
     return [[{"op": op, "bottleneck": op["op_id"] in marked, "why": marked.get(op["op_id"]),

@@ -1,32 +1,41 @@
 """The Operators page: by type, by operator, by operator and input shape; FLOPs."""
-from ..render import ok, op_type_charts, table
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..render import Column, ok, op_type_charts, table
+
+if TYPE_CHECKING:
+    from ..render import Page
+    from ..sections import Loaded, Run
 
 # The op tables' time is self time (nested ops left out, so shares add up to 1); "incl_ms" is the total
 # with nested ops, summed from the by-shape table where the run has one.
-TYPE_COLUMNS = (("op_type", "Type", "text"), ("occurrences", "Occurrences", "count"), ("per_step", "Per step", "count"),
+TYPE_COLUMNS: tuple[Column, ...] = (("op_type", "Type", "text"), ("occurrences", "Occurrences", "count"), ("per_step", "Per step", "count"),
                 ("total_ms", "Self (ms)", "num"), ("incl_ms", "Total (ms)", "num"), ("avg_ms", "Avg self (ms)", "num"),
                 ("percent", "Share", "pct"))
-OP_COLUMNS = (("op_name", "Operator", "text"), ("op_type", "Type", "text"), ("occurrences", "Occurrences", "count"),
+OP_COLUMNS: tuple[Column, ...] = (("op_name", "Operator", "text"), ("op_type", "Type", "text"), ("occurrences", "Occurrences", "count"),
               ("total_ms", "Self (ms)", "num"), ("incl_ms", "Total (ms)", "num"), ("avg_ms", "Avg self (ms)", "num"),
               ("proportion", "Share", "pct"), ("full_op_name", "Full name", "text"))
-SHAPE_COLUMNS = (("op_name", "Operator", "text"), ("op_type", "Type", "text"), ("input_shape", "Input shapes", "text"),
+SHAPE_COLUMNS: tuple[Column, ...] = (("op_name", "Operator", "text"), ("op_type", "Type", "text"), ("input_shape", "Input shapes", "text"),
                  ("occurrences", "Occurrences", "count"), ("self_ms", "Self (ms)", "num"), ("total_ms", "Total (ms)", "num"))
-FLOPS_COLUMNS = (("mflops_cube", "MFLOPs (cube)", "num"), ("gflops_cube", "GFLOPS (cube)", "num"),
+FLOPS_COLUMNS: tuple[Column, ...] = (("mflops_cube", "MFLOPs (cube)", "num"), ("gflops_cube", "GFLOPS (cube)", "num"),
                  ("mflops_vec", "MFLOPs (vec)", "num"), ("gflops_vec", "GFLOPS (vec)", "num"))
 
 
-def _including_nested(shapes, key):
+def _including_nested(shapes: Iterable[Mapping[str, Any]], key: str) -> dict[str, float]:
     """Total time with nested ops (ms) per op name or type, summed over the by-shape rows."""
-    totals = {}
+    totals: dict[str, float] = {}
     for row in shapes:
         totals[row[key]] = totals.get(row[key], 0.0) + (row["total_ms"] or 0.0)
     return totals
 
 
-def operators_page(page, run, rank, sections):
+def operators_page(page: Page, run: Run, rank: int, sections: Loaded) -> dict[str, Any]:
     flops_summary, types, detail, flops = sections["flops_summary"], sections["op_types"], sections["op_detail"], sections["flops"]
     shapes = sections["op_shapes"]
-    context = {"flops_summary": flops_summary, "types": types, "detail": detail, "flops": flops, "shapes": shapes}
+    context: dict[str, Any] = {"flops_summary": flops_summary, "types": types, "detail": detail, "flops": flops, "shapes": shapes}
     shape_rows = shapes["data"] if ok(shapes) else []
     by_type, by_name = _including_nested(shape_rows, "op_type"), _including_nested(shape_rows, "op_name")
     if ok(shapes):

@@ -1,20 +1,29 @@
 """The Overview page: the findings first, step time, stage split, top op types, the run and its timeline."""
+from __future__ import annotations
+
 import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..render import fmt, info_rows, ok, op_type_charts, profile_of_run, run_url, stage_bar, step_numbers
 from .steps import HOT_SPOTS_ANCHOR
 
+if TYPE_CHECKING:
+    from ..render import Page
+    from ..sections import Loaded, Run
 
-def _evidence_text(value):
+
+def _evidence_text(value: object) -> object:
+    """An evidence value as the findings card prints it: floats formatted, dicts and lists as JSON."""
     if isinstance(value, float):
         return fmt(value)
     return json.dumps(value) if isinstance(value, (dict, list)) else value
 
 
 
-def steps_text(numbers):
+def steps_text(numbers: Iterable[int]) -> str:
     """Step numbers as "3-5,9": the fragment ``#steps=...`` viewer.js reads to highlight them on the Step trace page."""
-    runs = []
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive numbers
     for n in numbers:
         if runs and n == runs[-1][1] + 1:
             runs[-1][1] = n
@@ -23,7 +32,7 @@ def steps_text(numbers):
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def page_href(page_name, run, rank, report, fragment=""):
+def page_href(page_name: str, run: Run, rank: int, report: bool, fragment: str = "") -> str:
     """A link to another page of this rank: in the report an anchor in the same file, in the viewer the page's URL.
     In the report the page's own anchor is the fragment when one is given (viewer.js scrolls to its page)."""
     if report:
@@ -31,15 +40,17 @@ def page_href(page_name, run, rank, report, fragment=""):
     return run_url(page_name, run.id, rank) + (f"#{fragment}" if fragment else "")
 
 
-def findings_view(findings, run, rank, report=False):
+def findings_view(findings: object, run: Run, rank: int, report: bool = False) -> list[dict[str, Any]]:
     """The advisor's findings as the findings card shows them: evidence as text rows, and links (label, href, kind)
     to the steps they rest on, to the Python hot spots (host work) and to a straggler's own step trace."""
     out = []
     for f in findings if isinstance(findings, list) else []:
         if not isinstance(f, dict):
             continue
-        evidence = f.get("evidence") if isinstance(f.get("evidence"), dict) else {}
-        links, numbers = [], step_numbers(evidence.get("steps"))
+        given = f.get("evidence")
+        evidence = given if isinstance(given, dict) else {}
+        links: list[tuple[str, str, str]] = []  # (label, href, kind)
+        numbers = step_numbers(evidence.get("steps"))
         if numbers:
             text = steps_text(numbers)
             label = f"step{'s' * (len(numbers) > 1)} {text.replace(',', ', ')} on the Step trace"
@@ -53,15 +64,15 @@ def findings_view(findings, run, rank, report=False):
     return out
 
 
-def data_stats(sections):
+def data_stats(sections: Loaded) -> dict[str, Any]:
     """What the data preparation card shows: the summary's wait per step and the queue file's statistics."""
     summary = sections.get("summary")
     return {"queue": sections["queue"], "wait": (summary["data"].get("data_wait_ms") or {}) if ok(summary) else None}
 
 
-def overview(page, run, rank, sections, report=False):
+def overview(page: Page, run: Run, rank: int, sections: Loaded, report: bool = False) -> dict[str, Any]:
     summary = sections.get("summary")
-    context = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [],
+    context: dict[str, Any] = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [],
                "info_rows": info_rows(sections.get("info"), profile_of_run(sections))}
     if ok(summary):
         context["suggestions"] = [{"id": sug.get("id"), "text": sug.get("text"),
@@ -71,7 +82,7 @@ def overview(page, run, rank, sections, report=False):
     st = sections["step_trace"]
     if ok(st):
         steady = summary["data"].get("stages_ms") if ok(summary) else None
-        if steady:  # the steady steps' mean, as the Run card's step time (warm-up left out)
+        if steady and ok(summary):  # the steady steps' mean, as the Run card's step time (warm-up left out)
             context["average"] = dict(steady, total=(summary["data"].get("step_time_ms") or {}).get("mean"))
             title = f"Mean of the {summary['data'].get('steady_steps')} steady steps"
         else:
@@ -80,7 +91,7 @@ def overview(page, run, rank, sections, report=False):
         context["step_chart"] = stage_bar(page, "ov-step", context["average"], title)
     if ok(sections["op_types"]):
         context["op_charts"] = op_type_charts(page, "ov-op", sections["op_types"]["data"])
-    timeline_rows = []
+    timeline_rows: list[tuple[str, Any]] = []
     if ok(summary) and isinstance(summary["data"].get("timeline"), dict):
         tl = summary["data"]["timeline"]
         timeline_rows += [("events", tl.get("events")), ("truncated", tl.get("truncated"))]

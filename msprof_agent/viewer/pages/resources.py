@@ -1,12 +1,21 @@
 """The Resources page: machine and process CPU, memory."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from ...contract.columns import CPU_BUSY_STATES
 from ...contract.readers import cpu_means
 from ..render import fmt, ok, plot_text
 
+if TYPE_CHECKING:
+    from ..render import Page
+    from ..sections import Loaded, Run
 
-def resources_page(page, run, rank, sections):
+
+def resources_page(page: Page, run: Run, rank: int, sections: Loaded) -> dict[str, Any]:
     cpu = sections["cpu"]
-    context = {"cpu": cpu, "memory": memory(page, sections)}
+    context: dict[str, Any] = {"cpu": cpu, "memory": memory(page, sections)}
     if not ok(cpu):
         return context
     c = cpu["data"]
@@ -42,7 +51,7 @@ def resources_page(page, run, rank, sections):
     return context
 
 
-def machine_states(x, dev):
+def machine_states(x: list[float], dev: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The machine's busy time stacked by state (``CPU_BUSY_STATES``), the kernel's irq/softirq rest on top
     where there is one, and busy (100 - idle) as a line: the states add up to it."""
     busy = [100 - v for v in dev.get("idle_utilization") or []]
@@ -56,10 +65,10 @@ def machine_states(x, dev):
     return traces
 
 
-def memory(page, sections):
+def memory(page: Page, sections: Loaded) -> dict[str, Any]:
     """The memory card's values: the summary's peaks, the memory summary file's scalars, the curve and its chart."""
     summary, ms, md = sections.get("summary"), sections["memory_summary"], sections["memory_details"]
-    context = {"summary_file": ms, "details": md, "peaks": None, "scalars": [], "chart": None}
+    context: dict[str, Any] = {"summary_file": ms, "details": md, "peaks": None, "scalars": [], "chart": None}
     if ok(summary) and isinstance(summary["data"].get("memory"), dict):
         context["peaks"] = summary["data"]["memory"]
     if ok(ms) and isinstance(ms["data"], dict):

@@ -1,11 +1,20 @@
 """The Step trace page: the per-step chart, the zoomable timeline of steps and stages, the step table, the Python hot spots."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from ...contract.columns import FETCH_GET
-from ..render import STAGE_COLORS, ok, plot_text, stage_bar, table
+from ..render import STAGE_COLORS, Column, ok, plot_text, stage_bar, table
+
+if TYPE_CHECKING:
+    from ..render import Page
+    from ..sections import Loaded, Run, Section
 
 
-def steps_page(page, run, rank, sections):
+def steps_page(page: Page, run: Run, rank: int, sections: Loaded) -> dict[str, Any]:
     st, points = sections["step_trace"], sections.get("point_info")
-    context = {"step_trace": st, "points": points["data"] if ok(points) and isinstance(points["data"], dict) else None,
+    context: dict[str, Any] = {"step_trace": st, "points": points["data"] if ok(points) and isinstance(points["data"], dict) else None,
                "timeline": timeline_chart(page, "st-timeline", sections["step_timeline"]), "hot_spots": None,
                "hot_spots_anchor": HOT_SPOTS_ANCHOR}
     if not ok(st):
@@ -24,11 +33,11 @@ def steps_page(page, run, rank, sections):
 
 
 HOT_SPOTS_ANCHOR = "python-hot-spots"
-HOT_SPOT_COLUMNS = (("function", "Function (file)", "text"), ("range", "Steps", "text"), ("phase", "Range", "text"),
+HOT_SPOT_COLUMNS: tuple[Column, ...] = (("function", "Function (file)", "text"), ("range", "Steps", "text"), ("phase", "Range", "text"),
                     ("self_ms", "Self (ms)", "num"), ("total_ms", "Total (ms)", "num"), ("self_ms_per_step", "Self per step (ms)", "num"))
 
 
-def hot_spots_table(summary, warmup):
+def hot_spots_table(summary: object, warmup: Sequence[int]) -> dict[str, Any] | None:
     """The summary's ``python_hot_spots`` (sampled self and total time per function, steady and warm-up step ranges)
     as a sortable table, steady first, or None when the run sampled no Python stack."""
     spots = [s for s in (summary.get("python_hot_spots") or []) if isinstance(s, dict)] if isinstance(summary, dict) else []
@@ -42,7 +51,7 @@ def hot_spots_table(summary, warmup):
     return table("hot-spots", HOT_SPOT_COLUMNS, rows, ("function",))
 
 
-def warmup_steps(summary, step_numbers):
+def warmup_steps(summary: object, step_numbers: list[int]) -> list[int]:
     """The warm-up steps among STEP_NUMBERS. The summary's ``warmup_steps`` (absent in older summaries) is a count
     of first steps, a list of step numbers, or a list of ``{"step": n, ...}``."""
     marked = summary.get("warmup_steps") if isinstance(summary, dict) else None
@@ -54,9 +63,9 @@ def warmup_steps(summary, step_numbers):
     return [n for n in step_numbers if n in numbers]
 
 
-def _step_waits(queue):
+def _step_waits(queue: Section | None) -> dict[int, float]:
     """Wait for data per step (ms) from the queue file's fetch lines, or {}."""
-    waits = {}
+    waits: dict[int, float] = {}
     if ok(queue):
         for fetch in queue["data"]["fetch"]:
             if fetch["kind"] == FETCH_GET:
@@ -64,13 +73,14 @@ def _step_waits(queue):
     return waits
 
 
-def _step_communication(hccl):
+def _step_communication(hccl: Section | None) -> dict[int, float]:
     if not ok(hccl):
         return {}
     return {s["step"]: s["communication_ms"] for s in hccl["data"]["steps"] if s["communication_ms"] is not None}
 
 
-def per_step_chart(page, chart_id, steps, waits, communication, warmup):
+def per_step_chart(page: Page, chart_id: str, steps: Sequence[Mapping[str, Any]], waits: Mapping[int, float],
+                   communication: Mapping[int, float], warmup: Sequence[int]) -> str:
     """One stacked bar per step: the interval split into the wait for data and the rest, forward+backward, tail;
     communication (inside the step, so beside the stack) where recorded; warm-up steps shaded."""
     xs = [s["step"] for s in steps]
@@ -86,7 +96,7 @@ def per_step_chart(page, chart_id, steps, waits, communication, warmup):
         data.append({"type": "scatter", "mode": "markers", "x": xs, "y": [communication.get(n) for n in xs], "name": "Communication (within the step)",
                      "marker": {"color": STAGE_COLORS["communication"], "symbol": "diamond", "size": 9},
                      "hovertemplate": "step %{x}: communication %{y:.3f} ms<extra></extra>"})
-    layout = {"barmode": "stack", "height": 340, "title": {"text": "Where each step's time went (ms)"}, "xaxis": {"title": {"text": "step"}},
+    layout: dict[str, Any] = {"barmode": "stack", "height": 340, "title": {"text": "Where each step's time went (ms)"}, "xaxis": {"title": {"text": "step"}},
               "yaxis": {"title": {"text": "ms"}}, "legend": {"orientation": "h", "y": -0.25, "traceorder": "normal"}}
     if warmup:  # one shaded band per warm-up step: they need not be consecutive
         layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": n - 0.5, "x1": n + 0.5, "y0": 0, "y1": 1,
@@ -101,26 +111,28 @@ TIMELINE_COLORS = {"Step": "#7f8c9a", "Step Interval": STAGE_COLORS["iteration_i
                    "Other": "#bbb"}
 
 
-def _timeline_kind(event):
+def _timeline_kind(event: Mapping[str, Any]) -> str:
     track = event["track"].lower()
+    name: str = event["name"]  # sections.step_timeline's events name themselves with text
     if "data" in track:
         return "Data wait"
     if "communicat" in track:
         return "Communication"
-    if event["name"] in TIMELINE_COLORS:
-        return event["name"]
-    return "Step" if event["name"].lower().startswith("step ") else "Other"
+    if name in TIMELINE_COLORS:
+        return name
+    return "Step" if name.lower().startswith("step ") else "Other"
 
 
-def timeline_chart(page, chart_id, timeline):
+def timeline_chart(page: Page, chart_id: str, timeline: Mapping[str, Any]) -> dict[str, Any]:
     """A zoomable (drag to zoom, double-click to reset) chart of step-level events, one row per rank and track;
     returns {"chart", "events", "left_out", "problems"}, chart None without events."""
     events = timeline["events"]
-    out = {"chart": None, "events": len(events), "left_out": timeline["left_out"], "problems": timeline["problems"]}
+    out: dict[str, Any] = {"chart": None, "events": len(events), "left_out": timeline["left_out"], "problems": timeline["problems"]}
     if not events:
         return out
     origin = min(e["ts"] for e in events)
-    groups, tracks = {}, {}
+    groups: dict[str, dict[str, list[Any]]] = {}  # kind of bar -> its plotly columns
+    tracks: dict[str, tuple[int, int]] = {}  # track label -> (rank, order of appearance): the rows' order
     for e in events:
         number = e["rank"].replace("Rank ", "")
         track = plot_text(f'rank {number} · {e["track"]}')
@@ -138,6 +150,7 @@ def timeline_chart(page, chart_id, timeline):
                                                "xaxis": {"title": {"text": "ms from the first event (drag to zoom, double-click to reset)"},
                                                          "rangeslider": {"visible": True}},
                                                "yaxis": {"autorange": "reversed", "fixedrange": True, "categoryorder": "array",
-                                                         "categoryarray": sorted(tracks, key=tracks.get)}, "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
+                                                         "categoryarray": sorted(tracks, key=tracks.__getitem__)},
+                                               "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
                                                "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"}})
     return out
