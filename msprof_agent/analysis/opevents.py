@@ -152,7 +152,8 @@ class OpEvents:
 
     def _fill(self, block: np.ndarray, layout: list[int], texts: np.ndarray, start: np.ndarray, dur: np.ndarray,
               step: np.ndarray) -> np.ndarray:
-        """Fill the block: one template row holding all the text its rows share, then what differs."""
+        """Fill the block: one template row holding all the text its rows share, then what differs.
+        ``texts``: each row's head-and-tail code, or the one code (a numpy scalar) every row has."""
         mixed = np.ndim(texts) > 0
         sample = texts[0] if mixed else texts
         parts, patches, signs, column = [self.heads.texts[sample]], [], [], layout[0]

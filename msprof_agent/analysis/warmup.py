@@ -26,9 +26,10 @@ if TYPE_CHECKING:
 FACTOR = 1.5
 MIN_EXCESS_MS = 1.0
 MIN_STEPS = 4
-Row = TypeVar("Row", bound=Mapping[str, Any])  # a step trace row or a step record: anything with ``n``
 RULE = (f"leading steps each over {FACTOR:g}x the median of the window's later half and over {MIN_EXCESS_MS:g} ms "
         f"beyond it (at most half the window, {MIN_STEPS}+ steps)")
+
+Row = TypeVar("Row", bound=Mapping[str, Any])  # a step trace row or a step record: anything with ``n``
 
 
 def detect(numbers: Sequence[int], totals_ms: Sequence[float]) -> list[WarmupStep]:
