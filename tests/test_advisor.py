@@ -3,13 +3,14 @@ size (tests/scripts/advisor_*.py), must give that cause as their top finding, wi
 steps and value (within 15 % of the injected amount); clean runs give no data, host, jitter or
 CPU-contention finding. Each job runs once per module (``scenario``), however many tests read it.
 """
+import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from conftest import EXAMPLES, PY, ROOT, SCRIPTS, TINY, hook_env, injected_line, profile_into, read_csv, read_json, read_records, run_script
@@ -270,8 +271,12 @@ def test_a_rank_that_stops_before_a_collective_is_named_by_the_hang_finding(tmp_
         while time.monotonic() < deadline and job.poll() is None and not waiting():
             time.sleep(0.2)
         time.sleep(0.5)  # rank 0 is inside the all_reduce by now
-    finally:
-        os.killpg(job.pid, signal.SIGKILL)
+    finally:  # torchrun starts each rank in a session of its own, so the job's tree is killed process by process
+        tree = [psutil.Process(job.pid)] + psutil.Process(job.pid).children(recursive=True)
+        for process in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        psutil.wait_procs(tree, timeout=30)
         job.wait()
     assert waiting(), "rank 0 never entered step 10's collective"
     proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", out], capture_output=True, text=True, timeout=300, cwd=ROOT)
