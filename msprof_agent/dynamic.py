@@ -31,7 +31,7 @@ from .options import KEYS, Options, OptionsError, _bool, _choice, _int_in, _path
 from .windows import ASYNC, SYNC, window_folder, with_process_keys
 from .writers import replacing
 
-TYPE_CHECKING = False  # the rest of typing is for the type checker only
+TYPE_CHECKING = False  # what follows is for the type checker only
 if TYPE_CHECKING:
     from typing import Any
 

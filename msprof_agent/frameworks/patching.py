@@ -31,7 +31,7 @@ def after_call(action: Callable[[Any], object], what: str) -> Wrapper:
     return wrapper
 
 
-class _Ours(wrapt.FunctionWrapper):
+class _OurFunctionWrapper(wrapt.FunctionWrapper):
     """Our FunctionWrapper, marked so: wrapt does nothing against double wrapping."""
 
     _self_msprof = True
@@ -50,7 +50,7 @@ class Patches:
             return
         if isinstance(current, wrapt.FunctionWrapper) and getattr(current, "_self_msprof", False):
             return  # already ours (installed twice, or a module reloaded)
-        wrapped = _Ours(current, wrapper)
+        wrapped = _OurFunctionWrapper(current, wrapper)
         setattr(owner, attribute, wrapped)
         self._applied.append((owner, attribute, wrapped))
 
