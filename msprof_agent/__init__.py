@@ -4,10 +4,15 @@ Kept import-light: the hook imports submodules directly, and the public API is l
 """
 __version__ = "0.1.0"
 
+TYPE_CHECKING = False  # nothing more is imported at run time
+if TYPE_CHECKING:  # the lazy names, for type checkers
+    from .api import Profiler as Profiler
+    from .dynamic import DynamicProfilerMonitor as DynamicProfilerMonitor
+
 _LAZY = {"Profiler": "api", "DynamicProfilerMonitor": "dynamic"}
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
 

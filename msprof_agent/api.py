@@ -8,6 +8,7 @@ second collection. ``start()`` / ``stop()`` act at once; ``start()`` during step
 start on), ``stop()`` after step m's work collects step m, and ``analyse()`` waits for a collected step
 that is still open to close.
 """
+from __future__ import annotations
 
 from . import environment, log
 from . import session as S
@@ -15,9 +16,15 @@ from .bootstrap import output_path_error
 from .options import OptionsError, from_mapping
 from .windows import ASYNC, SYNC
 
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    from .contract.summary import Summary
+
 
 class Profiler:
-    def __init__(self, start_profile=True, output_path="./data", **options):
+    def __init__(self, start_profile: bool = True, output_path: str = "./data", **options: Any) -> None:
         if "capture" in options:
             raise OptionsError(f'key "capture": a capture policy is set in {environment.OPTIONS} (zero-code); '
                                "the Profiler API chooses its window with start() and stop()")
@@ -28,12 +35,12 @@ class Profiler:
         if start_profile:
             self.start()
 
-    def _writable_output(self):
+    def _writable_output(self) -> None:
         problem = output_path_error(self.options.output_path, source=None)
         if problem:
             raise OptionsError(problem)
 
-    def _attach_session(self):
+    def _attach_session(self) -> S.Session:
         current = S.current()
         if current is None:
             self._writable_output()
@@ -55,18 +62,18 @@ class Profiler:
                 current.stop_recording()
         return current
 
-    def start(self):
+    def start(self) -> None:
         """Start collecting now; the step in progress counts whole."""
         if not self._session.start_recording(self._run, explicit=True):
             other = self._session.owner
             log.warn_once("Profiler.start(): " + (f"a {other.origin} window is recording; this start is ignored" if other
                                                    else "this Profiler has been analysed already; create a new one"))
 
-    def stop(self):
+    def stop(self) -> None:
         if self._session.owner is self._run:
             self._session.stop_recording()
 
-    def analyse(self, mode="sync"):
+    def analyse(self, mode: str = "sync") -> Summary | None:
         """Stop and analyse into ``output_path/profiler``: "sync" returns the summary (None while a collected
         step is still open), "async" analyses in a separate process."""
         if mode not in (SYNC, ASYNC):
@@ -74,15 +81,15 @@ class Profiler:
         return self._session.analyse(self._run, reason="analyse", mode=mode)
 
     @staticmethod
-    def offline_analyse(path, pretty=False, step_list=None, data_simplification=True):
+    def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None = None, data_simplification: bool = True) -> list[Summary]:
         from .pipeline import offline_analyse
 
         return offline_analyse(path, pretty=pretty, step_list=step_list, data_simplification=data_simplification)
 
-    def __enter__(self):
+    def __enter__(self) -> Profiler:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> Literal[False]:
         self.stop()
         self.analyse()
         return False

@@ -17,6 +17,8 @@ triggered it, under ``"windows"`` in the run's ``summary_{rank}.json``:
 no further window opens, which is said once. Windows are analysed in a separate process, so the
 training loop does not wait for them.
 """
+from __future__ import annotations
+
 import bisect
 import collections
 import os
@@ -24,27 +26,36 @@ import os
 from . import log
 from .windows import ASYNC
 
+TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .session import Session
+    from .windows import Collection
+
+    Step = dict[str, Any]  # a closed step's record (records.Step), as the session hands it to listeners
+
 HISTORY = 101  # steps the running median looks back on
 
 
 class CapturePolicy:
     """A session listener: opens a window at a step's opening, analyses it when its last step closes."""
 
-    def __init__(self, session, policy):
+    def __init__(self, session: Session, policy: dict[str, Any]) -> None:
         self.session = session
         self.policy = policy
         self.kind = "periodic" if "every" in policy else "slow_step"
-        self.active = None  # (stop step, collection)
+        self.active: tuple[int, Collection] | None = None  # (stop step, collection)
         self.opened = 0
         self.spent_bytes = 0
-        self._finished = []  # collections whose raw size counts against max_trace_mb
-        self._history = collections.deque()  # durations (ns) of ordinary steps, in order
-        self._sorted = []  # the same, sorted, for the median
-        self._trigger = None  # (slow step record, its duration, the median it was compared with)
-        self._skip = None  # the step after a window
+        self._finished: list[Collection] = []  # collections whose raw size counts against max_trace_mb
+        self._history: collections.deque[int] = collections.deque()  # durations (ns) of ordinary steps, in order
+        self._sorted: list[int] = []  # the same, sorted, for the median
+        self._trigger: tuple[Step, int, int] | None = None  # (slow step record, its duration, the median it was compared with)
+        self._skip: int | None = None  # the step after a window
 
     # -- session listener -------------------------------------------------------------------------------
-    def step_opened(self, n, start_ns):
+    def step_opened(self, n: int, start_ns: int) -> None:
         if self.active is not None:
             return
         if self.kind == "periodic":
@@ -60,7 +71,7 @@ class CapturePolicy:
             if collection is not None:
                 collection.writer.add(dict(step, win=False))
 
-    def step_closed(self, step):
+    def step_closed(self, step: Step) -> None:
         if self.active is not None:
             stop, collection = self.active
             if step["n"] >= stop:
@@ -72,14 +83,14 @@ class CapturePolicy:
         if self.kind == "slow_step" and step["n"] > 1 and step["n"] != self._skip:  # step 1 carries start-up work
             self._observe(step)
 
-    def finish(self, _reason):
+    def finish(self, _reason: str) -> None:
         """At the end of the job: a periodic window cut short is dropped (the run's step timing has those steps)."""
         if self.active is not None and self.kind == "periodic":
             self.session.discard(self.active[1])
             self.active = None
 
     # -- slow steps -----------------------------------------------------------------------------------------
-    def _observe(self, step):
+    def _observe(self, step: Step) -> None:
         duration = step["end"] - step["start"]
         if len(self._history) >= self.policy["warmup"]:
             median = self._sorted[len(self._sorted) // 2]
@@ -93,7 +104,7 @@ class CapturePolicy:
             del self._sorted[bisect.bisect_left(self._sorted, old)]
 
     # -- windows ------------------------------------------------------------------------------------------------
-    def _open(self, n, start_ns, info):
+    def _open(self, n: int, start_ns: int, info: dict[str, Any]) -> Collection | None:
         if not self._within_budget():
             return None
         stop = n + self.policy["steps"] - 1
@@ -106,7 +117,7 @@ class CapturePolicy:
         self.opened += 1
         return collection
 
-    def _within_budget(self):
+    def _within_budget(self) -> bool:
         limit = self.policy["max_windows"]
         if limit is not None and self.opened >= limit:
             log.warn_once(f"capture: max_windows {limit} reached; no further windows", key="capture-max-windows")
@@ -124,7 +135,7 @@ class CapturePolicy:
         return True
 
 
-def _tree_bytes(path):
+def _tree_bytes(path: str) -> int:
     total = 0
     for folder, _dirs, files in os.walk(path):
         for name in files:
@@ -135,7 +146,7 @@ def _tree_bytes(path):
     return total
 
 
-def attach(session):
+def attach(session: Session) -> CapturePolicy | None:
     """Run the session's capture policy (from the ``capture`` option) on its step boundaries."""
     policy = session.run.options.capture
     if policy is None:

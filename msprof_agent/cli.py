@@ -3,6 +3,8 @@
 Each subcommand parses its own arguments here and hands off to the module that owns the work,
 so this file stays a table of contents.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import shutil
@@ -10,15 +12,22 @@ import shutil
 from . import environment, log
 from .contract.names import RUN_FOLDER, SUMMARY, rank_file, run_dir, summary_ranks
 
+TYPE_CHECKING = False  # what follows is for the type checker only
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
-def _prepend_path(value, entries):
+    from .options import Options
+
+
+def _prepend_path(value: str | None, entries: Sequence[str]) -> str:
     """Put entries first in an os.pathsep list, removing any other copy (compared normalised)."""
     ours = {os.path.normpath(e) for e in entries}
     parts = [p for p in (value or "").split(os.pathsep) if p and os.path.normpath(p) not in ours]
     return os.pathsep.join(list(entries) + parts)
 
 
-def _python_flags_warning(command, through_pth):
+def _python_flags_warning(command: Sequence[str], through_pth: bool) -> str | None:
     """-S skips both doors; -E and -I skip only the hook on PYTHONPATH, not an installed .pth."""
     if not command or "python" not in os.path.basename(command[0]):
         return None
@@ -36,11 +45,11 @@ def _python_flags_warning(command, through_pth):
     return None
 
 
-def _option_items(args):
+def _option_items(args: argparse.Namespace) -> list[tuple[str, str, Any]]:
     """The -o KEY=VALUE items as (item, key, value): the value as JSON, else as the text given."""
     import json
 
-    items = []
+    items: list[tuple[str, str, Any]] = []
     for item in args.option or []:
         key, _, raw = item.partition("=")
         try:
@@ -50,13 +59,13 @@ def _option_items(args):
     return items
 
 
-def _options_json(args):
+def _options_json(args: argparse.Namespace) -> str:
     """The variable's JSON for the job: the exported one (which must be a JSON object), start true, then -o."""
     import json
 
     from .options import parse_text
 
-    values = {}
+    values: dict[str, Any] = {}
     existing = os.environ.get(environment.OPTIONS, "").strip()
     if existing:
         parse_text(existing)  # its own one-line error, naming the variable
@@ -69,8 +78,8 @@ def _options_json(args):
     return json.dumps(values)
 
 
-def _checked_options(args):
-    """(the variable's text, its parsed options, None), or (None, None, the one-line error) when the job cannot be
+def _checked_options(args: argparse.Namespace) -> tuple[str, Options] | str:
+    """(the variable's text, its parsed options), or the one-line error when the job cannot be
     profiled; the error names the door the bad value came through (the variable, ``-o KEY=VALUE``, ``--output-path``)."""
     from .bootstrap import output_path_error
     from .options import OptionsError, from_mapping, parse_text
@@ -79,25 +88,25 @@ def _checked_options(args):
     try:
         text = _options_json(args)
     except OptionsError as exc:
-        return None, None, f"{environment.OPTIONS}: {exc}"
+        return f"{environment.OPTIONS}: {exc}"
     for item, key, value in items:
         try:
             from_mapping({key: value})
         except OptionsError as exc:
-            return None, None, f"-o {item}: {exc}"
+            return f"-o {item}: {exc}"
     try:
         opts = parse_text(text)
     except OptionsError as exc:
         given = ([environment.OPTIONS] if os.environ.get(environment.OPTIONS, "").strip() else []) + [f"-o {item}" for item, _, _ in items]
-        return None, None, f"{' with '.join(given) or environment.OPTIONS}: {exc}"
+        return f"{' with '.join(given) or environment.OPTIONS}: {exc}"
     problem = output_path_error(opts.output_path)
     if problem:
         door = "--output-path" if args.output_path else next((f"-o {i}" for i, k, _ in items if k == "output_path"), environment.OPTIONS)
         problem = door + problem[len(environment.OPTIONS):]
-    return (None, None, problem) if problem else (text, opts, None)
+    return problem if problem else (text, opts)
 
 
-def _say_outcome(output_path, before_ns):
+def _say_outcome(output_path: str, before_ns: int) -> bool:
     """After the job: where its profile is, or why there is none. True when a profile was written.
 
     BEFORE_NS is profiler/'s modification time once ``run`` had probed it: the agent's own probe at
@@ -127,7 +136,7 @@ def _say_outcome(output_path, before_ns):
 EXIT_NOT_PROFILED = 2
 
 
-def cmd_run(args):
+def cmd_run(args: argparse.Namespace) -> int:
     """Profile one command: options checked before it starts, the job supervised, the outcome said after it."""
     from . import doors, supervise
 
@@ -138,14 +147,15 @@ def cmd_run(args):
     if executable is None:
         raise SystemExit(f"msprof-agent run: command not found: {command[0]}")
     env = dict(os.environ)
-    text, opts, problem = _checked_options(args)
-    if problem:
+    checked = _checked_options(args)
+    if isinstance(checked, str):  # why the job cannot be profiled
         if args.require_profile:
-            log.say(f"{problem}. With --require-profile the job is not started.")
+            log.say(f"{checked}. With --require-profile the job is not started.")
             return EXIT_NOT_PROFILED
-        log.say(f"{problem}. The job runs unprofiled.")
+        log.say(f"{checked}. The job runs unprofiled.")
         env.pop(environment.OPTIONS, None)
     else:
+        text, opts = checked
         env[environment.OPTIONS] = text
         through_pth = doors.installed_pth() is not None
         if not through_pth:
@@ -163,17 +173,20 @@ def cmd_run(args):
         from .compare import run_with_baseline
 
         return run_with_baseline(executable, command, env, args)
-    before_ns = None if problem else os.stat(run_dir(opts.output_path)).st_mtime_ns
-    status = supervise.run_job(executable, command, env)
-    if problem:
-        log.say(f"no profile written: {problem}")
-    written = not problem and _say_outcome(opts.output_path, before_ns)
+    if isinstance(checked, str):
+        status = supervise.run_job(executable, command, env)
+        log.say(f"no profile written: {checked}")
+        written = False
+    else:
+        before_ns = os.stat(run_dir(opts.output_path)).st_mtime_ns
+        status = supervise.run_job(executable, command, env)
+        written = _say_outcome(opts.output_path, before_ns)
     if status == 0 and args.require_profile and not written:
         return EXIT_NOT_PROFILED
     return supervise.end_like(status)
 
 
-def cmd_analyse(args):
+def cmd_analyse(args: argparse.Namespace) -> int:
     from .export import kinds as export_kinds
     from .fanout import SchedulerError
     from .pipeline import offline_analyse
@@ -194,25 +207,26 @@ def cmd_analyse(args):
     return 0
 
 
-def cmd_view(args):
+def cmd_view(args: argparse.Namespace) -> int:
     from .viewer.server import serve
 
-    return serve(args.summary_base_dir, host=args.host, port=args.port)
+    status: int = serve(args.summary_base_dir, host=args.host, port=args.port)
+    return status
 
 
-def cmd_doctor(_args):
+def cmd_doctor(_args: argparse.Namespace) -> int:
     from .doctor import main as doctor_main
 
     return doctor_main()
 
 
-def cmd_compare(args):
+def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import main as compare_main
 
     return compare_main(args)
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msprof-agent", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
 
@@ -265,7 +279,7 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     result = args.func(args)
     return result if isinstance(result, int) else 0

@@ -22,6 +22,8 @@ and of their op calls shared by op type: a different model, not a code change; c
 model's op times are mostly the machine's noise) are said as warnings, and under ``--fail-on``
 the gate does not pass (exit 2) unless ``--allow-different`` is given.
 """
+from __future__ import annotations
+
 import json
 import os
 import re
@@ -36,6 +38,39 @@ from .contract.names import REPORT, STEP_TRACE, SUMMARY, queue_file, rank_file, 
 from .contract.names import profiler_dirs as profiler_dirs_holding
 from .contract.readers import fetch_waits, op_type_totals, read_queue
 from .contract.summary import read_summary, step_samples, warmup_step_numbers
+
+TYPE_CHECKING = False  # what follows is for the type checker only
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping, Sequence
+    from typing import Any, TypedDict
+
+    from numpy.typing import NDArray
+
+    Samples = NDArray[np.float64]  # one metric's per-step values (ms), every rank's pooled
+
+    class Run(TypedDict):
+        """One side of the comparison, as ``load_run`` reads it."""
+        path: str
+        profiler_dirs: list[str]
+        ranks: list[int]
+        steps: int
+        samples: dict[str, Samples]
+        op_ms_per_step: dict[str, float]
+        peaks: dict[str, list[float]]  # "allocated" / "rss": each rank's peak, MB
+        reports: list[str]
+        machine_speed: float | None
+        findings: dict[str, str]  # id -> text
+        frameworks: list[str]
+        op_calls: dict[str, float]
+
+    class Limit(TypedDict):
+        """One ``--fail-on`` limit, as ``_limit`` parses it."""
+        metric: str
+        stat: str
+        value: float
+        unit: str
+        text: str
 
 TIME_METRICS = ("step_time",) + STAGES + ("data_wait",)
 METRICS = TIME_METRICS + ("peak_memory",)
@@ -57,12 +92,12 @@ class CompareError(Exception):
 
 # -- reading a run -------------------------------------------------------------------------------
 
-def profiler_dirs(path):
+def profiler_dirs(path: str) -> list[str]:
     """PATH itself, PATH/profiler or PATH/rank_*/profiler: those holding an analysed summary."""
     return profiler_dirs_holding(path, summary_ranks)
 
 
-def _waits(directory, rank, warm):
+def _waits(directory: str, rank: int, warm: set[int]) -> list[float]:
     """The per-step data waits of the steps not in ``warm`` (the warm-up step numbers)."""
     name = queue_file(directory, rank)
     if name is None:
@@ -71,14 +106,21 @@ def _waits(directory, rank, warm):
         return fetch_waits([f for f in read_queue(handle.read())["fetch"] if f.get("step") not in warm])
 
 
-def load_run(path):
+def load_run(path: str) -> Run:
     """Pooled per-step samples (ms), op time per step and peak memory of every rank under PATH."""
     directories = profiler_dirs(path)
     if not directories:
         raise CompareError(f"no analysed profile under {path} (looked for summary_*.json in it, profiler/ and rank_*/profiler/)")
-    samples = {m: [] for m in TIME_METRICS}
-    ops, calls, ranks, reports, steps, speeds, findings, frameworks = {}, {}, [], [], 0, [], {}, set()
-    peaks = {"allocated": [], "rss": []}
+    samples: dict[str, list[float]] = {m: [] for m in TIME_METRICS}
+    ops: dict[str, float] = {}
+    calls: dict[str, float] = {}
+    ranks: list[int] = []
+    reports: list[str] = []
+    steps = 0
+    speeds: list[float] = []
+    findings: dict[str, str] = {}
+    frameworks: set[str] = set()
+    peaks: dict[str, list[float]] = {"allocated": [], "rss": []}
     for directory in directories:
         for rank in summary_ranks(directory):
             summary = read_summary(directory, rank)
@@ -121,13 +163,13 @@ def load_run(path):
 
 # -- statistics ----------------------------------------------------------------------------------
 
-def _stat(values, stat, axis=None):
+def _stat(values: Samples, stat: str, axis: int | None = None) -> np.floating[Any] | Samples:
     if stat == "mean":
         return np.mean(values, axis=axis)
     return np.percentile(values, 50 if stat == "p50" else 90, axis=axis)
 
 
-def bootstrap(values, stat, rng):
+def bootstrap(values: Samples, stat: str, rng: np.random.Generator) -> Samples:
     """RESAMPLES values of stat ("mean", "p50", "p90") over resamples of VALUES (a numpy array)."""
     out = np.empty(RESAMPLES)
     for lo in range(0, RESAMPLES, 200):  # chunks keep memory flat for long runs
@@ -136,7 +178,7 @@ def bootstrap(values, stat, rng):
     return out
 
 
-def noise(base, new, stat):
+def noise(base: Samples, new: Samples, stat: str) -> float:
     """Half-width of the 99 % bootstrap interval of stat(new) - stat(base)."""
     rng = np.random.default_rng(0)
     diff = bootstrap(new, stat, rng) - bootstrap(base, stat, rng)
@@ -144,12 +186,12 @@ def noise(base, new, stat):
     return float(high - low) / 2
 
 
-def _peak_memory(base, new):
+def _peak_memory(base: Run, new: Run) -> tuple[float, float, str] | None:
     """Allocator peaks when both runs have them (the same source on both sides), else process RSS."""
     for key in ("allocated", "rss"):
         if base["peaks"][key] and new["peaks"][key]:
             return max(base["peaks"][key]), max(new["peaks"][key]), "framework allocator" if key == "allocated" else "process RSS"
-    return None, None, None
+    return None
 
 
 # -- limits --------------------------------------------------------------------------------------
@@ -157,7 +199,7 @@ def _peak_memory(base, new):
 LIMIT_RE = re.compile(r"^\s*([a-z_]+)(?:\.(p50|p90|mean))?\s*>\s*([0-9]*\.?[0-9]+)\s*(%|ms|mb)\s*$", re.IGNORECASE)
 
 
-def _limit(text):
+def _limit(text: str) -> Limit:
     match = LIMIT_RE.match(text)
     if not match:
         raise CompareError(f'limit {text.strip()!r}: expected METRIC[.p50|.p90|.mean]>N% (or N ms, N MB), e.g. "step_time>5%"')
@@ -176,7 +218,7 @@ def _limit(text):
     return {"metric": metric, "stat": stat or "p50", "value": value, "unit": unit, "text": f"{named}>{value:g}{'%' if unit == '%' else ' ' + unit}"}
 
 
-def parse_limits(spec):
+def parse_limits(spec: str | None) -> list[Limit]:
     """``"step_time>5%,data_wait>10%"`` or a TOML file (top-level keys or a ``[fail_on]`` table, e.g. ``step_time = "5%"``)."""
     if not spec:
         return []
@@ -191,7 +233,7 @@ def parse_limits(spec):
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise CompareError(f"--fail-on {spec}: {exc}") from None
         table = table.get("fail_on", table)
-        items = []
+        items: list[str] = []
         for key, value in table.items():
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 raise CompareError(f"--fail-on {spec}: {key} = {value!r}: give a number (percent) or a string like \"5%\" or \"2ms\"")
@@ -202,10 +244,11 @@ def parse_limits(spec):
 
 # -- the comparison ------------------------------------------------------------------------------
 
-def _row(metric, stat, unit, base_value, new_value, noise_value, limit):
+def _row(metric: str, stat: str, unit: str, base_value: float, new_value: float, noise_value: float | None,
+         limit: Limit | None) -> dict[str, Any]:
     change = new_value - base_value
     pct = (change / base_value * 100) if base_value else (0.0 if change == 0 else float("inf"))
-    row = {"metric": metric, "stat": stat, "unit": unit, "base": round(base_value, 3), "new": round(new_value, 3),
+    row: dict[str, Any] = {"metric": metric, "stat": stat, "unit": unit, "base": round(base_value, 3), "new": round(new_value, 3),
            "change": round(change, 3), "change_pct": round(pct, 1) if np.isfinite(pct) else None,
            "noise": None if noise_value is None else round(noise_value, 3), "limit": limit and limit["text"], "status": "-"}
     if limit:
@@ -219,7 +262,7 @@ def _row(metric, stat, unit, base_value, new_value, noise_value, limit):
     return row
 
 
-def shared_op_time(base_ops, new_ops):
+def shared_op_time(base_ops: Mapping[str, float], new_ops: Mapping[str, float]) -> float | None:
     """The share of op time two runs have in common by op type (the sum of each type's smaller share), or None
     when a run has no op time."""
     base_total, new_total = sum(base_ops.values()), sum(new_ops.values())
@@ -228,9 +271,9 @@ def shared_op_time(base_ops, new_ops):
     return sum(min(ms / base_total, new_ops.get(name, 0.0) / new_total) for name, ms in base_ops.items())
 
 
-def differences(base, new):
+def differences(base: Run, new: Run) -> list[str]:
     """Why BASE and NEW look like two different jobs rather than one job before and after a change."""
-    found = []
+    found: list[str] = []
     if base["frameworks"] != new["frameworks"]:
         found.append(f"the runs differ in framework: base {', '.join(base['frameworks'])}, new {', '.join(new['frameworks'])}")
     if len(base["ranks"]) != len(new["ranks"]):
@@ -244,13 +287,14 @@ def differences(base, new):
     return found
 
 
-def compare(base_path, new_path, limits=(), allow_different=False):
+def compare(base_path: str, new_path: str, limits: Sequence[Limit] = (), allow_different: bool = False) -> dict[str, Any]:
     """The comparison as one JSON-ready dict: rows (what every output shows), top ops, breaches, and the
     differences that make the runs two jobs (failing a gate unless ALLOW_DIFFERENT)."""
     base, new = load_run(base_path), load_run(new_path)
     by_key = {(limit["metric"], limit["stat"]): limit for limit in limits}
     wanted = SHOWN + [k for k in by_key if k not in SHOWN]
-    rows, notes = [], []
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
     speed = machine_speeds(base["machine_speed"], new["machine_speed"])
     if speed and abs(speed["ratio"] - 1) > SPEED_LIMIT:
         notes.append(f"the machines differ: the new run's probed speed is {speed['ratio']:.2f}x the base's (limit ±{SPEED_LIMIT:.0%}); "
@@ -259,11 +303,12 @@ def compare(base_path, new_path, limits=(), allow_different=False):
     for metric, stat in wanted:
         limit = by_key.get((metric, stat))
         if metric == "peak_memory":
-            before, after, source = _peak_memory(base, new)
-            if before is None:
+            peak = _peak_memory(base, new)
+            if peak is None:
                 if limit:
                     notes.append(f"limit {limit['text']} not checked: peak memory is missing from a run")
                 continue
+            before, after, source = peak
             rows.append(dict(_row(metric, stat, "MB", before, after, None, limit), source=source))
             continue
         x, y = base["samples"][metric], new["samples"][metric]
@@ -275,7 +320,7 @@ def compare(base_path, new_path, limits=(), allow_different=False):
         rows.append(_row(metric, stat, "ms", before, float(_stat(y, stat)), noise(x, y, stat) + slowdown * abs(before), limit))
     names = sorted(set(base["op_ms_per_step"]) | set(new["op_ms_per_step"]),
                    key=lambda n: -max(new["op_ms_per_step"].get(n, 0.0), base["op_ms_per_step"].get(n, 0.0)))[:TOP_OPS]
-    ops = []
+    ops: list[dict[str, Any]] = []
     for name in names:
         before, after = base["op_ms_per_step"].get(name, 0.0), new["op_ms_per_step"].get(name, 0.0)
         ops.append({"op_type": name, "base_ms_per_step": round(before, 3), "new_ms_per_step": round(after, 3),
@@ -291,7 +336,7 @@ def compare(base_path, new_path, limits=(), allow_different=False):
             "rule": RULE, "machine_speed": speed, "differences": different, "comparable": comparable}
 
 
-def machine_speeds(base_speed, new_speed):
+def machine_speeds(base_speed: float | None, new_speed: float | None) -> dict[str, Any] | None:
     """The two runs' probed machine speeds and their ratio (new / base, below 1: the new machine was slower), or None."""
     if not base_speed or not new_speed:
         return None
@@ -299,7 +344,7 @@ def machine_speeds(base_speed, new_speed):
             "noise_widened_by": f"{max(0.0, base_speed / new_speed - 1):.1%} of the base value"}
 
 
-def _speed_line(result):
+def _speed_line(result: Mapping[str, Any]) -> str:
     speed = result.get("machine_speed")
     if not speed:
         return "machine speed: not probed in both runs"
@@ -308,11 +353,11 @@ def _speed_line(result):
             f"time noise widened by {speed['noise_widened_by']}")
 
 
-def _pct(value):
+def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.1f}%"
 
 
-def _breach_line(row):
+def _breach_line(row: Mapping[str, Any]) -> str:
     return (f"{row['metric']} {row['stat']} regressed: {row['base']:.3f} -> {row['new']:.3f} {row['unit']} "
             f"({row['change']:+.3f} {row['unit']}, {_pct(row['change_pct'])}); limit {row['limit']}, noise ±{row['noise'] or 0:.3f} {row['unit']}")
 
@@ -322,17 +367,17 @@ def _breach_line(row):
 HEADER = ["metric", "stat", "base", "new", "change", "change %", "noise ±", "limit", "status"]
 
 
-def _cells(row):
+def _cells(row: Mapping[str, Any]) -> list[str]:
     noise_text = "-" if row["noise"] is None else f"{row['noise']:.3f}"
     return [f"{row['metric']} ({row['unit']})", row["stat"], f"{row['base']:.3f}", f"{row['new']:.3f}", f"{row['change']:+.3f}",
             _pct(row["change_pct"]), noise_text, row["limit"] or "-", row["status"]]
 
 
-def _op_cells(op):
+def _op_cells(op: Mapping[str, Any]) -> list[str]:
     return [op["op_type"], f"{op['base_ms_per_step']:.3f}", f"{op['new_ms_per_step']:.3f}", f"{op['change']:+.3f}", _pct(op["change_pct"])]
 
 
-def _verdict(result):
+def _verdict(result: Mapping[str, Any]) -> str:
     if not result["limits"]:
         return "no limits given"
     if not result["comparable"]:
@@ -340,17 +385,17 @@ def _verdict(result):
     return "PASS" if result["passed"] else f"FAIL ({len(result['breaches'])} limit{'s' if len(result['breaches']) > 1 else ''} breached)"
 
 
-def _run_line(run):
+def _run_line(run: Mapping[str, Any]) -> str:
     return f"{run['path']} ({run['steps']} steps, rank{'s' if len(run['ranks']) > 1 else ''} {', '.join(map(str, run['ranks']))})"
 
 
-def _finding_lines(result):
+def _finding_lines(result: Mapping[str, Any]) -> list[str]:
     """The advisor's findings that appeared in NEW or vanished from it (by finding id)."""
     return [f"finding {change}: {f['text']}" for change in ("appeared", "vanished") for f in result["findings"][change]]
 
 
-def to_text(result):
-    def table(header, body):
+def to_text(result: Mapping[str, Any]) -> str:
+    def table(header: list[str], body: list[list[str]]) -> list[str]:
         widths = [max(len(str(c)) for c in column) for column in zip(header, *body)]
         return ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header] + body]
 
@@ -363,8 +408,8 @@ def to_text(result):
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(result):
-    def table(header, body):
+def to_markdown(result: Mapping[str, Any]) -> str:
+    def table(header: list[str], body: list[list[str]]) -> list[str]:
         escape = lambda cell: str(cell).replace("|", "\\|")
         return ["| " + " | ".join(map(escape, header)) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(map(escape, r)) + " |" for r in body]
 
@@ -382,7 +427,7 @@ def to_markdown(result):
     return "\n".join(lines)
 
 
-def main(args):
+def main(args: argparse.Namespace | SimpleNamespace) -> int:
     """``msprof-agent compare``: 0 when the gate passes, 1 when a limit is breached, 2 when the input is unusable
     (also runs of different jobs under a gate, unless ``--allow-different``)."""
     try:
@@ -412,7 +457,7 @@ def main(args):
 
 # -- run --baseline ------------------------------------------------------------------------------
 
-def _output_path(env):
+def _output_path(env: Mapping[str, str]) -> str:
     try:
         path = json.loads(env.get(environment.OPTIONS) or "{}").get("output_path")
     except (ValueError, AttributeError):
@@ -420,7 +465,7 @@ def _output_path(env):
     return os.path.abspath(path or "./data")
 
 
-def run_with_baseline(executable, command, env, args):
+def run_with_baseline(executable: str, command: Sequence[str], env: Mapping[str, str], args: argparse.Namespace) -> int:
     """Run the job as a child, then compare its profile with ``args.baseline``.
 
     Exit status: the job's when it failed, else the gate's (0 pass, 1 breached, 2 no usable profile).

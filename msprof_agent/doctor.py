@@ -15,10 +15,10 @@ from .frameworks import PROFILES
 from .options import OptionsError, not_applicable, parse_text
 
 
-def _versions():
+def _versions() -> str:
     from importlib import metadata
 
-    found = []
+    found: list[str] = []
     for name in PROFILES:
         try:
             found.append(f"{name} {metadata.version(name)}")
@@ -27,7 +27,7 @@ def _versions():
     return ", ".join(found) or "none (neither mindspore nor torch is installed for this interpreter)"
 
 
-def _device_target():
+def _device_target() -> str:
     """The device the frameworks would find, guessed from the system (no framework import)."""
     if os.environ.get("ASCEND_HOME_PATH") or os.path.isdir("/usr/local/Ascend"):
         return "Ascend"
@@ -36,7 +36,7 @@ def _device_target():
     return "CPU"
 
 
-def _writable(path):
+def _writable(path: str) -> bool:
     """Whether this process could create and write PATH, judged on its nearest existing ancestor (nothing is created)."""
     probe = path
     while not os.path.exists(probe):
@@ -47,7 +47,7 @@ def _writable(path):
     return os.path.isdir(probe) and os.access(probe, os.W_OK | os.X_OK)
 
 
-def _doors():
+def _doors() -> tuple[list[str], str | None]:
     """(lines describing each door, the door a plain ``python`` here would come through or None)."""
     pth = doors.installed_pth()
     hook = doors.hook_dir()
@@ -60,8 +60,8 @@ def _doors():
     return lines, ".pth" if pth else "hook on PYTHONPATH" if on_path else None
 
 
-def main():
-    def show(label, value):
+def main() -> int:
+    def show(label: str, value: str) -> None:
         print(f"{label + ':' if label else '':<21}{value}")
 
     show("python", f"{sys.executable} ({platform.python_version()})")
@@ -97,7 +97,7 @@ def main():
     return _verdict(None, door)
 
 
-def _verdict(reason, door=None):
+def _verdict(reason: str | None, door: str | None = None) -> int:
     if reason:
         print(f"verdict: NOT profiled: {reason}")
         return 1

@@ -16,17 +16,28 @@ reported once and ignored; the last valid settings stay in force. An unknown key
 and ignored alone, as MindSpore does.
 An edit made while a window records applies to the windows after it.
 """
+from __future__ import annotations
+
 import copy
 import json
 import os
 import sys
+from typing import cast  # typing is loaded already: options imports it
 
 from . import log
 from . import session as S
 from .contract.names import DYNAMIC_CONFIG
-from .options import KEYS, OptionsError, _bool, _choice, _int_in, _path, from_mapping, unknown_key_message
+from .options import KEYS, Options, OptionsError, _bool, _choice, _int_in, _path, from_mapping, unknown_key_message
 from .windows import ASYNC, SYNC, window_folder, with_process_keys
 from .writers import replacing
+
+TYPE_CHECKING = False  # what follows is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .windows import Collection
+
+    Settings = tuple[int, int, Options, str | None]  # (start, stop, the window's options, analyse mode) of one edit
 
 DEFAULTS = {
     "start_step": -1, "stop_step": -1, "aicore_metrics": -1, "profiler_level": -1, "profile_framework": -1,
@@ -45,13 +56,14 @@ class ConfigError(ValueError):
     """One edit we cannot honour; the message is the warning's text."""
 
 
-def _step(key, value):
+def _step(key: str, value: Any) -> int:
     if value == -1:
-        return value
-    return _int_in(1)(key, value)
+        return -1
+    step: int = _int_in(1)(key, value)
+    return step
 
 
-def parse_config(values, base_options, source=DYNAMIC_CONFIG):
+def parse_config(values: object, base_options: Options, source: str = DYNAMIC_CONFIG) -> Settings:
     """Validate one version of the file: (start, stop, Options for the window, analyse mode).
 
     Both formats are read: the guide's (``aicore_metrics``, ``profile_framework`` codes, ``analyse_mode``
@@ -73,7 +85,7 @@ def parse_config(values, base_options, source=DYNAMIC_CONFIG):
         if start != -1 and stop < start:
             raise ConfigError(f'"start_step" {start} is after "stop_step" {stop}; accepted: start_step <= stop_step')
         if "analyse" in merged and not _bool("analyse", merged["analyse"]):
-            mode = None
+            mode: str | None = None
         else:
             modes = NEWER_ANALYSE_MODES if "analyse" in merged else ANALYSE_MODES
             mode = modes[_choice(tuple(modes))("analyse_mode", merged["analyse_mode"])]
@@ -91,7 +103,7 @@ def parse_config(values, base_options, source=DYNAMIC_CONFIG):
     return start, stop, with_process_keys(options, base_options), mode
 
 
-def write_default_config(path):
+def write_default_config(path: str) -> bool:
     """Create the file with the MindSpore Profiler guide's defaults unless some rank already did: atomic, create-if-absent."""
     if os.path.exists(path):
         return False
@@ -106,19 +118,18 @@ def write_default_config(path):
 class DynamicProfilerMonitor:
     """The guide's ``DynamicProfilerMonitor``: a MindSpore callback when MindSpore is loaded, ``step()`` anywhere."""
 
-    def __new__(cls, *args, **kwargs):
-        if "mindspore" in sys.modules:  # Model.train only accepts Callback instances
-            cls = _with_mindspore_callback(cls)
-        return super().__new__(cls)
+    def __new__(cls, *args: object, **kwargs: object) -> DynamicProfilerMonitor:
+        flavour = _with_mindspore_callback(cls) if "mindspore" in sys.modules else cls  # Model.train only accepts Callback instances
+        return super().__new__(flavour)
 
-    def __init__(self, cfg_path="./dyn_cfg", output_path="./dyn_prof_data", follow_session=False):
+    def __init__(self, cfg_path: str = "./dyn_cfg", output_path: str = "./dyn_prof_data", follow_session: bool = False) -> None:
         self.cfg_path = os.path.abspath(cfg_path)
         self.config_file = os.path.join(self.cfg_path, DYNAMIC_CONFIG)
         self.output_path = os.path.abspath(output_path)
         self.count = 0  # steps completed, as this monitor counts them
-        self.settings = None  # (start, stop, options, mode) of the last valid edit
-        self.window = None  # (start, stop, collection) while one is active
-        self._seen = None
+        self.settings: Settings | None = None  # of the last valid edit
+        self.window: tuple[int, int, Collection] | None = None  # (start, stop, collection) while one is active
+        self._seen: tuple[int, int, int] | None = None  # the file's (mtime_ns, size, inode) when last read
         self._follow = follow_session
         self.session = S.current() or self._start_session()
         self.passive = not follow_session and any(isinstance(listener, DynamicProfilerMonitor) for listener in self.session.listeners)
@@ -135,7 +146,7 @@ class DynamicProfilerMonitor:
                 self.session.steps.open()  # no framework reports steps: this monitor's step() does
             self._maybe_start(at_ns=None)
 
-    def _start_session(self):
+    def _start_session(self) -> S.Session:
         from .frameworks import install_post_import_hooks
 
         base = from_mapping({"output_path": self.output_path})
@@ -144,7 +155,7 @@ class DynamicProfilerMonitor:
         return current
 
     # -- the configuration file ------------------------------------------------------------------
-    def _check(self):
+    def _check(self) -> None:
         """Read the file only when its stat changed; a bad edit is reported once and ignored."""
         try:
             st = os.stat(self.config_file)
@@ -171,11 +182,11 @@ class DynamicProfilerMonitor:
             return
         self.settings = settings
 
-    def _current_window(self):
-        return self.window[:2] if self.window else None
+    def _current_window(self) -> tuple[int, int] | None:
+        return (self.window[0], self.window[1]) if self.window else None
 
     # -- the window ----------------------------------------------------------------------------------
-    def _maybe_start(self, at_ns):
+    def _maybe_start(self, at_ns: int | None) -> None:
         """Before step count+1: open the window the settings ask for, if it begins now."""
         if self.window is not None or self.settings is None:
             return
@@ -193,7 +204,7 @@ class DynamicProfilerMonitor:
             return
         self.window = (start, stop, collection)
 
-    def _maybe_stop(self):
+    def _maybe_stop(self) -> None:
         """After step ``count``: the window ends at its stop step."""
         if self.window is None or self.count < self.window[1]:
             return
@@ -201,7 +212,7 @@ class DynamicProfilerMonitor:
         self.session.analyse(collection, reason=f"stop_step {self.count}")
 
     # -- step sources --------------------------------------------------------------------------------
-    def step(self):
+    def step(self) -> None:
         """End of one training step (call it once per step in a custom loop)."""
         if self.passive:
             return
@@ -216,19 +227,19 @@ class DynamicProfilerMonitor:
         except Exception as exc:
             log.report_error("the dynamic profiling monitor", exc)
 
-    def step_opened(self, n, start_ns):
+    def step_opened(self, n: int, start_ns: int) -> None:
         """Zero-code mode: the session opens step N."""
         self.count = n - 1
         self._check()
         self._maybe_start(at_ns=start_ns)
 
-    def step_closed(self, step):
+    def step_closed(self, step: dict[str, Any]) -> None:
         """Zero-code mode: the session closed a step; its record is already in the window's store."""
         self.count = step["n"]
         self._maybe_stop()
 
     # -- the MindSpore callback surface ----------------------------------------------------------------
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: Any) -> None:
         if self.passive:
             return
         try:
@@ -237,19 +248,20 @@ class DynamicProfilerMonitor:
         except Exception as exc:
             log.report_error("the dynamic profiling monitor", exc)
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: Any) -> None:
         self.step()
 
 
-_flavours = {}
+_flavours: dict[type[DynamicProfilerMonitor], type[DynamicProfilerMonitor]] = {}
 
 
-def _with_mindspore_callback(cls):
+def _with_mindspore_callback(cls: type[DynamicProfilerMonitor]) -> type[DynamicProfilerMonitor]:
     """CLS with mindspore's Callback as a second base, made once per class (subclasses keep theirs)."""
     if cls not in _flavours:
         from mindspore.train import Callback
 
         if issubclass(cls, Callback):
             return cls
-        _flavours[cls] = type(cls.__name__, (cls, Callback), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        flavour = type(cls.__name__, (cls, Callback), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        _flavours[cls] = cast("type[DynamicProfilerMonitor]", flavour)  # a subclass of CLS
     return _flavours[cls]

@@ -14,6 +14,8 @@ the next step out, and analysis that would miss a still-open window step waits u
 At exit, on SIGTERM, on ``os._exit`` (within OS_EXIT_ANALYSIS_S), or on an explicit stop, whatever
 was collected is flushed and analysed; a fork child never writes.
 """
+from __future__ import annotations
+
 import atexit
 import os
 import signal
@@ -22,20 +24,42 @@ import time
 
 from . import environment, log, records
 from .collectors.steps import StepRecorder
-from .frameworks.device_session import DeviceSession
 from .windows import ASYNC, Windows
 
-_current = None
+TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import Any, NoReturn, Protocol
+
+    from .collectors import SamplerThread
+    from .contract.summary import Summary
+    from .frameworks.device_session import DeviceSession
+    from .options import Options
+    from .store import EventWriter, Record
+    from .windows import Collection
+
+    class StepListener(Protocol):
+        """Told of every step's boundaries; may also have ``finish(reason)``, called at the session's end."""
+
+        def step_opened(self, n: int, start_ns: int) -> object: ...
+
+        def step_closed(self, step: dict[str, Any]) -> object: ...
+
+    SignalHandler = Callable[[int, FrameType | None], Any] | int  # what signal.getsignal returns, None aside
+
+_current: Session | None = None
 STACK_SAMPLING_MS = 5  # fine enough for a flame chart of a ~10 ms step, ~1 % of one core
 OS_EXIT_ANALYSIS_S = 60.0  # os._exit waits this long for the analysis, then leaves saying where the raw data is
 
 
-def current():
+def current() -> Session | None:
     """The process's session, or None when profiling is off."""
     return _current
 
 
-def _physical_memory():
+def _physical_memory() -> int | None:
     """The machine's memory, for the analyses' capacities (they may run on another machine)."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -44,45 +68,46 @@ def _physical_memory():
 
 
 class Session:
-    def __init__(self, options, origin):
+    def __init__(self, options: Options, origin: str) -> None:
         self.options = options  # the process's: integrations read rank_id and data_process; windows bring their own
         self.origin = origin
         self.started_ns = time.time_ns()
         self.owner_pid = os.getpid()
-        self.framework = None
+        self.framework: str | None = None
         self.device: DeviceSession | None = None  # ops for the recording collection
         self.disabled = False
         self.finished = False
-        self.meta = {
+        self.meta: dict[str, Any] = {
             "format": records.FORMAT, "pid": self.owner_pid, "rank_id": options.rank_id, "device_id": options.device_id, "rank_size": options.world_size,
             "started_ns": self.started_ns, "host": os.uname().nodename, "python": sys.version.split()[0],
             "argv": list(sys.argv), "device_target": "CPU", "cpus": os.cpu_count(), "memory_bytes": _physical_memory(),
         }
         self.windows = Windows(self.meta, options, origin)
-        self.listeners = []  # objects with step_opened(n, start_ns) / step_closed(step) (dynamic monitor, capture)
-        self.background = []  # analyses running in their own process
+        self.listeners: list[StepListener] = []  # objects with step_opened(n, start_ns) / step_closed(step) (dynamic monitor, capture)
+        self.background: list[subprocess.Popen[bytes]] = []  # analyses running in their own process
         self.steps = StepRecorder(self._step_opened, self._step_closed)
-        self._samplers = []  # threads started with a window: CPU, and Python stacks when asked
+        self._samplers: list[SamplerThread] = []  # threads started with a window: CPU, and Python stacks when asked
 
     # -- the collections, as integrations and tests know them ------------------------------------
     @property
-    def run(self):
+    def run(self) -> Collection:
         return self.windows.run
 
     @property
-    def owner(self):
+    def owner(self) -> Collection | None:
         """The collection recording now, or None."""
         return self.windows.owner
 
     @property
-    def writer(self):
+    def writer(self) -> EventWriter:
         return self.run.writer
 
     @property
-    def profiler_dir(self):
+    def profiler_dir(self) -> str:
         return self.run.profiler_dir
 
-    def start_window(self, output_path, start, stop, options, origin, analyse_mode, info, at_ns=None, after_open_step=False):
+    def start_window(self, output_path: str, start: int, stop: int, options: Options, origin: str, analyse_mode: str | None,
+                     info: dict[str, Any], at_ns: int | None = None, after_open_step: bool = False) -> Collection | None:
         """Open the window of steps START..STOP and record into it; None (nothing written) when another
         collection records. AFTER_OPEN_STEP: the opener counts the step still open as done (a step-end
         callback that runs before the framework closes the step), so the window begins with the next one."""
@@ -95,7 +120,7 @@ class Session:
         return None
 
     # -- wiring by integrations -------------------------------------------------------------
-    def attach(self, framework, device: DeviceSession | None = None, **meta):
+    def attach(self, framework: str, device: DeviceSession | None = None, **meta: object) -> bool:
         """The first framework to attach owns the step stream; a second one is refused."""
         if self.framework not in (None, framework):
             return False
@@ -105,13 +130,13 @@ class Session:
         self.add_meta(framework=framework, **meta)
         return True
 
-    def add_meta(self, **values):
+    def add_meta(self, **values: object) -> None:
         self.meta.update(values)
         if not self.disabled:
             for c in self.windows.live():
                 c.writer.add({**values, records.KIND: records.META})
 
-    def record(self, record):
+    def record(self, record: Record) -> None:
         """Store one raw record (ops batch, queue sample, comm call...) in the recording collection, else the run."""
         if self.disabled:
             return
@@ -119,13 +144,13 @@ class Session:
         if not target.analysed:
             target.writer.add(record)
 
-    def writer_now(self):
+    def writer_now(self) -> EventWriter | None:
         """The recording collection's writer, for a record that must be on disk at once (``EventWriter.write_now``); None when off."""
         target = None if self.disabled else self.owner or self.run
         return None if target is None or target.analysed else target.writer
 
     # -- step boundaries -------------------------------------------------------------------------
-    def _step_opened(self, n, start_ns):
+    def _step_opened(self, n: int, start_ns: int) -> None:
         if self.disabled or self.finished:
             return
         if self.windows.step_window_opens(n):
@@ -133,7 +158,7 @@ class Session:
         if self.listeners:
             self._tell_listeners("step_opened", n, start_ns)
 
-    def _step_closed(self, step):
+    def _step_closed(self, step: dict[str, Any]) -> None:
         if self.disabled or self.finished:
             return
         run = self.run
@@ -152,7 +177,7 @@ class Session:
         for c in self.windows.live():
             c.writer.flush_if_due(step["end"])
 
-    def _tell_listeners(self, event, *args):
+    def _tell_listeners(self, event: str, *args: object) -> None:
         for listener in list(self.listeners):
             try:
                 getattr(listener, event)(*args)
@@ -160,7 +185,7 @@ class Session:
                 log.report_error("a step listener", exc)
 
     # -- recording ---------------------------------------------------------------------------------
-    def start_recording(self, collection=None, explicit=False, at_ns=None):
+    def start_recording(self, collection: Collection | None = None, explicit: bool = False, at_ns: int | None = None) -> bool:
         """Record into COLLECTION (default: the run); False when another collection records already."""
         c = collection or self.run
         if self.disabled or self.finished or c.analysed:
@@ -169,10 +194,11 @@ class Session:
             return self.owner is c
         self.windows.begin(c, at_ns or time.time_ns(), explicit)
         self.record({records.KIND: records.WINDOW, "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
-        if self._device_wanted(c.options):
+        device = self._wanted_device(c.options)
+        if device is not None:
             began = time.time_ns()
             try:
-                self.device.start(c.options)
+                device.start(c.options)
             except Exception as exc:
                 log.report_error("starting the device profiler", exc)
             # ours, inside the window's first step: the advisor and warm-up leave it out of the job's time
@@ -181,15 +207,16 @@ class Session:
         c.writer.flush()
         return True
 
-    def stop_recording(self):
+    def stop_recording(self) -> Collection | None:
         """Stop the recording collection (its device records still land in it); returns it."""
         c = self.owner
         if c is None:
             return None
         stopped_ns = time.time_ns()
-        if self._device_wanted(c.options):
+        device = self._wanted_device(c.options)
+        if device is not None:
             try:
-                self.device.stop(self)
+                device.stop(self)
             except Exception as exc:
                 log.report_error("stopping the device profiler", exc)
         for sampler in self._samplers:
@@ -200,11 +227,11 @@ class Session:
         c.writer.flush()
         return c
 
-    def _device_wanted(self, options):
-        """The device session collects ops (op_time) and, where it can, the data pipeline (data_process)."""
-        return self.device is not None and (options.op_time or options.data_process)
+    def _wanted_device(self, options: Options) -> DeviceSession | None:
+        """The device session when OPTIONS want what it collects: ops (op_time) and, where it can, the data pipeline (data_process)."""
+        return self.device if options.op_time or options.data_process else None
 
-    def _start_samplers(self, c):
+    def _start_samplers(self, c: Collection) -> None:
         """CPU and memory always (disk, network with host_sys); the training thread's Python stack with with_stack / profile_framework."""
         try:
             from .collectors.cpu import CpuSampler
@@ -222,7 +249,7 @@ class Session:
             log.report_error("starting CPU sampling", exc)
 
     # -- analysis --------------------------------------------------------------------------------
-    def analyse(self, collection, reason="analyse", mode=None):
+    def analyse(self, collection: Collection | None, reason: str = "analyse", mode: str | None = None) -> Summary | None:
         """Stop COLLECTION and analyse it (MODE: SYNC, ASYNC or None for raw data only; default: the
         collection's own), after the step it holds open (if any) has closed."""
         if collection is None or collection.analysed or self.disabled or os.getpid() != self.owner_pid:
@@ -237,18 +264,18 @@ class Session:
             return None
         return self._analyse_now(collection, reason)
 
-    def discard(self, collection):
+    def discard(self, collection: Collection) -> None:
         """Drop a window and its folder (a periodic window the job ended inside)."""
         if self.owner is collection:
             self.stop_recording()
         self.windows.discard(collection)
 
-    def _analyse_now(self, c, reason):
+    def _analyse_now(self, c: Collection, reason: str) -> Summary | None:
         if c.analysed:
             return c.summary
         if self.owner is c:
             self.stop_recording()
-        end = {records.KIND: records.END, "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
+        end: dict[str, Any] = {records.KIND: records.END, "reason": reason, "ts": time.time_ns(), "steps": self.steps.completed}
         if c.writer.lost_steps:  # a full disk earlier: the analysis counts them (this record may reach the disk later)
             end.update(lost_steps=c.writer.lost_steps, lost_because=c.writer.lost_because)
         try:
@@ -271,20 +298,20 @@ class Session:
             return None
         from .pipeline import analyse_rank
 
-        c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=c.recorded)
+        summary = c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=c.recorded)
         if c is self.run and self.windows.listed:
-            self._list_windows(c)
-        return c.summary
+            self._list_windows(c, summary)
+        return summary
 
-    def _list_windows(self, run):
+    def _list_windows(self, run: Collection, summary: Summary) -> None:
         """Say where the windows went (the run's summary lists them from its raw store)."""
         if not run.recorded:
-            log.say(f"step timing of {run.summary['steps_total']} steps (rank {run.options.rank_id}) -> {run.profiler_dir}")
+            log.say(f"step timing of {summary['steps_total']} steps (rank {run.options.rank_id}) -> {run.profiler_dir}")
         for w in self.windows.listed:
             log.say(f"  window      steps {w['steps'][0] if w['steps'] else '-'}..{w['steps'][-1] if w['steps'] else '-'} "
                     f"({w.get('trigger', 'window')}) -> {w['dir']}")
 
-    def _analyse_in_background(self, c):
+    def _analyse_in_background(self, c: Collection) -> None:
         """``python -m msprof_agent.background_analysis`` in a separate process, so training keeps its CPU
         time and the GIL; its table goes to our stderr (one line for capture-policy windows, which may be
         many). The child runs without our variables, so the hook stays off there."""
@@ -302,7 +329,7 @@ class Session:
         except OSError as exc:
             log.report_error("starting the background analysis", exc)
 
-    def wait_for_background(self, timeout_s=600):
+    def wait_for_background(self, timeout_s: float = 600) -> None:
         import subprocess
 
         deadline = time.monotonic() + timeout_s
@@ -313,7 +340,7 @@ class Session:
                 log.warn_once(f"background analysis (pid {proc.pid}) still running; it finishes on its own")
 
     # -- the end -------------------------------------------------------------------------------
-    def finalize(self, reason):
+    def finalize(self, reason: str) -> Summary | None:
         """Flush, stop and analyse once; safe from atexit, a signal handler or an explicit call."""
         if self.disabled or os.getpid() != self.owner_pid or self.finished:
             return None
@@ -335,7 +362,7 @@ class Session:
             self.wait_for_background()
         return summary
 
-    def forget_in_fork_child(self):
+    def forget_in_fork_child(self) -> None:
         """A forked worker inherits this object: it must never write, sample or analyse."""
         self.disabled = True
         self._samplers = []
@@ -343,7 +370,7 @@ class Session:
         self.windows.abandon_all()
 
 
-def start(options, origin):
+def start(options: Options, origin: str) -> Session:
     """Create the process's session (once) and the exit, signal and fork hooks that protect its data."""
     global _current
     if _current is not None:
@@ -353,7 +380,7 @@ def start(options, origin):
     return _current
 
 
-def _finalize_current(reason):
+def _finalize_current(reason: str) -> None:
     session = _current
     if session is None:
         return
@@ -363,10 +390,10 @@ def _finalize_current(reason):
         log.report_error("analysis at exit", exc)
 
 
-_previous_handlers = {}
+_previous_handlers: dict[int, SignalHandler] = {}
 
 
-def _on_terminate(signum, frame):
+def _on_terminate(signum: int, frame: FrameType | None) -> None:
     """Keep the data, then let the signal do what it did before we were here (exit status -15 stays -15)."""
     _finalize_current(signal.Signals(signum).name)
     previous = _previous_handlers.get(signum, signal.SIG_DFL)
@@ -379,10 +406,10 @@ def _on_terminate(signum, frame):
     os.kill(os.getpid(), signum)
 
 
-_real_os_exit = None  # os._exit before _patch_os_exit replaced it
+_real_os_exit: Callable[[int], NoReturn] | None = None  # os._exit before _patch_os_exit replaced it
 
 
-def _patch_os_exit():
+def _patch_os_exit() -> None:
     """``os._exit`` skips atexit, so a job leaving through it (launchers do, to skip a slow teardown) would
     leave raw data only: as coverage.py's patch of it, the session's process finalizes first. Fork
     children (DataLoader workers, the torch fork guard's exit) are not the owner and pass straight through."""
@@ -392,7 +419,7 @@ def _patch_os_exit():
         os._exit = _exit_after_analysis
 
 
-def _exit_after_analysis(status):
+def _exit_after_analysis(status: int) -> NoReturn:
     session = _current
     if session is not None and os.getpid() == session.owner_pid and not session.disabled and not session.finished:
         import threading
@@ -402,21 +429,28 @@ def _exit_after_analysis(status):
         watchdog.start()
         _finalize_current("os._exit")
         watchdog.cancel()
+    assert _real_os_exit is not None  # kept by _patch_os_exit before it put this function in its place
     _real_os_exit(status)
 
 
-def _exit_unanalysed(session, status):
+def _exit_unanalysed(session: Session, status: int) -> NoReturn:
     """The analysis ran past OS_EXIT_ANALYSIS_S: leave now, with the status the job chose, saying how to analyse later."""
     where = session.profiler_dir
     log.say(f"os._exit: the analysis did not finish within {OS_EXIT_ANALYSIS_S:g} s; the raw data is in {where}; "
             f"analyse it with: msprof-agent analyse {where}")
+    assert _real_os_exit is not None  # the watchdog runs only once os._exit is ours
     _real_os_exit(status)
 
 
-def _install_process_hooks():
+def _forget_in_fork_child() -> None:
+    if _current is not None:
+        _current.forget_in_fork_child()
+
+
+def _install_process_hooks() -> None:
     atexit.register(_finalize_current, "exit")
     _patch_os_exit()
-    os.register_at_fork(after_in_child=lambda: _current is not None and _current.forget_in_fork_child())
+    os.register_at_fork(after_in_child=_forget_in_fork_child)
     try:
         previous = signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, _on_terminate)

@@ -14,12 +14,15 @@ on collections through these methods, never by setting their fields.
 import os
 import shutil
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import records
 from .contract.names import run_dir, window_name
 from .options import PROCESS_FIELDS, Options
 from .store import EventWriter
+
+if TYPE_CHECKING:
+    from .contract.summary import Summary
 
 IDLE, RECORDING, STOPPED, ANALYSED = "idle", "recording", "stopped", "analysed"
 SYNC, ASYNC = "sync", "async"
@@ -51,7 +54,7 @@ class Collection:
         self.state = IDLE
         self.explicit = False  # calls drive the window (Profiler, capture policy), not start_step/stop_step
         self.intervals: list[tuple[int, int | None]] = []  # (start_ns, stop_ns or None) per recording
-        self.summary: Record | None = None
+        self.summary: Summary | None = None
         self.info: Record = dict(info or {})  # what the opener wants listed (trigger, steps)
         self.collected: set[int] = set()  # numbers of the steps recorded here
         self.first_step = 0  # no step numbered below it belongs here (see ``contains``)

@@ -7,16 +7,21 @@ times a step takes a plain function instead (``replace``): wrapt binds a new wra
 call of a wrapped method.
 """
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import wrapt
 
 from .. import log
 
+# wrapt's wrapper: (the wrapped callable, the instance or None, args, kwargs) -> the call's result.
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
-def after_call(action, what):
+
+def after_call(action: Callable[[Any], object], what: str) -> Wrapper:
     """A wrapper that makes the call, then runs ``action(instance)``; an error in ACTION is reported
     once as WHAT failing, and the caller gets the call's result all the same."""
-    def wrapper(wrapped, instance, args, kwargs):
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         result = wrapped(*args, **kwargs)
         try:
             action(instance)
@@ -26,11 +31,17 @@ def after_call(action, what):
     return wrapper
 
 
-class Patches:
-    def __init__(self):
-        self._applied = []  # (owner, attribute, our FunctionWrapper)
+class _OurFunctionWrapper(wrapt.FunctionWrapper):
+    """Our FunctionWrapper, marked so: wrapt does nothing against double wrapping."""
 
-    def wrap(self, owner, attribute, wrapper):
+    _self_msprof = True
+
+
+class Patches:
+    def __init__(self) -> None:
+        self._applied: list[tuple[Any, str, Any]] = []  # (owner, attribute, our wrapper or replacement)
+
+    def wrap(self, owner: Any, attribute: str, wrapper: Wrapper) -> None:
         current = getattr(owner, attribute, None)
         if isinstance(vars(owner).get(attribute), staticmethod):  # wrapt binds the descriptor as a static method
             current = vars(owner)[attribute]
@@ -39,12 +50,11 @@ class Patches:
             return
         if isinstance(current, wrapt.FunctionWrapper) and getattr(current, "_self_msprof", False):
             return  # already ours (installed twice, or a module reloaded)
-        wrapped = wrapt.FunctionWrapper(current, wrapper)
-        wrapped._self_msprof = True
+        wrapped = _OurFunctionWrapper(current, wrapper)
         setattr(owner, attribute, wrapped)
         self._applied.append((owner, attribute, wrapped))
 
-    def replace(self, owner, attribute, make):
+    def replace(self, owner: Any, attribute: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         """Put ``make(method)``, a plain function taking the method's arguments, in place of a class's
         own method (once; ``remove_all`` puts the method back while ours is still there)."""
         current = vars(owner).get(attribute)
@@ -54,14 +64,14 @@ class Patches:
         if getattr(current, "_msprof", False):
             return
         replacement = functools.wraps(current)(make(current))  # sets __wrapped__, which remove_all restores
-        replacement._msprof = True
+        replacement.__dict__["_msprof"] = True  # the function's own attribute (typeshed's functools.wraps result declares none)
         setattr(owner, attribute, replacement)
         self._applied.append((owner, attribute, replacement))
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self._applied)
 
-    def remove_all(self):
+    def remove_all(self) -> None:
         while self._applied:
             owner, attribute, wrapped = self._applied.pop()
             if vars(owner).get(attribute) is wrapped:

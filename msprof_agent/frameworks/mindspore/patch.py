@@ -35,6 +35,8 @@ guarded so an agent error never reaches the training script):
 
 The device session (``device.MindSporeDevice``) is handed to the session at install.
 """
+from __future__ import annotations
+
 import collections.abc
 import sys
 import time
@@ -45,29 +47,39 @@ from ..patching import Patches
 from .device import MindSporeDevice
 from .profile import PROFILE
 
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from ...session import Session
+
+    Args = tuple[Any, ...]  # a wrapped call's positional and keyword arguments (wrapt's wrapper signature)
+    Kwargs = dict[str, Any]
+
 _patches = Patches()
-_state = None
+_state: _State | None = None
 
 
 class _State:
-    def __init__(self, session):
+    def __init__(self, session: Session) -> None:
         self.session = session
         self.train_depth = 0
         self.eval_depth = 0
-        self.train_dataset = None  # weakref to the dataset Model._train is running on
+        self.train_dataset: weakref.ref[Any] | None = None  # weakref to the dataset Model._train is running on
         self.sinking = False
         self.model_trained = False  # after Model.train, datasets iterated by hand are evaluation
-        self.loop_dataset = None  # weakref to the dataset a custom loop trains on
+        self.loop_dataset: weakref.ref[Any] | None = None  # weakref to the dataset a custom loop trains on
         self.loop_epoch = 1
         self.context_noted = False
         self.depth = 0  # outermost cell / jit calls in progress (only the outermost one is looked at)
-        self.step_function = None  # the compiled callable whose calls are the loop's steps
-        self.root = None  # weakref to the first cell run outside grad: the model of an inference loop
+        self.step_function: weakref.ref[Any] | None = None  # the compiled callable whose calls are the loop's steps
+        self.root: weakref.ref[Any] | None = None  # weakref to the first cell run outside grad: the model of an inference loop
         self.optimizer_seen = False
         self.calls_end_steps = False  # once a call ended a step, fetches no longer do
         self.steps_explained = False
 
-    def note_context(self):
+    def note_context(self) -> None:
         """Mode and target are set by the script after import, so they are read at the first step."""
         if self.context_noted:
             return
@@ -79,24 +91,25 @@ class _State:
                               context_mode="PYNATIVE" if mode == ms.PYNATIVE_MODE else "GRAPH",
                               jit_level=(ms.get_context("jit_config") or {}).get("jit_level") or ms.get_context("jit_level") or None)
 
-    def note_dataset(self, dataset, amp_level=None):
+    def note_dataset(self, dataset: Any, amp_level: str | None = None) -> None:
         """The training dataset's settings (the advisor says what to change, from what): the parallel workers
         of its pipeline's ops, the first from the top that has them the one named, and the prefetch size."""
         import mindspore.dataset as ds
 
-        workers, todo = {}, [dataset]
+        workers: dict[str, int] = {}
+        todo = [dataset]
         while todo:
             node = todo.pop(0)
             if getattr(node, "num_parallel_workers", None) is not None:
                 workers.setdefault(type(node).__name__, node.num_parallel_workers)
             todo += list(getattr(node, "children", []) or [])
         first = next(iter(workers), None)
-        self.session.add_meta(data_settings={"op": first, "num_parallel_workers": workers.get(first), "ops": workers,
+        self.session.add_meta(data_settings={"op": first, "num_parallel_workers": workers.get(first) if first is not None else None, "ops": workers,
                                              "prefetch_size": ds.config.get_prefetch_size()},
                               **({"amp_level": amp_level} if amp_level else {}))
 
 
-def install(session):
+def install(session: Session | None) -> None:
     """Patch MindSpore's run loop and hand the session a device session; a second call does nothing."""
     global _state
     if _patches or session is None:
@@ -121,7 +134,7 @@ def install(session):
         device.start_dataset_profiler()
 
 
-def _graph_api():
+def _graph_api() -> Any:
     """``mindspore.graph.api`` (2.9+; importing the old ``mindspore.common.api`` prints a deprecation warning)."""
     try:
         from mindspore.graph import api
@@ -130,7 +143,7 @@ def _graph_api():
     return api
 
 
-def uninstall():
+def uninstall() -> None:
     """Restore every patched attribute that still holds our wrapper."""
     global _state
     _patches.remove_all()
@@ -138,7 +151,7 @@ def uninstall():
 
 
 # -- Model.train / Model.eval -------------------------------------------------------------------
-def _model_train(wrapped, instance, args, kwargs):
+def _model_train(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kwargs) -> Any:
     state = _state
     if state is None:
         return wrapped(*args, **kwargs)
@@ -156,18 +169,18 @@ def _model_train(wrapped, instance, args, kwargs):
             state.train_dataset = None
 
 
-def _with_step_callback(state, args, kwargs, amp_level=None):
+def _with_step_callback(state: _State, args: Args, kwargs: Kwargs, amp_level: str | None = None) -> tuple[Args, Kwargs]:
     """Add our step callback after the user's ones; remember which dataset is trained on."""
-    args = list(args)
+    arguments = list(args)
     if state.train_depth == 0:
         state.session.steps.discard_open()  # a fetch before training (a peek at the data) is no step
-    dataset = args[1] if len(args) > 1 else kwargs.get("train_dataset")
+    dataset = arguments[1] if len(arguments) > 1 else kwargs.get("train_dataset")
     state.train_dataset = weakref.ref(dataset) if dataset is not None else None
-    if len(args) > 2:
-        args[2] = _callback_list(args[2])
+    if len(arguments) > 2:
+        arguments[2] = _callback_list(arguments[2])
     else:
         kwargs = dict(kwargs, callbacks=_callback_list(kwargs.get("callbacks")))
-    sink = args[3] if len(args) > 3 else kwargs.get("dataset_sink_mode", True)
+    sink = arguments[3] if len(arguments) > 3 else kwargs.get("dataset_sink_mode", True)
     state.note_context()
     import mindspore as ms
 
@@ -179,10 +192,10 @@ def _with_step_callback(state, args, kwargs, amp_level=None):
     if sink and ms.get_context("device_target") == "CPU":
         state.session.record({records.KIND: records.NOTE, "ts": time.time_ns(),
                               "text": "dataset_sink_mode=True on CPU: MindSpore ran without sinking; one step per batch"})
-    return tuple(args), kwargs
+    return tuple(arguments), kwargs
 
 
-def _callback_list(callbacks):
+def _callback_list(callbacks: Any) -> list[Any]:
     """The user's callbacks as Model._transform_callbacks reads them, then ours."""
     if callbacks is None:
         callbacks = []
@@ -191,10 +204,10 @@ def _callback_list(callbacks):
     return list(callbacks) + [_step_callback()]
 
 
-_callback_class = None
+_callback_class: type[Any] | None = None  # the Callback subclass, made once mindspore.train is imported
 
 
-def _step_callback():
+def _step_callback() -> Any:
     global _callback_class
     if _callback_class is None:
         from mindspore.train import Callback
@@ -202,14 +215,14 @@ def _step_callback():
         class _MsprofStepBoundary(Callback):
             """Step start = host-side forward start; step end = after every other callback."""
 
-            def on_train_step_begin(self, run_context):
+            def on_train_step_begin(self, run_context: Any) -> None:
                 try:
                     if _state is not None:
                         _state.session.steps.mark_fp()
                 except Exception as exc:
                     log.report_error("step begin", exc)
 
-            def on_train_step_end(self, run_context):
+            def on_train_step_end(self, run_context: Any) -> None:
                 try:
                     if _state is not None:
                         _close_model_step(_state, run_context.original_args())
@@ -220,7 +233,7 @@ def _step_callback():
     return _callback_class()
 
 
-def _close_model_step(state, cb_params):
+def _close_model_step(state: _State, cb_params: Any) -> None:
     extra = {"epoch": int(getattr(cb_params, "cur_epoch_num", 0) or 0)}
     helper = getattr(cb_params, "dataset_helper", None) if state.sinking else None
     if helper is not None:
@@ -231,7 +244,7 @@ def _close_model_step(state, cb_params):
     state.session.steps.close(**extra)
 
 
-def _model_sink_process(wrapped, instance, args, kwargs):
+def _model_sink_process(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kwargs) -> Any:
     """Real sinking (Ascend/GPU GRAPH): one step callback per sunk epoch, recorded with its sink_steps."""
     state = _state
     if state is None:
@@ -243,7 +256,7 @@ def _model_sink_process(wrapped, instance, args, kwargs):
         state.sinking = False
 
 
-def _model_eval(wrapped, instance, args, kwargs):
+def _model_eval(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kwargs) -> Any:
     state = _state
     if state is None:
         return wrapped(*args, **kwargs)
@@ -258,7 +271,7 @@ def _model_eval(wrapped, instance, args, kwargs):
 MODEL, LOOP = "model", "loop"
 
 
-def _role(state, iterator):
+def _role(state: _State, iterator: Any) -> str | None:
     """Whether a fetch belongs to training under Model, to a custom training loop, or to nothing."""
     if state.eval_depth:
         return None
@@ -282,7 +295,7 @@ def _role(state, iterator):
     return LOOP if dataset is current else None
 
 
-def _iterator_next(wrapped, instance, args, kwargs):
+def _iterator_next(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kwargs) -> Any:
     state = _state
     role = None
     if state is not None:
@@ -290,7 +303,7 @@ def _iterator_next(wrapped, instance, args, kwargs):
             role = _role(state, instance)
         except Exception as exc:
             log.report_error("classifying a dataset fetch", exc)
-    if role is None:
+    if role is None or state is None:
         return wrapped(*args, **kwargs)
     start = time.time_ns()
     if role == LOOP and not state.calls_end_steps:
@@ -312,7 +325,7 @@ def _iterator_next(wrapped, instance, args, kwargs):
 
 
 # -- mstx -------------------------------------------------------------------------------------------------
-def _patch_mstx(session):
+def _patch_mstx(session: Session) -> None:
     try:
         from mindspore.profiler.mstx import Mstx
     except ImportError:  # MindSpore before 2.5 has no mstx: nothing to record
@@ -322,8 +335,8 @@ def _patch_mstx(session):
 
     recorder = MstxRecorder(session)
 
-    def guarded(record):
-        def wrapper(wrapped, instance, args, kwargs):
+    def guarded(record: Callable[..., Any]) -> Callable[[Callable[..., Any], Any, Args, Kwargs], Any]:
+        def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kwargs) -> Any:
             result = wrapped(*args, **kwargs)
             try:
                 return record(result, *args, **kwargs)
@@ -332,16 +345,16 @@ def _patch_mstx(session):
                 return result
         return wrapper
 
-    def mark(result, message, stream=None, domain="default"):
+    def mark(result: Any, message: str, stream: Any = None, domain: str = "default") -> Any:
         recorder.mark(message, domain)
         return result
 
-    def range_start(native_id, message, stream=None, domain="default"):
+    def range_start(native_id: Any, message: str, stream: Any = None, domain: str = "default") -> Any:
         if message == "dataloader" and sys._getframe(2).f_globals.get("__name__") == ITERATORS_MODULE:
             return native_id  # MindSpore's own range around a fetch: our data wait already
         return recorder.range_start(message, domain, native_id)
 
-    def range_end(result, range_id, domain="default"):
+    def range_end(result: Any, range_id: Any, domain: str = "default") -> Any:
         recorder.range_end(range_id, domain)
         return result
 
@@ -356,15 +369,15 @@ ITERATORS_MODULE = "mindspore.dataset.engine.iterators"
 STEP, FORWARD, UPDATE, INFER = "step", "forward", "update", "infer"
 
 
-def _cell_call(wrapped, instance, args, kwargs):
+def _cell_call(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kwargs) -> Any:
     return _outermost_call(wrapped, instance, args, kwargs, instance)
 
 
-def _jit_call(wrapped, instance, args, kwargs):
+def _jit_call(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kwargs) -> Any:
     return _outermost_call(wrapped, instance, args, kwargs, None)
 
 
-def _outermost_call(wrapped, instance, args, kwargs, cell):
+def _outermost_call(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kwargs, cell: Any) -> Any:
     """A call of a cell (``cell``) or of a jit function (``instance`` is its executor) at the top of a
     custom loop: what it means for the step (see the module docstring)."""
     state = _state
@@ -389,7 +402,7 @@ def _outermost_call(wrapped, instance, args, kwargs, cell):
                 log.report_error("a step end in a custom loop", exc)
 
 
-def _call_role(state, instance, cell):
+def _call_role(state: _State, instance: Any, cell: Any) -> str | None:
     import mindspore as ms
 
     if state.model_trained:
@@ -413,7 +426,7 @@ def _call_role(state, instance, cell):
     return INFER if state.root() is cell else None
 
 
-def _call_begins(state, role, now):
+def _call_begins(state: _State, role: str, now: int) -> None:
     steps = state.session.steps
     if role == UPDATE:
         steps.mark_bp(now)
@@ -421,7 +434,7 @@ def _call_begins(state, role, now):
         steps.mark_fp(now)
 
 
-def _call_ends(state, role, now, what):
+def _call_ends(state: _State, role: str, now: int, what: Any) -> None:
     if role == UPDATE:
         state.optimizer_seen = True
     elif state.optimizer_seen or role == FORWARD:
@@ -441,7 +454,7 @@ def _call_ends(state, role, now, what):
         state.session.record({records.KIND: records.NOTE, "ts": now, "text": _steps_explained(role, what)})
 
 
-def _steps_explained(role, what):
+def _steps_explained(role: str, what: Any) -> str:
     """The note that says what a custom loop's steps are."""
     import mindspore as ms
 

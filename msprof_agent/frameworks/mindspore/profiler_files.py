@@ -11,6 +11,8 @@ Formats (MindSpore 2.10, see docs/../shared notes):
 - dataset profiler: ``dataset_iterator_profiling_{r}.txt`` / ``device_queue_profiling_{r}.txt`` lines
   ``1 <capacity> <step> <size> <ts_ms>`` (steady clock, milliseconds) and ``pipeline_profiling_{r}.json``.
 """
+from __future__ import annotations
+
 import glob
 import json
 import os
@@ -20,22 +22,31 @@ import time
 from ...records import KIND, MEM, OPS, PIPELINE, QUEUE
 from ...store import coded
 
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, Literal
+
+    from ...records import Mem, Pipeline, PipelineOp, Queue
+
+    OpColumns = dict[str, list[Any]]  # parallel columns, one entry per execution: name, type, start, dur, tid (and shape)
+
 OPS_PER_RECORD = 50_000
 _SHAPE = re.compile(r"input_\d+:(\[[^\]]*\]|NoShape)")
 
 
-def op_type_of(full_name):
+def op_type_of(full_name: str) -> str:
     """``.../Grad_MatMul/MatMul-op1`` -> ``MatMul``, as MindSpore's own cpu_op_detail_info does."""
     return full_name.rsplit("/", 1)[-1].split("-", 1)[0]
 
 
-def find(directory, pattern):
+def find(directory: str, pattern: str) -> str | None:
     """The first file matching ``pattern`` anywhere under ``directory`` (the public API nests its output)."""
     hits = sorted(glob.glob(os.path.join(directory, "**", pattern), recursive=True))
     return hits[0] if hits else None
 
 
-def read_op_executions(path):
+def read_op_executions(path: str) -> OpColumns:
     """All executions as parallel lists (name, type, start ns, dur ns, tid), sorted by start."""
     rows = []
     with open(path, encoding="utf-8", errors="replace") as handle:
@@ -57,19 +68,19 @@ def read_op_executions(path):
     }
 
 
-def _tid(text):
+def _tid(text: str) -> int | str:
     return int(text) if text.isdigit() else text
 
 
-def read_shapes(path):
+def read_shapes(path: str) -> dict[str, list[str]]:
     """Per short op name, the input shapes of its executions in order, as JSON lists of lists."""
-    shapes = {}
+    shapes: dict[str, list[str]] = {}
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             parts = line.rstrip("\n").split(";")
             if len(parts) < 3:
                 continue
-            dims = []
+            dims: list[list[int]] = []
             for match in _SHAPE.finditer(line):
                 text = match.group(1)
                 dims.append([] if text == "NoShape" else [int(d) for d in text.strip("[]").split(",") if d.strip()])
@@ -77,10 +88,10 @@ def read_shapes(path):
     return shapes
 
 
-def attach_shapes(ops, shapes):
+def attach_shapes(ops: OpColumns, shapes: dict[str, list[str]]) -> OpColumns:
     """Give each execution its shapes when the counts per short name agree; otherwise leave None."""
-    column = [None] * len(ops["name"])
-    seen = {}
+    column: list[str | None] = [None] * len(ops["name"])
+    seen: dict[str, list[int]] = {}
     for index, name in enumerate(ops["name"]):
         short = name.rsplit("/", 1)[-1]
         seen.setdefault(short, []).append(index)
@@ -94,19 +105,19 @@ def attach_shapes(ops, shapes):
     return ops
 
 
-def op_batches(ops, source):
-    """Split the columns into ``ops`` records of at most OPS_PER_RECORD rows."""
+def op_batches(ops: OpColumns, source: str) -> Iterator[dict[str, Any]]:
+    """Split the columns into ``ops`` records (``records.Ops``) of at most OPS_PER_RECORD rows."""
     total = len(ops["start"])
     for lo in range(0, total, OPS_PER_RECORD):
-        batch = {key: values[lo:lo + OPS_PER_RECORD] for key, values in ops.items()}
+        batch: dict[str, Any] = {key: values[lo:lo + OPS_PER_RECORD] for key, values in ops.items()}
         for column in ("name", "type"):
             batch[column + "_codes"], batch[column + "_table"] = coded(batch.pop(column))
         batch.update({KIND: OPS, "source": source, "device": "cpu"})
         yield batch
 
 
-def memory_records(path):
-    records = []
+def memory_records(path: str) -> list[Mem]:
+    records: list[Mem] = []
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             fields = line.strip().split(",")
@@ -117,15 +128,15 @@ def memory_records(path):
     return records
 
 
-def steady_ms_to_epoch_ns():
+def steady_ms_to_epoch_ns() -> int:
     """Offset from the dataset profiler's steady-clock milliseconds to epoch nanoseconds."""
     return time.time_ns() - time.monotonic_ns()
 
 
-def queue_records(path, kind):
+def queue_records(path: str, kind: Literal["iterator", "device_queue"]) -> list[Queue]:
     """``1 <capacity> <step> <size> <ts_ms>`` lines (queue samples; ``0 ...`` lines are timings)."""
     offset = steady_ms_to_epoch_ns()
-    records = []
+    records: list[Queue] = []
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             fields = line.split()
@@ -137,7 +148,7 @@ def queue_records(path, kind):
     return records
 
 
-def pipeline_records(path, cpu_path=None):
+def pipeline_records(path: str, cpu_path: str | None = None) -> list[Pipeline]:
     """One ``pipeline`` record per sample: each dataset op with its workers and output-queue size then.
 
     Sample times and per-op CPU come from ``minddata_cpu_utilization_{r}.json`` (same sampler, steady
@@ -145,7 +156,7 @@ def pipeline_records(path, cpu_path=None):
     """
     with open(path, encoding="utf-8") as handle:
         info = json.load(handle)
-    cpu = {}
+    cpu: dict[str, Any] = {}  # JSON
     if cpu_path is not None:
         with open(cpu_path, encoding="utf-8") as handle:
             cpu = json.load(handle)
@@ -157,10 +168,10 @@ def pipeline_records(path, cpu_path=None):
     offset = steady_ms_to_epoch_ns()
     stamps = cpu.get("time_stamp") or []
     now = time.time_ns()
-    records = []
+    records: list[Pipeline] = []
     for i in range(samples):
         ts = stamps[i] * 1_000_000 + offset if len(stamps) == samples else now - (samples - 1 - i) * interval_ns
-        entries = []
+        entries: list[PipelineOp] = []
         for op in ops:
             queue = (op.get("metrics") or {}).get("output_queue") or {}
             sizes = queue.get("size", [])
@@ -175,5 +186,5 @@ def pipeline_records(path, cpu_path=None):
     return records
 
 
-def _at(values, index):
+def _at(values: list[float] | None, index: int) -> float | None:
     return values[index] if values and index < len(values) else None

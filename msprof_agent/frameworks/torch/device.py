@@ -4,6 +4,8 @@ The run-loop patches (``patch.py``) drive it: ``start`` / ``stop`` at the window
 ``DeviceSession`` protocol), ``step_ended`` at each close and ``hand_over`` between two steps when a
 profiler session holds ~SESSION_EVENTS events.
 """
+from __future__ import annotations
+
 import bisect
 import os
 import re
@@ -12,8 +14,22 @@ import time
 import orjson
 
 from ... import environment, log, records
+from ...options import Options
 from ...store import coded
 from .fork_guard import guard_fork_children_against_kineto_exit
+
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from torch._C._autograd import _KinetoEvent
+
+    from ...collectors.steps import StepRecorder
+    from ...session import Session
+
+    Batch = dict[str, list[Any]]  # an ops batch's columns, filled event by event
+    Collective = tuple[str, int, int, list[list[int]], list[str]]  # name, start, dur, input shapes, dtypes
 
 OPS_CHUNK = 65536
 # torch.profiler keeps every event of a session until its stop(), at ~5 KB each with shapes (6 GB
@@ -45,19 +61,20 @@ KINETO_QUIET_LEVEL = "6"
 ADDRESS = re.compile(r"\s*(?:at )?0x[0-9a-fA-F]+")
 
 
-def cuda_in_use():
+def cuda_in_use() -> bool:
     """True once the script itself initialised CUDA. Never ``torch.cuda.is_available()``: that
     initialises the driver in this process, and a later ``fork`` could then not use CUDA."""
     import torch
 
-    return torch.cuda.is_initialized()
+    initialized: bool = torch.cuda.is_initialized()  # unannotated in torch
+    return initialized
 
 
 
 _kineto_level_chosen = False
 
 
-def _start_quietly(prof):
+def _start_quietly(prof: Any) -> None:
     """Start ``prof`` with kineto's lines off, so the job's output stays its own: the level is set
     for kineto's first start only (it reads it then), and never where the user chose one; the
     variable is removed again, so the job's children do not inherit it."""
@@ -83,26 +100,26 @@ class TorchDeviceSession:
     counts per op name equal torch.profiler's own table.
     """
 
-    def __init__(self, steps):
-        self.options = None  # the recording window's, from start()
+    def __init__(self, steps: StepRecorder) -> None:
+        self.options = Options()  # the recording window's, from start()
         self._session_events = _session_events()
         self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
         self._steps = steps
-        self.step_ends = []  # boundaries of the window's steps, to number the collectives found in it
-        self.wrapped_comm = []  # (start, end) of calls the Python wrappers timed already
+        self.step_ends: list[int] = []  # boundaries of the window's steps, to number the collectives found in it
+        self.wrapped_comm: list[tuple[int, int]] = []  # (start, end) of calls the Python wrappers timed already
         self._first_step = 1
         self._session_steps = FIRST_SESSION_STEPS  # steps per profiler session, sized from the last one
         self._steps_in_session = 0
-        self._prof = None
-        self._sync = None
+        self._prof: Any = None  # torch.profiler.profile: stop() reads and clears its internals (profiler.kineto_results)
+        self._sync = (0, 0)  # time.time_ns() before and after the profiler session started, for its clock
         self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
 
-    def start(self, options):
+    def start(self, options: Options) -> None:
         """Start torch.profiler for a window with the window's OPTIONS."""
         self.options = options
         self._start_profiler(continuing=False)
 
-    def _start_profiler(self, continuing):
+    def _start_profiler(self, continuing: bool) -> None:
         """A profiler session for the window, or (``continuing``) its next one after a hand-over."""
         if not self.options.op_time:
             return  # torch.profiler has nothing but ops to give: data waits come from the run loop
@@ -126,25 +143,25 @@ class TorchDeviceSession:
         guard_fork_children_against_kineto_exit()
 
     @property
-    def active(self):
+    def active(self) -> bool:
         return self._prof is not None
 
-    def step_ended(self, now):
+    def step_ended(self, now: int) -> None:
         self.step_ends.append(now)
         self._steps_in_session += 1
 
     @property
-    def handover_due(self):
+    def handover_due(self) -> bool:
         return self._prof is not None and self._steps_in_session >= self._session_steps
 
-    def hand_over(self, session):
+    def hand_over(self, session: Session) -> None:
         """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS."""
         steps = self._steps_in_session
         events = self.stop(session)
         self._session_steps = max(1, steps * self._session_events // max(events, 1))
         self._start_profiler(continuing=True)
 
-    def stop(self, session):
+    def stop(self, session: Session) -> int:
         """Stop torch.profiler and write its events; returns how many it gave. A ``buffer`` record says
         what the session held in this process: the RSS before its stop and after its events are freed
         (with the settings that sized them), so the advisor judges the job's memory net of it."""
@@ -155,7 +172,7 @@ class TorchDeviceSession:
         prof.stop()
         results = prof.profiler.kineto_results
         events = results.events()
-        count = len(events)
+        count: int = len(events)
         self._emit(session, events, self._clock_offset(results.trace_start_ns()))
         # The profile object sits in reference cycles that only a full garbage collection frees, and
         # with it the C++ events (~10 KB each): drop them now, or every hand-over's stay in memory.
@@ -170,17 +187,19 @@ class TorchDeviceSession:
                         "profile_memory": bool(self.options.profile_memory)})
         return count
 
-    def _emit(self, session, events, offset):
+    def _emit(self, session: Session, events: Iterable[_KinetoEvent], offset: int) -> None:
         cuda = self.cuda
         shapes_on = bool(self.options.record_shapes)
-        batches = {}
-        memory, comm = [], []
+        batches: dict[str, Batch] = {}
+        memory: list[tuple[int, int, bool]] = []  # (ts, bytes allocated (negative: freed), on the GPU)
+        comm: list[Collective] = []
         skipped = 0
         for event in events:
             try:  # read the whole row before appending, so a bad event never misaligns the columns
                 name = event.name()
                 if name == "[memory]":
-                    memory.append((event.start_ns(), event.nbytes(), cuda and event.device_type().name == "CUDA"))
+                    # nbytes: a [memory] event's, missing from torch's _KinetoEvent stub
+                    memory.append((event.start_ns(), event.nbytes(), cuda and event.device_type().name == "CUDA"))  # type: ignore[attr-defined]
                     continue
                 if event.is_hidden_event() or name.startswith(ANNOTATIONS_NOT_OPS) or name == "[OutOfMemory]":
                     continue
@@ -219,7 +238,7 @@ class TorchDeviceSession:
         if skipped:
             session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
 
-    def _emit_comm(self, session, comm, offset):
+    def _emit_comm(self, session: Session, comm: list[Collective], offset: int) -> None:
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
 
         A profiler collective that starts inside a wrapped call is that call, already recorded (an
@@ -238,7 +257,7 @@ class TorchDeviceSession:
                             "name": name.split(":", 1)[1], "start": start, "dur": dur,
                             "bytes": _tensor_bytes(shapes, dtypes), "source": records.COMM_FROM_PROFILER})
 
-    def _clock_offset(self, trace_start_ns):
+    def _clock_offset(self, trace_start_ns: int) -> int:
         """Kineto stamps epoch ns in torch 2.x (checked: its trace start falls inside our start() call);
         should a build use another clock, the ops are shifted onto ``time.time_ns``."""
         before, after = self._sync
@@ -247,7 +266,7 @@ class TorchDeviceSession:
         log.warn_once("torch.profiler's clock differs from time.time_ns(); op times are shifted to the wall clock")
         return (before + after) // 2 - trace_start_ns
 
-    def _emit_memory(self, session, memory, offset):
+    def _emit_memory(self, session: Session, memory: list[tuple[int, int, bool]], offset: int) -> None:
         """Allocated bytes over time from the allocator's [memory] events, the peak of each time bucket.
 
         CUDA counts from ``torch.cuda.memory_allocated()`` at the window start; the CPU allocator
@@ -273,13 +292,14 @@ class TorchDeviceSession:
                 session.record({records.KIND: records.MEM, "ts": when, "allocated": value, "device": device})
 
 
-def _rss():
+def _rss() -> int:
     import psutil
 
-    return psutil.Process().memory_info().rss
+    rss: int = psutil.Process().memory_info().rss  # psutil is untyped
+    return rss
 
 
-def _return_freed_memory():
+def _return_freed_memory() -> None:
     """Hand the freed profiler buffer back to the OS (glibc keeps freed heap pages otherwise), so that the
     RSS after a stop shows what the session held; elsewhere nothing, and the drop reads smaller."""
     try:
@@ -290,7 +310,7 @@ def _return_freed_memory():
         pass
 
 
-def _session_events():
+def _session_events() -> int:
     value = os.environ.get(environment.TORCH_SESSION_EVENTS)
     if value is None:
         return SESSION_EVENTS
@@ -300,7 +320,7 @@ def _session_events():
     return SESSION_EVENTS
 
 
-def _tensor_bytes(shapes, dtypes):
+def _tensor_bytes(shapes: list[list[int]], dtypes: list[str]) -> int:
     """Bytes of a profiled op's tensor inputs from their shapes and dtype names (0 if a dtype is unknown)."""
     total = 0
     for shape, dtype in zip(shapes, dtypes):
@@ -316,8 +336,8 @@ def _tensor_bytes(shapes, dtypes):
     return total
 
 
-def _new_batch(shapes_on, device):
-    batch = {"name": [], "start": [], "dur": [], "tid": [], "flops": []}
+def _new_batch(shapes_on: bool, device: str) -> Batch:
+    batch: Batch = {"name": [], "start": [], "dur": [], "tid": [], "flops": []}
     if shapes_on:
         batch["shape"] = []
     if device == "cuda":
@@ -325,10 +345,10 @@ def _new_batch(shapes_on, device):
     return batch
 
 
-def _flush_batch(session, batch, offset):
+def _flush_batch(session: Session, batch: Batch, offset: int) -> None:
     if not batch["start"]:
         return
-    record = {records.KIND: records.OPS, "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
+    record: dict[str, Any] = {records.KIND: records.OPS, "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
     codes, table = coded(batch.pop("name"))
     stable = [ADDRESS.sub("", name) for name in table]
     if stable != table:  # names that differ only by an address are one op

@@ -21,15 +21,30 @@ user's host work after a step stays in the next step's interval.
 
 Every hook catches its own errors (``log.report_error``): the agent never breaks training.
 """
+from __future__ import annotations
+
 import sys
 import threading
 import time
 import weakref
+from typing import TYPE_CHECKING, cast  # typing is loaded already: this runs once torch is imported
 
 from ... import log, records
 from ..patching import Patches, after_call
 from .device import TorchDeviceSession, cuda_in_use
 from .profile import PROFILE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    import torch
+
+    from ...session import Session
+
+    Args = tuple[Any, ...]  # a wrapped call's positional and keyword arguments (wrapt's wrapper signature)
+    Kwargs = dict[str, Any]
+    Method = Callable[..., Any]
 
 LOADER_SETTINGS = ("num_workers", "batch_size", "prefetch_factor", "persistent_workers", "pin_memory")  # recorded as data_settings
 COMM_FUNCTIONS = (
@@ -38,10 +53,10 @@ COMM_FUNCTIONS = (
     "send", "recv", "all_gather_object", "broadcast_object_list",
 )
 
-_state = None  # the installed _Integration, or None
+_state: _Integration | None = None  # the installed one
 
 
-def install(session):
+def install(session: Session) -> _Integration | None:
     """Patch torch's run loop for ``session`` and attach a torch.profiler device session (idempotent)."""
     global _state
     if _state is not None:
@@ -58,7 +73,7 @@ def install(session):
 
 
 
-def uninstall():
+def uninstall() -> None:
     """Remove every hook and wrapper this module put in place (wrappers replaced by others are left)."""
     global _state
     if _state is not None:
@@ -67,26 +82,26 @@ def uninstall():
 
 
 class _Integration:
-    def __init__(self, session, device):
+    def __init__(self, session: Session, device: TorchDeviceSession) -> None:
         import torch
 
         self.session = session
         self.device = device
         self.steps = session.steps
         self._grad_enabled = torch.is_grad_enabled
-        self._primary = None  # weakref to the primary optimizer
-        self._handles = []
-        self._fp_hook = None
-        self._root = None  # weakref to the root module of an inference loop
+        self._primary: weakref.ref[torch.optim.Optimizer] | None = None  # weakref to the primary optimizer
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._fp_hook: _ReArmableHook | None = None
+        self._root: weakref.ref[torch.nn.Module] | None = None  # weakref to the root module of an inference loop
         self._inferring = False  # a root forward of an inference loop is running
-        self._handover_from = None  # end of the step whose close asks for a hand-over, until it happens
+        self._handover_from: int | None = None  # end of the step whose close asks for a hand-over, until it happens
         self._patches = Patches()
         self._in_comm = threading.local()
-        self._groups = {}  # id(ProcessGroup) -> [name, ranks, sequence number, the stores its ranks were written to]
+        self._groups: dict[int, list[Any]] = {}  # id(ProcessGroup) -> [name, ranks, sequence number, the stores its ranks were written to]
         self._loader_noted = False  # the training DataLoader's settings are in the meta
 
     # -- installing ------------------------------------------------------------------------------
-    def install(self):
+    def install(self) -> None:
         import torch
         import torch.nn.modules.module as module_mod
         import torch.optim.optimizer as optimizer_mod
@@ -107,7 +122,7 @@ class _Integration:
                 if callable(getattr(torch.distributed, name, None)):
                     self._patches.wrap(torch.distributed, name, self._comm_wrapper(name))
 
-    def _patch_record_function(self):
+    def _patch_record_function(self) -> None:
         """The user's ``torch.profiler.record_function`` ranges as mstx ranges (domain "default"); torch's
         own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out.
         Torch opens three a step itself: plain functions (``Patches.replace``), and nothing more than
@@ -118,8 +133,8 @@ class _Integration:
 
         session, recorder = self.session, MstxRecorder(self.session)
 
-        def entering(enter):
-            def __enter__(instance):
+        def entering(enter: Method) -> Method:
+            def __enter__(instance: Any) -> Any:
                 out = enter(instance)
                 if session.owner is not None:
                     try:
@@ -130,8 +145,8 @@ class _Integration:
                 return out
             return __enter__
 
-        def leaving(leave):
-            def __exit__(instance, *args):
+        def leaving(leave: Method) -> Method:
+            def __exit__(instance: Any, *args: Any) -> Any:
                 try:
                     range_id = vars(instance).pop("_msprof_range", None)
                     if range_id is not None:
@@ -144,7 +159,7 @@ class _Integration:
         self._patches.replace(record_function, "__enter__", entering)
         self._patches.replace(record_function, "__exit__", leaving)
 
-    def uninstall(self):
+    def uninstall(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -153,7 +168,7 @@ class _Integration:
         self._patches.remove_all()
 
     # -- forward start ---------------------------------------------------------------------------
-    def _forward_pre_hook(self, module, _args):
+    def _forward_pre_hook(self, module: torch.nn.Module, _args: Args) -> None:
         """The first training forward of a step: the outermost module's pre-hook runs before its children's."""
         try:
             if self.session.disabled:
@@ -163,12 +178,13 @@ class _Integration:
                     self._adopt_root(module)
                 return None
             self.steps.mark_fp(time.time_ns())
-            self._fp_hook.disarm()
+            if self._fp_hook is not None:  # set by install(), before any hook can run
+                self._fp_hook.disarm()
         except Exception as exc:
             log.report_error("marking the forward start", exc)
         return None
 
-    def _adopt_root(self, module):
+    def _adopt_root(self, module: torch.nn.Module) -> None:
         """The first evaluation forward before any optimizer step: this module's forwards may be an
         inference loop's steps. Its own hooks time them, so the global hook can stay disarmed."""
         self._root = weakref.ref(module)
@@ -176,17 +192,18 @@ class _Integration:
         self._handles.append(module.register_forward_hook(self._root_forward_ends))
         self._root_forward_begins(module, None)
 
-    def _root_forward_begins(self, module, _args):
+    def _root_forward_begins(self, module: torch.nn.Module, _args: Args | None) -> None:
         try:
             self._inferring = (self._primary is None and not self.session.disabled
                                and (not module.training or not self._grad_enabled()))
             if self._inferring:
-                self._fp_hook.disarm()
+                if self._fp_hook is not None:
+                    self._fp_hook.disarm()
                 self.steps.mark_fp(time.time_ns())
         except Exception as exc:
             log.report_error("marking an inference step's start", exc)
 
-    def _root_forward_ends(self, module, _args, _output):
+    def _root_forward_ends(self, module: torch.nn.Module, _args: Args, _output: Any) -> None:
         if not self._inferring:
             return None
         self._inferring = False
@@ -202,17 +219,18 @@ class _Integration:
         return None
 
     # -- data wait, backward end, step boundary ----------------------------------------------------
-    def _step_ends(self, now):
+    def _step_ends(self, now: int) -> None:
         """Close the step at ``now``; a full profiler session is handed over before user code runs."""
         if self.device.active:  # before close(): closing the last window step stops the device session
             self.device.step_ended(now)
         self.steps.open(now)
         self.steps.close(now)
-        self._fp_hook.arm()
+        if self._fp_hook is not None:
+            self._fp_hook.arm()
         if self.device.handover_due:
             self._handover_from = now
 
-    def _hand_over_if_due(self):
+    def _hand_over_if_due(self) -> None:
         """The hand-over a step's close asked for: a recorded pause from that close on, in no step."""
         began, self._handover_from = self._handover_from, None
         if began is None or not self.device.handover_due or self.steps.current is not None:
@@ -225,9 +243,9 @@ class _Integration:
         self.session.record({records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"})
         self.steps.start_next_at(resumed)
 
-    def _handing_over_after(self, step):
+    def _handing_over_after(self, step: Method) -> Method:
         """``step`` (an optimizer class's), then the hand-over its step's close asked for."""
-        def stepped(*args, **kwargs):
+        def stepped(*args: Any, **kwargs: Any) -> Any:
             result = step(*args, **kwargs)
             try:
                 self._hand_over_if_due()
@@ -236,11 +254,11 @@ class _Integration:
             return result
         return stepped
 
-    def _timing_fetches(self, fetch):
+    def _timing_fetches(self, fetch: Method) -> Method:
         """``fetch`` (the DataLoader's ``__iter__`` or its iterator's ``__next__``) timed as the step's data wait."""
         session, steps, grad_enabled = self.session, self.steps, self._grad_enabled
 
-        def timed(*args, **kwargs):
+        def timed(*args: Any, **kwargs: Any) -> Any:
             if session.disabled or not grad_enabled():
                 return fetch(*args, **kwargs)
             start = time.time_ns()
@@ -253,7 +271,7 @@ class _Integration:
             return result
         return timed
 
-    def _loader_iter(self, wrapped, instance, args, kwargs):
+    def _loader_iter(self, wrapped: Method, instance: Any, args: Args, kwargs: Kwargs) -> Any:
         """A training loader's first iteration records its settings (the advisor says what to change, from what);
         starting an iteration is timed as a fetch."""
         if not self._loader_noted and not self.session.disabled and self._grad_enabled():
@@ -264,11 +282,11 @@ class _Integration:
                 log.report_error("reading the DataLoader's settings", exc)
         return self._timing_fetches(wrapped)(*args, **kwargs)
 
-    def _backward_ended(self, _instance):
+    def _backward_ended(self, _instance: object) -> None:
         if not self.session.disabled:
             self.steps.mark_bp(time.time_ns())
 
-    def _after_optimizer_step(self, optimizer, _args, _kwargs):
+    def _after_optimizer_step(self, optimizer: torch.optim.Optimizer, _args: Args, _kwargs: Kwargs) -> None:
         try:
             now = time.time_ns()
             primary = self._primary() if self._primary is not None else None
@@ -287,8 +305,8 @@ class _Integration:
             log.report_error("closing a training step", exc)
 
     # -- communication -----------------------------------------------------------------------------
-    def _comm_wrapper(self, name):
-        def timed_comm(wrapped, _instance, args, kwargs):
+    def _comm_wrapper(self, name: str) -> Callable[[Method, Any, Args, Kwargs], Any]:
+        def timed_comm(wrapped: Method, _instance: Any, args: Args, kwargs: Kwargs) -> Any:
             if self.session.disabled or getattr(self._in_comm, "busy", False):
                 return wrapped(*args, **kwargs)  # nested calls (all_gather_object -> all_gather) count once
             self._in_comm.busy = True
@@ -302,7 +320,7 @@ class _Integration:
                 try:
                     if self.device.active:
                         self.device.wrapped_comm.append((start, end))
-                    record = {records.KIND: records.COMM, "step": self.steps.completed + 1, "name": name, "group": group, "seq": seq,
+                    record: dict[str, Any] = {records.KIND: records.COMM, "step": self.steps.completed + 1, "name": name, "group": group, "seq": seq,
                               "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs)}
                     if kwargs.get("async_op"):
                         record["async"] = True  # the time is the launch only; the wait happens in Work.wait()
@@ -311,7 +329,7 @@ class _Integration:
                     log.report_error("timing a communication call", exc)
         return timed_comm
 
-    def _entered(self, name, args, kwargs):
+    def _entered(self, name: str, args: Args, kwargs: Kwargs) -> tuple[str | None, int | None]:
         """Before a collective can block: its entry (group, that group's sequence number, step) on disk, so the
         ranks of a job killed while waiting in it say who entered and who never did. The group's ranks go
         into its first entry in each store. Returns (group name, sequence number)."""
@@ -330,7 +348,8 @@ class _Integration:
             known[2] += 1
             writer = self.session.writer_now()
             if writer is not None:
-                entry = {records.KIND: records.ENTER, "group": known[0], "seq": known[2], "name": name, "step": self.steps.completed + 1, "ts": time.time_ns()}
+                entry: dict[str, Any] = {records.KIND: records.ENTER, "group": known[0], "seq": known[2], "name": name,
+                                         "step": self.steps.completed + 1, "ts": time.time_ns()}
                 if writer not in known[3]:  # the group's ranks once per store
                     entry["ranks"] = known[1]
                     known[3].add(writer)
@@ -346,25 +365,25 @@ class _ReArmableHook:
     its handle's id: registering anew every step would build a ``RemovableHandle`` (weak references,
     a class counter) per step, a cost on the training thread's critical path."""
 
-    def __init__(self, register, hook):
+    def __init__(self, register: Callable[[Method], torch.utils.hooks.RemovableHandle], hook: Method) -> None:
         self._hook = hook
         self._handle = register(hook)
-        self._hooks = self._handle.hooks_dict_ref()
+        self._hooks = cast("dict[int, Method]", self._handle.hooks_dict_ref())  # torch's global hook dict: its weak reference never dies
         self._removed = False
 
-    def arm(self):
+    def arm(self) -> None:
         if not self._removed:
             self._hooks[self._handle.id] = self._hook
 
-    def disarm(self):
+    def disarm(self) -> None:
         self._hooks.pop(self._handle.id, None)
 
-    def remove(self):
+    def remove(self) -> None:
         self._removed = True
         self.disarm()
 
 
-def _payload_bytes(args, kwargs):
+def _payload_bytes(args: Args, kwargs: Kwargs) -> int:
     """Bytes of the tensors handed to a collective: the first tensor argument or list of tensors."""
     import torch
 
