@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 from conftest import EXAMPLES, PY, ROOT, client_python, hook_env, read_csv, run_script
+from msprof_agent.export import ascend_comm
 
 pytestmark = pytest.mark.client
 PACKAGES = {"msprof-analyze": "msprof-analyze==26.2.0", "hta": "HolisticTraceAnalysis==0.5.0"}
@@ -101,7 +102,10 @@ def test_text_layout_is_rewritten_in_place_and_counts_as_our_tables(torch_job):
         assert sum(1 for e in trace if e.get("cat") == "cpu_op") >= sum(counts.values())  # the timeline also holds ops outside the steps
         comm = json.load(open(os.path.join(output, "communication.json")))
         assert sorted(comm) == [f"step{n}" for n in range(1, STEPS + 1)]
-        assert "all_reduce_0@world" in comm["step2"]["collective"] and "Total Op Info" in comm["step2"]["collective"]
+        world = str(ascend_comm.double_hash("world"))  # a group is keyed by msprof-analyze's hash of its name
+        assert f"all_reduce__2_0@{world}" in comm["step2"]["collective"] and "Total Op Info" in comm["step2"]["collective"]
+        assert json.load(open(os.path.join(directory, "profiler_metadata.json")))["parallel_group_info"] == {
+            "world": {"group_name": "world", "group_rank": rank, "global_ranks": [0, 1]}}
     _analyse(torch_job, "text")  # a later export of the same run replaces its directories
     assert _ascend_dirs(torch_job) == dirs
     wrong = subprocess.run([PY, "-m", "msprof_agent", "analyse", torch_job, "--export", "csv"], capture_output=True, text=True)
