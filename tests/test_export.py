@@ -168,8 +168,8 @@ def test_database_recipe_counts_equal_our_tables(torch_job, msprof_analyze, tmp_
         counts = dict(db.execute("SELECT s.value, count(*) FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.opType GROUP BY s.value"))
         assert counts == {r[1]: int(r[3]) for r in read_csv(os.path.join(output, "op_statistic.csv"))[1:]}
         assert [r[0] for r in db.execute("SELECT id FROM STEP_TIME ORDER BY id")] == list(range(1, STEPS + 1))
-        calls = sum(len([k for k in step["collective"] if k != "Total Op Info"])
-                    for step in json.load(open(os.path.join(output, "communication.json"))).values())
+        calls = sum(len([k for k in ops if k != "Total Op Info"])
+                    for step in json.load(open(os.path.join(output, "communication.json"))).values() for ops in step.values())
         assert db.execute("SELECT count(*) FROM COMMUNICATION_OP").fetchone()[0] == calls
         steps = sqlite3.connect(os.path.join(output, "analysis.db")).execute("SELECT step, computing FROM StepTraceTime").fetchall()
         assert [(str(s), str(c)) for s, c in steps] == [(r[0], r[1]) for r in read_csv(os.path.join(output, "step_trace_time.csv"))[1:]]

@@ -64,7 +64,8 @@ def _bandwidth(size_mb: float, ms: float) -> float:
 
 def calls(data: Any) -> list[dict[str, Any]]:
     """The rank's collectives in time order, each with its step, kind, op id, group (name and key), time
-    (µs, ms), size (MB) and links (``src-dst`` in group-local ranks to their transport)."""
+    (µs, ms), size (MB) and, for a collective on a group the rank is a member of, its links (``src-dst`` in
+    group-local ranks, to each member, to their transport)."""
     members = group_members(data)
     out = []
     for step, key, call in collectives(data):
@@ -72,12 +73,13 @@ def calls(data: Any) -> list[dict[str, Any]]:
         name = call.get("name", "comm")
         index = op.rsplit("_", 1)[1]
         ranks = members.get(group)
+        kind = P2P if name in P2P_NAMES else COLLECTIVE
         links = {}
-        if ranks and data.rank in ranks:
+        if kind == COLLECTIVE and ranks and data.rank in ranks:  # a send or receive's peer is not recorded: no links
             me = ranks.index(data.rank)
             links = {f"{me}-{peer}": SELF_TRANSPORT if peer == me else LINK_TRANSPORT for peer in range(len(ranks))}
         ms, size_mb = call["dur"] / 1e6, (call.get("bytes") or 0) / MB
-        out.append({"step": f"step{step}", "kind": P2P if name in P2P_NAMES else COLLECTIVE, "name": name, "op": f"{name}__{step}_{index}",
+        out.append({"step": f"step{step}", "kind": kind, "name": name, "op": f"{name}__{step}_{index}",
                     "group": group, "key": group_key(group), "start_ns": call["start"], "end_ns": call["start"] + call["dur"],
                     "start_us": round(call["start"] / 1000.0, 3), "ms": round(ms, 6), "size_mb": round(size_mb, 9),
                     "bandwidth": _bandwidth(size_mb, ms), "links": links, "bytes": call.get("bytes") or 0, "dtype": call.get("dtype")})
