@@ -132,7 +132,7 @@ def matrix_json(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return matrix
 
 
-# The analysis database's tables (Ascend PyTorch Profiler's analysis.db), from the same rows
+# The analysis database's tables (Ascend PyTorch Profiler's analysis.db: contract.names.ASCEND_COMM_*_TABLE), from the same rows
 TIME_COLUMNS = ("hccl_op_name", "group_name", "start_timestamp", "elapse_time", "transit_time", "wait_time", "synchronization_time",
                 "idle_time", "synchronization_time_ratio", "wait_time_ratio", "step", "type")
 BANDWIDTH_COLUMNS = ("hccl_op_name", "group_name", "transport_type", "transit_size", "transit_time", "bandwidth", "large_packet_ratio",

@@ -116,9 +116,9 @@ def _analysis(db: sqlite3.Connection, data: Any, overlap: Any) -> None:
     db.executemany(f"INSERT INTO StepTraceTime VALUES ({', '.join('?' * len(STEP_TRACE_COLUMNS))})", step_table(overlap))
     rows = ascend_comm.calls(data)
     comm = ascend_comm.communication_json(rows)
-    for table, columns, values in (("CommAnalyzerTime", ascend_comm.TIME_COLUMNS, ascend_comm.time_rows(comm)),
-                                   ("CommAnalyzerBandwidth", ascend_comm.BANDWIDTH_COLUMNS, ascend_comm.bandwidth_rows(comm)),
-                                   ("CommAnalyzerMatrix", ascend_comm.MATRIX_COLUMNS, ascend_comm.matrix_rows(ascend_comm.matrix_json(rows)))):
+    for table, columns, values in ((names.ASCEND_COMM_TIME_TABLE, ascend_comm.TIME_COLUMNS, ascend_comm.time_rows(comm)),
+                                   (names.ASCEND_COMM_BANDWIDTH_TABLE, ascend_comm.BANDWIDTH_COLUMNS, ascend_comm.bandwidth_rows(comm)),
+                                   (names.ASCEND_COMM_MATRIX_TABLE, ascend_comm.MATRIX_COLUMNS, ascend_comm.matrix_rows(ascend_comm.matrix_json(rows)))):
         db.execute(f"CREATE TABLE {table} ({', '.join(c + (' TEXT' if c in TEXT_COLUMNS else ' NUMERIC') for c in columns)})")
         db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(columns))})", values)
 

@@ -13,6 +13,7 @@ labelled ``RDMA`` (the slot for traffic between processes over a network transpo
 transport in ``communication_matrix.json``'s ``Transport Type`` (``TCP``). The host cannot tell the
 wait for a slower peer from the transfer inside one call, so ``Wait Time`` is 0 and ``Transit Time``
 is the call's whole duration; the slow-rank view comes from ``step_trace_time.csv``'s Computing.
+How groups, calls and links are keyed (as msprof-analyze joins them): ``ascend_comm``.
 """
 import os
 
