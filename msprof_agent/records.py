@@ -186,6 +186,7 @@ if TYPE_CHECKING:
         "start": int,
         "dur": int,
         "bytes": int | None,
+        "dtype": NotRequired[str],  # the payload's element type ("float32"), where the call's tensors share one
         "group": NotRequired[str | None],
         "seq": NotRequired[int | None],  # the call's number among its group's calls in this process (ENTER's seq)
         "source": NotRequired[str],  # COMM_FROM_PROFILER

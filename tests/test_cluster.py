@@ -16,6 +16,7 @@ from conftest import ROOT, read_json
 from msprof_agent.analysis import cluster
 from msprof_agent.contract import names
 from msprof_agent.contract.summary import summaries
+from msprof_agent.export import ascend_comm
 from msprof_agent.pipeline import analyse_rank, offline_analyse
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
@@ -133,13 +134,27 @@ def test_an_unreachable_scheduler_is_said_in_one_line(job):
 
 
 def test_a_process_group_keys_its_collectives_and_links_in_the_export(tmp_path):
+    """Ranks 0 and 2 of 3 all-reduce on group tp_0: its name and global ranks in each member's parallel_group_info,
+    its calls and links keyed by msprof-analyze's hash of the name, each link in group-local ranks; rank 1 has none."""
     profiler_dir = str(tmp_path / "job" / "profiler")
     write_job(profiler_dir, [20, 21, 20], group=("tp_0", [0, 2]))
     offline_analyse(os.path.dirname(profiler_dir), export_type="text")
-    matrix_file = next(glob.iglob(os.path.join(str(tmp_path / "job"), "*_ascend_pt", names.ASCEND_OUTPUT, names.ASCEND_COMMUNICATION_MATRIX)))
-    matrix = read_json(matrix_file)
-    assert sorted(matrix["step1"]["collective"]) == ["allreduce_0@tp_0"]
-    assert sorted(matrix["step1"]["collective"]["allreduce_0@tp_0"]) in (["0-0", "0-2"], ["1-0", "1-2"], ["2-0", "2-2"])
+    key = str(ascend_comm.double_hash("tp_0"))
+    assert key == "12567585671917305"  # msprof-analyze 26.2's double_hash("tp_0")
+    dirs = {int(read_json(os.path.join(d, names.ASCEND_METADATA))["rank"]): d for d in glob.glob(os.path.join(str(tmp_path / "job"), "*_ascend_pt"))}
+    for rank, local in ((0, 0), (2, 1), (1, None)):
+        meta = read_json(os.path.join(dirs[rank], names.ASCEND_METADATA))
+        matrix = read_json(os.path.join(dirs[rank], names.ASCEND_OUTPUT, names.ASCEND_COMMUNICATION_MATRIX))
+        comm = read_json(os.path.join(dirs[rank], names.ASCEND_OUTPUT, names.ASCEND_COMMUNICATION))
+        if local is None:
+            assert "parallel_group_info" not in meta and matrix == {}
+            continue
+        assert meta["parallel_group_info"] == {"tp_0": {"group_name": "tp_0", "group_rank": local, "global_ranks": [0, 2]}}
+        assert sorted(comm["step1"]["collective"]) == ["Total Op Info", f"allreduce__1_0@{key}"]
+        assert sorted(matrix["step1"]["collective"]) == sorted(f"allreduce-{s}@{key}" for s in ("top1", "middle", "bottom1", "total"))
+        links = matrix["step1"]["collective"][f"allreduce-total@{key}"]
+        assert sorted(links) == [f"{local}-0", f"{local}-1"] and links[f"{local}-{local}"]["Transport Type"] == "LOCAL"
+        assert links[f"{local}-{1 - local}"]["Transit Size(MB)"] == round(4096 / (1 << 20), 9)
     summary = read_json(os.path.join(profiler_dir, names.rank_file(names.SUMMARY, 0)))
     assert summary["collectives"] == {"tp_0": {"ranks": [0, 2], "entered": STEPS, "completed": STEPS, "last": {"name": "allreduce", "step": STEPS}}}
 

@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 from conftest import EXAMPLES, PY, ROOT, client_python, hook_env, read_csv, run_script
+from msprof_agent.export import ascend_comm
 
 pytestmark = pytest.mark.client
 PACKAGES = {"msprof-analyze": "msprof-analyze==26.2.0", "hta": "HolisticTraceAnalysis==0.5.0"}
@@ -101,7 +102,10 @@ def test_text_layout_is_rewritten_in_place_and_counts_as_our_tables(torch_job):
         assert sum(1 for e in trace if e.get("cat") == "cpu_op") >= sum(counts.values())  # the timeline also holds ops outside the steps
         comm = json.load(open(os.path.join(output, "communication.json")))
         assert sorted(comm) == [f"step{n}" for n in range(1, STEPS + 1)]
-        assert "all_reduce_0@world" in comm["step2"]["collective"] and "Total Op Info" in comm["step2"]["collective"]
+        world = str(ascend_comm.double_hash("world"))  # a group is keyed by msprof-analyze's hash of its name
+        assert f"all_reduce__2_0@{world}" in comm["step2"]["collective"] and "Total Op Info" in comm["step2"]["collective"]
+        assert json.load(open(os.path.join(directory, "profiler_metadata.json")))["parallel_group_info"] == {
+            "world": {"group_name": "world", "group_rank": rank, "global_ranks": [0, 1]}}
     _analyse(torch_job, "text")  # a later export of the same run replaces its directories
     assert _ascend_dirs(torch_job) == dirs
     wrong = subprocess.run([PY, "-m", "msprof_agent", "analyse", torch_job, "--export", "csv"], capture_output=True, text=True)
@@ -164,8 +168,8 @@ def test_database_recipe_counts_equal_our_tables(torch_job, msprof_analyze, tmp_
         counts = dict(db.execute("SELECT s.value, count(*) FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.opType GROUP BY s.value"))
         assert counts == {r[1]: int(r[3]) for r in read_csv(os.path.join(output, "op_statistic.csv"))[1:]}
         assert [r[0] for r in db.execute("SELECT id FROM STEP_TIME ORDER BY id")] == list(range(1, STEPS + 1))
-        calls = sum(len([k for k in step["collective"] if k != "Total Op Info"])
-                    for step in json.load(open(os.path.join(output, "communication.json"))).values())
+        calls = sum(len([k for k in ops if k != "Total Op Info"])
+                    for step in json.load(open(os.path.join(output, "communication.json"))).values() for ops in step.values())
         assert db.execute("SELECT count(*) FROM COMMUNICATION_OP").fetchone()[0] == calls
         steps = sqlite3.connect(os.path.join(output, "analysis.db")).execute("SELECT step, computing FROM StepTraceTime").fetchall()
         assert [(str(s), str(c)) for s, c in steps] == [(r[0], r[1]) for r in read_csv(os.path.join(output, "step_trace_time.csv"))[1:]]
@@ -175,6 +179,65 @@ def test_database_recipe_counts_equal_our_tables(torch_job, msprof_analyze, tmp_
     rows = sqlite3.connect(result).execute("SELECT Rank, OpType, Count FROM ComputeOpPerRankStatsByOpType").fetchall()
     for rank in (0, 1):
         assert {t: c for r, t, c in rows if r == rank} == _our_type_counts(tree, rank)
+
+
+RECIPE_QUERIES = """
+import json, sqlite3, sys
+from msprof_analyze.prof_exports.cluster_time_summary_export import CommunicationTimeExport
+from msprof_analyze.prof_exports.slow_link_export import QUERY
+db = sqlite3.connect(sys.argv[1])
+slow_rank = db.execute(CommunicationTimeExport.QUERY, (0, 2 ** 63 - 1)).fetchall()
+print(json.dumps({"slow_rank": slow_rank, "slow_link": db.execute(QUERY).fetchall()}))
+"""
+
+
+@pytest.mark.torch
+def test_cluster_fills_the_communication_tables(torch_job, msprof_analyze, tmp_path):
+    """msprof-analyze's cluster run on the text+db export logs no error and fills its communication group map
+    (the default group by its name and both ranks), its per-rank communication time and bandwidth and the
+    matrix of links between the ranks, from the calls each rank recorded; the queries of its slow-rank and
+    slow-link recipes find every call (with 2 ranks neither can name an outlier: their own limits)."""
+    from msprof_agent.analysis.rundata import load_rank
+
+    tree = str(tmp_path / "db")
+    shutil.copytree(torch_job, tree, ignore=shutil.ignore_patterns("cluster_analysis_output"))
+    _analyse(tree, "text,db")
+    log = msprof_analyze("cluster", "-d", tree)
+    assert "ERROR" not in log, log[-3000:]
+    db = sqlite3.connect(os.path.join(tree, "cluster_analysis_output", "cluster_analysis.db"))
+    world = str(ascend_comm.double_hash("world"))
+    assert db.execute("SELECT type, rank_set, group_name, group_id FROM CommunicationGroupMapping").fetchall() == [
+        ("collective", "(0,1)", world, "world")]
+    calls = {rank: load_rank(os.path.join(tree, "profiler"), rank).comm for rank in (0, 1)}
+    assert all(len(c) == 4 * STEPS for c in calls.values())  # one all_reduce per parameter a step
+    for rank, recorded in calls.items():
+        rows = db.execute("SELECT step, elapsed_time FROM ClusterCommunicationTime WHERE rank_id = ? AND hccl_op_name != 'Total Op Info' "
+                          "AND group_name = ?", (rank, world)).fetchall()
+        assert len(rows) == len(recorded)
+        assert sum(ms for _, ms in rows) == pytest.approx(sum(c["dur"] for c in recorded) / 1e6, rel=1e-4)
+        totals = dict(db.execute("SELECT step, elapsed_time FROM ClusterCommunicationTime WHERE rank_id = ? AND hccl_op_name = 'Total Op Info'",
+                                 (rank,)).fetchall())
+        assert sorted(totals) == [f"step{n}" for n in range(1, STEPS + 1)]
+        sizes = dict(db.execute("SELECT step, transit_size FROM ClusterCommunicationBandwidth WHERE rank_id = ? AND hccl_op_name = 'Total Op Info'",
+                                (rank,)).fetchall())
+        assert sizes["step2"] == pytest.approx(sum(c["bytes"] for c in recorded if c["step"] == 2) / (1 << 20), rel=1e-6)
+    links = db.execute("SELECT src_rank, dst_rank, transit_size, transit_time, bandwidth, transport_type FROM ClusterCommunicationMatrix "
+                       "WHERE step = 'step2' AND hccl_op_name = 'Total Op Info'").fetchall()
+    assert sorted((int(s), int(d)) for s, d, *_ in links) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for src, dst, size, ms, bandwidth, transport in links:  # the link from a rank: its calls of step 2, their payload and time
+        own = [c for c in calls[int(src)] if c["step"] == 2]
+        assert size == pytest.approx(sum(c["bytes"] for c in own) / (1 << 20), rel=1e-6)
+        assert ms == pytest.approx(sum(c["dur"] for c in own) / 1e6, rel=1e-4) and bandwidth == pytest.approx(size / ms)
+        assert transport == ("LOCAL" if src == dst else "TCP")
+    python = client_python("msprof-analyze", PACKAGES["msprof-analyze"])
+    for rank, directory in _ascend_dirs(tree).items():
+        path = os.path.join(directory, "ASCEND_PROFILER_OUTPUT", f"ascend_pytorch_profiler_{rank}.db")
+        proc = subprocess.run([python, "-c", RECIPE_QUERIES, path], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found = json.loads(proc.stdout)
+        assert {(r[0], r[1]) for r in found["slow_rank"]} == {(rank, world)} and len(found["slow_rank"]) == len(calls[rank])
+        assert sorted(r[5] for r in found["slow_link"]) == sorted(c["bytes"] for c in calls[rank])  # dataSize: the payload's bytes
+        assert {r[4] for r in found["slow_link"]} == {"FP32"}
 
 
 HTA_CHECK = """

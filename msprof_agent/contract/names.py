@@ -90,6 +90,10 @@ ASCEND_MEMORY_RECORD = "memory_record.csv"
 ASCEND_DB = "ascend_{framework}_profiler_{rank}.db"
 ASCEND_DB_FRAMEWORK = {"torch": "pytorch", "mindspore": "mindspore"}
 ASCEND_ANALYSIS_DB = "analysis.db"  # msprof-analyze's cluster step table reads PyTorch's from here
+# analysis.db's communication tables (per call, per call's transfer, per link), which msprof-analyze's cluster run reads
+ASCEND_COMM_TIME_TABLE = "CommAnalyzerTime"
+ASCEND_COMM_BANDWIDTH_TABLE = "CommAnalyzerBandwidth"
+ASCEND_COMM_MATRIX_TABLE = "CommAnalyzerMatrix"
 HTA_FOLDER = "hta_trace"  # PyTorch-style traces only: HTA reads every JSON there
 HTA_TRACE = "{host}_{pid}.rank{rank}.pt.trace.json"
 

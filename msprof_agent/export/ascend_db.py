@@ -10,6 +10,7 @@ after the inserts, which is cheaper than keeping them up to date row by row.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import tempfile
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..analysis import GROUP, collectives, counted_op_mask
+from ..analysis import counted_op_mask
 from ..contract import names
-from . import ascend_dir, framework_profile
+from . import ascend_comm, ascend_dir, framework_profile
 from .ascend_text import step_table
 
 if TYPE_CHECKING:
@@ -38,6 +39,14 @@ ROWS_PER_INSERT = 500  # rows per INSERT statement (1500 values, within SQLite's
 PAGE_SIZE = 65536  # SQLite's largest
 SORT_THREADS = 2
 API_TYPE_OP = 50001  # ENUM_API_TYPE's code for an op (PyTorch API level "op")
+API_TYPE_COMM = 5500  # ENUM_API_TYPE's code for the communication library's level (msprof's "hccl"; the library is in algType)
+# ENUM_HCCL_DATA_TYPE, as the msprof schema numbers it, by torch's dtype names (COMMUNICATION_OP.count is in these elements)
+DATA_TYPES = {"INT8": 0, "INT16": 1, "INT32": 2, "FP16": 3, "FP32": 4, "INT64": 5, "UINT64": 6, "UINT8": 7, "UINT16": 8, "UINT32": 9,
+              "FP64": 10, "BFP16": 11, "INT128": 12, "N/A": 65534, "INVALID_TYPE": 65535}
+TORCH_DATA_TYPES = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "float16": "FP16", "float32": "FP32", "int64": "INT64",
+                    "uint64": "UINT64", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "float64": "FP64", "bfloat16": "BFP16"}
+DATA_TYPE_BYTES = {"INT8": 1, "INT16": 2, "INT32": 4, "FP16": 2, "FP32": 4, "INT64": 8, "UINT64": 8, "UINT8": 1, "UINT16": 2, "UINT32": 4,
+                   "FP64": 8, "BFP16": 2}
 TABLES = {
     "META_DATA": "name TEXT, value TEXT",
     "SESSION_TIME_INFO": "startTimeNs INTEGER, endTimeNs INTEGER",
@@ -45,6 +54,8 @@ TABLES = {
     "RANK_DEVICE_MAP": "rankId INTEGER, deviceId INTEGER",
     "STRING_IDS": "id INTEGER PRIMARY KEY, value TEXT",
     "ENUM_API_TYPE": "id INTEGER PRIMARY KEY, name TEXT",
+    "ENUM_HCCL_DATA_TYPE": "id INTEGER PRIMARY KEY, name TEXT",
+    "CANN_API": "startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, connectionId INTEGER, name INTEGER",
     "TASK": ("startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER PRIMARY KEY, "
              "globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, modelId INTEGER"),
     "COMPUTE_TASK_INFO": ("name INTEGER, globalTaskId INTEGER PRIMARY KEY, blockDim INTEGER, mixBlockDim INTEGER, taskType INTEGER, "
@@ -58,9 +69,10 @@ TABLES = {
     "CPU_USAGE": "timestampNs INTEGER, cpuNo TEXT, usage NUMERIC",
     "HOST_MEM_USAGE": "timestampNs INTEGER, usage NUMERIC",
 }
+TEXT_COLUMNS = {"hccl_op_name", "group_name", "transport_type", "src_rank", "dst_rank", "op_name", "step", "type"}
 STEP_TRACE_COLUMNS = ("step", "computing", "communication_not_overlapped", "overlapped", "communication", "free", "stage", "bubble",
                       "communication_not_overlapped_and_exclude_receive", "preparing")
-INDEXES = (("TASK", "startNs"), ("PYTORCH_API", "startNs"), ("COMMUNICATION_OP", "startNs"), ("CPU_USAGE", "timestampNs"),
+INDEXES = (("TASK", "startNs"), ("PYTORCH_API", "startNs"), ("COMMUNICATION_OP", "startNs"), ("CANN_API", "startNs"), ("CPU_USAGE", "timestampNs"),
            ("HOST_MEM_USAGE", "timestampNs"))
 
 
@@ -102,14 +114,22 @@ def write(run: Run, root: str) -> dict[str, Any]:
     api_tables = framework_profile(data).api_tables
     indexes = [i for i in INDEXES if api_tables or i[0] != "PYTORCH_API"]
     counts = _write_db(os.path.join(out, file_name(data)), lambda db: _fill(db, data, overlap), indexes)
-    if api_tables:  # msprof-analyze's cluster step table reads PyTorch's from analysis.db
-        _write_db(os.path.join(out, names.ASCEND_ANALYSIS_DB), lambda db: _step_trace(db, overlap), ())
+    if api_tables:  # msprof-analyze's cluster step table and communication recipes read PyTorch's from analysis.db
+        _write_db(os.path.join(out, names.ASCEND_ANALYSIS_DB), lambda db: _analysis(db, data, overlap), ())
     return dict(counts, file=file_name(data))
 
 
-def _step_trace(db: sqlite3.Connection, overlap: Overlap) -> None:
+def _analysis(db: sqlite3.Connection, data: RunData, overlap: Overlap) -> None:
+    """analysis.db: StepTraceTime and the communication tables (``ascend_comm``), what the text export's files hold."""
     db.execute(f"CREATE TABLE StepTraceTime ({', '.join(c + ' NUMERIC' for c in STEP_TRACE_COLUMNS)})")
     db.executemany(f"INSERT INTO StepTraceTime VALUES ({', '.join('?' * len(STEP_TRACE_COLUMNS))})", step_table(overlap))
+    rows = ascend_comm.calls(data)
+    comm = ascend_comm.communication_json(rows)
+    for table, columns, values in ((names.ASCEND_COMM_TIME_TABLE, ascend_comm.TIME_COLUMNS, ascend_comm.time_rows(comm)),
+                                   (names.ASCEND_COMM_BANDWIDTH_TABLE, ascend_comm.BANDWIDTH_COLUMNS, ascend_comm.bandwidth_rows(comm)),
+                                   (names.ASCEND_COMM_MATRIX_TABLE, ascend_comm.MATRIX_COLUMNS, ascend_comm.matrix_rows(ascend_comm.matrix_json(rows)))):
+        db.execute(f"CREATE TABLE {table} ({', '.join(c + (' TEXT' if c in TEXT_COLUMNS else ' NUMERIC') for c in columns)})")
+        db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(columns))})", values)
 
 
 def _write_db(path: str, fill: Callable[[sqlite3.Connection], T], indexes: Iterable[tuple[str, str]]) -> T:
@@ -147,28 +167,46 @@ def _fill(db: sqlite3.Connection, data: RunData, overlap: Overlap) -> dict[str, 
     strings = _Strings(data)
     pid = int(meta.get("pid") or 0)
     db.executemany("INSERT INTO META_DATA VALUES (?, ?)", [("SCHEMA_VERSION", SCHEMA_VERSION), ("producer", "msprof-agent"),
-                                                             ("framework", str(meta.get("framework")))])
+                                                             ("framework", str(meta.get("framework"))),
+                                                             ("parallel_group_info", json.dumps(ascend_comm.parallel_group_info(data)))])
     steps = data.window_steps or data.steps
     start = steps[0]["start"] if steps else int(meta.get("started_ns") or 0)
     end = steps[-1]["end"] if steps else start
     db.execute("INSERT INTO SESSION_TIME_INFO VALUES (?, ?)", (start, end))
     db.execute("INSERT INTO HOST_INFO VALUES (?, ?)", (str(meta.get("host", "")), str(meta.get("host", ""))))
     db.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?, ?)", (data.rank, int(meta.get("device_id") or 0)))
-    db.execute("INSERT INTO ENUM_API_TYPE VALUES (?, ?)", (API_TYPE_OP, "op"))
+    db.executemany("INSERT INTO ENUM_API_TYPE VALUES (?, ?)", [(API_TYPE_COMM, "hccl"), (API_TYPE_OP, "op")])
+    db.executemany("INSERT INTO ENUM_HCCL_DATA_TYPE VALUES (?, ?)", [(code, name) for name, code in DATA_TYPES.items()])
     db.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", [(r["n"], r["start"], r["end"]) for r in overlap.stages])
     tasks = _ops(db, data, strings, pid, api_tables)
-    calls = collectives(data)
-    group = strings(GROUP)
-    db.executemany("INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-        (strings(key.split("@")[0]), c["start"], c["start"] + c["dur"], -1, group, i, 0, 0, strings("UNKNOWN"), strings("gloo"),
-         c.get("bytes") or 0, strings(c.get("name", "comm"))) for i, (_, key, c) in enumerate(calls)])
+    calls = _collectives(db, data, strings, pid, tasks)
     db.executemany("INSERT INTO CPU_USAGE VALUES (?, ?, ?)", [(c["ts"], "Avg", round(100 - c["idle"], 2)) for c in data.cpu])
     capacity = meta.get("memory_bytes") or 0
     if capacity:
         db.executemany("INSERT INTO HOST_MEM_USAGE VALUES (?, ?)",
                        [(c["ts"], round(100 * c["rss"] / capacity, 4)) for c in data.cpu])
     db.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", enumerate(strings.values))
-    return {"tasks": tasks, "collectives": len(calls)}
+    return {"tasks": tasks, "collectives": calls}
+
+
+def _collectives(db: sqlite3.Connection, data: Any, strings: _Strings, pid: int, tasks: int) -> int:
+    """COMMUNICATION_OP, and the call of each on the communication library's level as CANN_API (the row
+    msprof-analyze's slow-rank recipe joins it to by ``connectionId``, numbered after the ops'). ``count``
+    is in elements of ``dataType`` where the call's tensors had one type, else its bytes with type N/A.
+    The calling thread is not recorded: ``globalTid`` holds the process alone."""
+    rows = ascend_comm.calls(data)
+    backend = strings(str(data.meta.get("backend") or "gloo"))
+    op_rows, api_rows = [], []
+    for i, call in enumerate(rows):
+        dtype = TORCH_DATA_TYPES.get(call["dtype"] or "", "N/A")
+        count = call["bytes"] // DATA_TYPE_BYTES[dtype] if dtype in DATA_TYPE_BYTES else call["bytes"]
+        connection = tasks + 1 + i
+        op_rows.append((strings(call["op"]), call["start_ns"], call["end_ns"], connection, strings(call["key"]), i, 0, 0, DATA_TYPES[dtype],
+                        backend, count, strings(call["name"])))
+        api_rows.append((call["start_ns"], call["end_ns"], API_TYPE_COMM, pid << 32, connection, strings(call["name"])))
+    db.executemany("INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", op_rows)
+    db.executemany("INSERT INTO CANN_API VALUES (?, ?, ?, ?, ?, ?)", api_rows)
+    return len(rows)
 
 
 def _insert_rows(db: sqlite3.Connection, table: str, row: str, values: np.ndarray) -> None:

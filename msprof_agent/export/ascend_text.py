@@ -13,6 +13,7 @@ labelled ``RDMA`` (the slot for traffic between processes over a network transpo
 transport in ``communication_matrix.json``'s ``Transport Type`` (``TCP``). The host cannot tell the
 wait for a slower peer from the transfer inside one call, so ``Wait Time`` is 0 and ``Transit Time``
 is the call's whole duration; the slow-rank view comes from ``step_trace_time.csv``'s Computing.
+How groups, calls and links are keyed (as msprof-analyze joins them): ``ascend_comm``.
 """
 from __future__ import annotations
 
@@ -26,8 +27,6 @@ from ..analysis import (
     DEVICE_PID,
     OPS_PID,
     OpEvents,
-    collectives,
-    communication_groups,
     counted_op_mask,
     device_tables,
     fixed_events,
@@ -37,7 +36,7 @@ from ..analysis import (
 )
 from ..contract import names
 from ..writers import write_csv, write_json
-from . import ascend_dir, framework_profile
+from . import ascend_comm, ascend_dir, framework_profile
 
 if TYPE_CHECKING:
     from ..analysis import Overlap, Run
@@ -51,7 +50,6 @@ OP_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Mi
 MEMORY_HEADER = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)", "Stream Ptr", "Device Type"]
 OVERLAP_PID = 8
 OVERLAP_TRACKS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
-BANDWIDTH_LABEL = "RDMA"  # see the module docstring
 MB = 1 << 20
 
 
@@ -72,7 +70,8 @@ def write(run: Run, root: str) -> dict[str, Any]:
     write_json(os.path.join(root, names.ASCEND_METADATA), metadata(data), pretty)
     write_csv(os.path.join(out, names.ASCEND_STEP_TRACE), STEP_HEADER, step_table(overlap))
     trace = _trace_view(data, os.path.join(out, names.ASCEND_TRACE_VIEW), overlap)
-    communication, matrix = _communication(data)
+    rows = ascend_comm.calls(data)
+    communication, matrix = ascend_comm.communication_json(rows), ascend_comm.matrix_json(rows)
     write_json(os.path.join(out, names.ASCEND_COMMUNICATION), communication, pretty)
     write_json(os.path.join(out, names.ASCEND_COMMUNICATION_MATRIX), matrix, pretty)
     write_csv(os.path.join(out, names.ASCEND_OP_STATISTIC), OP_HEADER, op_statistic(data))
@@ -91,10 +90,14 @@ def step_table(overlap: Overlap) -> list[list[float]]:
 
 
 def metadata(data: RunData) -> dict[str, Any]:
-    """World size and rank; ``distributed_args`` (which msprof-analyze checks: dp * pp * tp = world size)
-    only when the run recorded its parallel sizes."""
+    """World size and rank, the groups of the rank's collectives (``parallel_group_info``: ``ascend_comm``);
+    ``distributed_args`` (which msprof-analyze checks: dp * pp * tp = world size) only when the run recorded
+    its parallel sizes."""
     meta = data.meta
     result: dict[str, Any] = {"rank": data.rank, "world_size": meta.get("rank_size", 1), "framework": meta.get("framework"), "agent": "msprof-agent"}
+    groups = ascend_comm.parallel_group_info(data)
+    if groups:
+        result["parallel_group_info"] = groups
     sizes = {key: meta[key] for key in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size") if meta.get(key)}
     if sizes:
         result["distributed_args"] = dict(sizes, world_size=result["world_size"], rank=data.rank)
@@ -139,38 +142,6 @@ def _trace_view(data: RunData, path: str, overlap: Overlap) -> dict[str, int]:
     limit_mb = data.options.timeline_limit
     _, kept, size = write_trace(path, head, b"]", events, data.ops["dur"] if events else None, limit_mb)
     return {"ops": kept, "bytes": size}
-
-
-def _communication(data: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
-    """communication.json and communication_matrix.json from the recorded collectives."""
-    rank, world = data.rank, int(data.meta.get("rank_size") or 1)
-    members = {name: group["ranks"] for name, group in communication_groups(data).items() if group["ranks"]}
-    comm: dict[str, Any] = {}  # communication.json: per step, its collectives' entries
-    matrix: dict[str, Any] = {}  # communication_matrix.json: per step, each collective's links
-    for step, key, call in collectives(data):
-        ms, size_mb = call["dur"] / 1e6, (call.get("bytes") or 0) / MB
-        bandwidth = round(size_mb / 1024 / (ms / 1000), 4) if ms else 0.0
-        entry: dict[str, Any] = {"Communication Time Info": {
-            "Start Timestamp(us)": _us(call["start"]), "Elapse Time(ms)": round(ms, 6), "Transit Time(ms)": round(ms, 6),
-            "Wait Time(ms)": 0.0, "Synchronization Time(ms)": 0.0, "Idle Time(ms)": 0.0, "Wait Time Ratio": 0.0, "Synchronization Time Ratio": 0.0},
-            "Communication Bandwidth Info": {BANDWIDTH_LABEL: {
-                "Transit Size(MB)": round(size_mb, 6), "Transit Time(ms)": round(ms, 6), "Bandwidth(GB/s)": bandwidth,
-                "Large Packet Ratio": 1.0 if size_mb >= 1 else 0.0, "Size Distribution": {str(round(size_mb, 6)): [1, round(ms, 6)]}}}}
-        per_step = comm.setdefault(f"step{step}", {"collective": {}, "p2p": {}})["collective"]
-        per_step[key] = entry
-        total = per_step.setdefault("Total Op Info", {"Communication Time Info": dict.fromkeys(entry["Communication Time Info"], 0.0),
-                                                      "Communication Bandwidth Info": {}})
-        for field, value in entry["Communication Time Info"].items():
-            if field != "Start Timestamp(us)" and not field.endswith("Ratio"):
-                total["Communication Time Info"][field] = round(total["Communication Time Info"][field] + value, 6)
-        links = {f"{rank}-{peer}": {"Transport Type": "TCP" if peer != rank else "LOCAL", "Transit Size(MB)": round(size_mb, 6),
-                                    "Transit Time(ms)": round(ms, 6), "Bandwidth(GB/s)": bandwidth, "Op Name": key.split("@")[0]}
-                 for peer in members.get(key.split("@")[1], range(world))}
-        matrix.setdefault(f"step{step}", {"collective": {}, "p2p": {}})["collective"][key] = links
-    for per_step in comm.values():  # Total Op Info's start: the step's first call
-        starts = [e["Communication Time Info"]["Start Timestamp(us)"] for k, e in per_step["collective"].items() if k != "Total Op Info"]
-        per_step["collective"]["Total Op Info"]["Communication Time Info"]["Start Timestamp(us)"] = min(starts)
-    return comm, matrix
 
 
 def op_statistic(data: RunData) -> list[list[Any]]:

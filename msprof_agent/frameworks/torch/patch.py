@@ -320,8 +320,11 @@ class _Integration:
                 try:
                     if self.device.active:
                         self.device.wrapped_comm.append((start, end))
+                    size, dtype = _payload(args, kwargs)
                     record: dict[str, Any] = {records.KIND: records.COMM, "step": self.steps.completed + 1, "name": name, "group": group, "seq": seq,
-                              "start": start, "dur": end - start, "bytes": _payload_bytes(args, kwargs)}
+                              "start": start, "dur": end - start, "bytes": size}
+                    if dtype:
+                        record["dtype"] = dtype
                     if kwargs.get("async_op"):
                         record["async"] = True  # the time is the launch only; the wait happens in Work.wait()
                     self.session.record(record)
@@ -383,14 +386,16 @@ class _ReArmableHook:
         self.disarm()
 
 
-def _payload_bytes(args: Args, kwargs: Kwargs) -> int:
-    """Bytes of the tensors handed to a collective: the first tensor argument or list of tensors."""
+def _payload(args: Args, kwargs: Kwargs) -> tuple[int, str | None]:
+    """Bytes of the tensors handed to a collective (the first tensor argument or list of tensors), and their
+    element type ("float32"; None when there is none, or a list mixes types)."""
     import torch
 
     values = list(args) + [kwargs.get("tensor"), kwargs.get("tensor_list"), kwargs.get("input")]
     for value in values:
         if isinstance(value, torch.Tensor):
-            return value.numel() * value.element_size()
+            return value.numel() * value.element_size(), str(value.dtype).removeprefix("torch.")
         if isinstance(value, (list, tuple)) and value and all(isinstance(t, torch.Tensor) for t in value):
-            return sum(t.numel() * t.element_size() for t in value)
-    return 0
+            dtypes = {t.dtype for t in value}
+            return sum(t.numel() * t.element_size() for t in value), str(dtypes.pop()).removeprefix("torch.") if len(dtypes) == 1 else None
+    return 0, None
