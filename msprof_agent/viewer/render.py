@@ -15,6 +15,7 @@ import functools
 import html
 import os
 import time
+from typing import Any
 from urllib.parse import urlencode
 
 import orjson
@@ -23,7 +24,7 @@ from .. import frameworks
 from ..contract.names import SUMMARY, rank_file
 from ..contract.summary import read_summary
 from .assets import TEMPLATE_DIR, static_text
-from .sections import MAX_TABLE_ROWS, PAGES
+from .sections import MAX_TABLE_ROWS, PAGES, Run
 
 PAGE_TITLES = {"overview": "Overview", "steps": "Step trace", "operators": "Operators", "data": "Data preparation",
                "resources": "Resources", "cluster": "Cluster"}
@@ -179,25 +180,26 @@ def ok(section):
     return section is not None and section["status"] == "ok"
 
 
-def table(table_id, columns, rows, search_keys=(), limit=None):
+def table(table_id, columns, rows, search_keys=(), limit=None, href=None, page_size=None):
     """A sortable table's cells: columns (key, title, kind) with kind 'text'|'num'|'count'|'pct'; rows: dicts.
-    Each cell carries its sort value (data-v) and its shown text; the page shows the first ``limit`` rows
-    (default MAX_TABLE_ROWS)."""
+    Each cell carries its sort value (data-v), its shown text and a link (``href(row)`` on the first column);
+    the page holds the first ``limit`` rows (default MAX_TABLE_ROWS), viewer.js shows ``page_size`` at a time."""
     limit = MAX_TABLE_ROWS if limit is None else limit
     shown_rows = []
     for row in rows[:limit]:
         cells = []
-        for key, _, kind in columns:
+        for i, (key, _, kind) in enumerate(columns):
             value = row.get(key)
+            link = href(row) if href and i == 0 else None
             if kind == "text":
-                cells.append((key, value, value))
+                cells.append((key, value, value, link))
                 continue
             shown = pct(value) if kind == "pct" else count(value) if kind == "count" else fmt(value)
-            cells.append((key, "" if value is None else repr(float(value)), shown))
-        search = " ".join(str(row.get(k) or "") for k in search_keys).lower()
+            cells.append((key, "" if value is None else repr(float(value)), shown, link))
+        search = " ".join("" if row.get(k) is None else str(row.get(k)) for k in search_keys).lower()
         shown_rows.append((search, cells))
     return {"id": table_id, "columns": [(key, title, "text" if kind == "text" else "num") for key, title, kind in columns],
-            "rows": shown_rows, "total": len(rows), "limit": limit}
+            "rows": shown_rows, "total": len(rows), "limit": limit, "page_size": page_size}
 
 
 # ---- charts shared by pages -------------------------------------------------------------------------
@@ -322,9 +324,22 @@ def report_pages(run):
     return tuple(name for name in PAGES if name != "cluster")
 
 
-def report(run, rank, loaded_pages, plotly_js):
-    """report.html: every page the viewer has for one rank, in one offline file."""
+def report(run, rank, loaded_pages, plotly_js, cluster_href=None):
+    """report.html: every page the viewer has for one rank, in one offline file; ``cluster_href``: the link to
+    the job's cluster_report.html (a multi-rank run)."""
     page = Page()
     bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in report_pages(run)]
-    inline = {"css": static_text("viewer.css"), "plotly_js": plotly_js, "viewer_js": static_text("viewer.js")}
-    return render("report.html", rank=rank, bodies=bodies, page=page, inline=inline)
+    return render("report.html", rank=rank, bodies=bodies, page=page, inline=_inline(plotly_js), cluster_href=cluster_href)
+
+
+def cluster_report(run: Run, loaded: dict[str, Any], plotly_js: str) -> str:
+    """cluster_report.html: the viewer's Cluster page of the job, in one offline file."""
+    page = Page()
+    body = page_body(page, "cluster", run, None, loaded, report=True)
+    data = loaded["cluster_summary"]["data"] if ok(loaded["cluster_summary"]) else {}
+    return render("cluster_report.html", rank_size=data.get("rank_size"), body=body, page=page, inline=_inline(plotly_js))
+
+
+def _inline(plotly_js: str) -> dict[str, str]:
+    """What an offline file carries inside: the CSS, plotly and the viewer's script."""
+    return {"css": static_text("viewer.css"), "plotly_js": plotly_js, "viewer_js": static_text("viewer.js")}

@@ -31,9 +31,10 @@ def page_href(page_name, run, rank, report, fragment=""):
     return run_url(page_name, run.id, rank) + (f"#{fragment}" if fragment else "")
 
 
-def findings_view(findings, run, rank, report=False):
+def findings_view(findings, run, rank, report=False, rank_link=None):
     """The advisor's findings as the findings card shows them: evidence as text rows, and links (label, href, kind)
-    to the steps they rest on, to the Python hot spots (host work) and to a straggler's own step trace."""
+    to the steps they rest on, to the Python hot spots (host work) and to a straggler's own step trace
+    (``rank_link(rank)`` where given: the job's cluster_report.html links to the rank's report)."""
     out = []
     for f in findings if isinstance(findings, list) else []:
         if not isinstance(f, dict):
@@ -47,8 +48,8 @@ def findings_view(findings, run, rank, report=False):
         if f.get("id") == "host_work":
             links.append(("Python hot spots", page_href("steps", run, rank, report, HOT_SPOTS_ANCHOR), "hot-spots"))
         slow = evidence.get("rank")
-        if f.get("id") == "straggler" and isinstance(slow, int) and slow in run.ranks and not (report and slow != rank):
-            links.append((f"rank {slow}'s Step trace", page_href("steps", run, slow, report), "rank"))
+        if f.get("id") == "straggler" and isinstance(slow, int) and slow in run.ranks and (rank_link or not (report and slow != rank)):
+            links.append((f"rank {slow}'s Step trace", rank_link(slow) if rank_link else page_href("steps", run, slow, report), "rank"))
         out.append(dict(f, evidence=[(k, _evidence_text(v)) for k, v in evidence.items()], links=links))
     return out
 
