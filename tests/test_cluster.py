@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -27,12 +28,13 @@ MS = 1_000_000
 STEPS = 6
 
 
-def write_job(profiler_dir, own_ms, hosts=None, group=None):
+def write_job(profiler_dir, own_ms, hosts=None, group=None, rank_dirs=False):
     """One raw store per rank: OWN_MS[r] ms of ops per step, then an all-reduce until the slowest rank is done
-    (on process group GROUP = (name, ranks), entered before it, where given)."""
+    (on process group GROUP = (name, ranks), entered before it, where given). ``rank_dirs``: PROFILER_DIR is the
+    job's folder, each rank's store in its own ``rank_{r}/profiler`` (each rank its own output path)."""
     step_ms = max(own_ms) + 2
     for rank, own in enumerate(own_ms):
-        writer = EventWriter(profiler_dir, rank, BASE)
+        writer = EventWriter(os.path.join(profiler_dir, f"rank_{rank}", "profiler") if rank_dirs else profiler_dir, rank, BASE)
         writer.add({"k": "meta", "format": FORMAT, "framework": "torch", "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank, "rank_size": len(own_ms),
                     "host": (hosts or {}).get(rank, "node0"), "started_ns": BASE, "cpus": 2, "options": {"cpu_sampling_interval": 1000}})
         starts, durs = [], []
@@ -97,9 +99,53 @@ def test_the_roll_up_is_the_same_in_any_order_and_at_exit(job, tmp_path):
     for rank in (5, 0, 3, 1, 4):
         analyse_rank(exit_dir, rank)
         assert not os.path.exists(os.path.join(exit_dir, names.CLUSTER_SUMMARY)), rank
+        assert not os.path.exists(os.path.join(exit_dir, names.CLUSTER_REPORT)), rank
+    first = open(os.path.join(exit_dir, names.rank_file(names.REPORT, 5)), encoding="utf-8").read()
+    assert f'<a href="{names.CLUSTER_REPORT}" id="cluster-link">' in first  # where the page will be, before it is
     analyse_rank(exit_dir, 2)
     exit_summary = read_json(os.path.join(exit_dir, names.CLUSTER_SUMMARY))
     assert exit_summary == json.loads(written.decode().replace(profiler_dir, exit_dir))
+    # the Cluster page with it, the same bytes as analyse wrote: it holds no path, no time, nothing of the order
+    page = open(os.path.join(profiler_dir, names.CLUSTER_REPORT), "rb").read()
+    assert open(os.path.join(exit_dir, names.CLUSTER_REPORT), "rb").read() == page
+
+
+@pytest.mark.parametrize("rank_dirs", [False, True], ids=["shared", "rank_dirs"])
+def test_the_cluster_page_lies_beside_the_summary_and_each_report_links_to_it(tmp_path, rank_dirs):
+    """Two ranks, in one shared profiler/ or each in its own rank_N/profiler: cluster_report.html beside
+    cluster_summary.json, each rank's report linking to it and it to each report, relatively; analysed again, the same bytes."""
+    job = str(tmp_path / "job")
+    write_job(job if rank_dirs else os.path.join(job, "profiler"), [20, 60], rank_dirs=rank_dirs)
+    offline_analyse(job)
+    where = job if rank_dirs else os.path.join(job, "profiler")
+    page_path = os.path.join(where, names.CLUSTER_REPORT)
+    assert os.path.isfile(os.path.join(where, names.CLUSTER_SUMMARY)) and os.path.isfile(page_path)
+    for rank in (0, 1):
+        directory = os.path.join(job, f"rank_{rank}", "profiler") if rank_dirs else os.path.join(job, "profiler")
+        report = open(os.path.join(directory, names.rank_file(names.REPORT, rank)), encoding="utf-8").read()
+        [href] = re.findall(r'<a href="([^"]*)" id="cluster-link">', report)
+        assert href == ("../../" if rank_dirs else "") + names.CLUSTER_REPORT
+        assert os.path.samefile(os.path.join(directory, href), page_path)
+    page = open(page_path, encoding="utf-8").read()
+    shown = page.split("<main>", 1)[1]
+    assert "Slow ranks: 1; slow nodes: none." in shown and "its step (median): op time 60.0 ms" in shown
+    rows = re.findall(r'<td data-col="rank_id" data-v="[^"]*"><a href="([^"]*)">(\d+)</a>', shown)
+    assert [rank for _, rank in rows] == ["1", "0"]  # the most own work first
+    for href, rank in rows:
+        assert os.path.isfile(os.path.join(where, href)) and href.endswith(names.rank_file(names.REPORT, rank))
+    [straggler] = re.findall(r'<a href="([^"]*)" class="finding-link" data-link="rank">', shown)
+    assert straggler == rows[0][0] + "#steps"
+    before = open(page_path, "rb").read()
+    offline_analyse(job)
+    assert open(page_path, "rb").read() == before
+
+
+def test_a_single_rank_report_has_no_cluster_link_and_no_page(tmp_path):
+    profiler_dir = str(tmp_path / "one" / "profiler")
+    write_job(profiler_dir, [20])
+    offline_analyse(os.path.dirname(profiler_dir))
+    assert 'id="cluster-link"' not in open(os.path.join(profiler_dir, names.rank_file(names.REPORT, 0)), encoding="utf-8").read()
+    assert not os.path.exists(os.path.join(profiler_dir, names.CLUSTER_REPORT))
 
 
 def test_each_report_is_the_same_size_whatever_the_number_of_ranks(tmp_path):

@@ -11,7 +11,7 @@ CLUSTER_COLUMNS = (("rank_id", "Rank", "count"), ("host", "Host", "text"), ("ste
                    ("tail", "Tail (ms)", "num"), ("communication_ms", "Communication (ms)", "num"), ("slow", "", "text"))
 CLUSTER_PAGE_ROWS = 50  # the rank table shows this many at a time; viewer.js sorts and pages every rank
 HEATMAPS = (("step_ms", "Step time (ms)"), ("own_ms", "Own work: step minus collectives (ms)"), ("comm_ms", "Waiting in collectives (ms)"))
-MARKED_MAX = 16  # slow ranks, and slow nodes, outlined on each heatmap; the findings and the table name every one
+MARKED_MAX = 16  # slow ranks, and slow nodes, marked on each heatmap; the findings and the table name every one
 SLOW_RANK_COLOR, SLOW_NODE_COLOR = "#1f3a5f", "#6a3d9a"
 
 
@@ -27,12 +27,12 @@ def cluster_page(page, run, rank, loaded, report=False):
     per_step = data.get("per_step") or {}
     order = per_step.get("rank") or []
     labels = [f"rank {r}" + (" (slow)" if r in slow else "") for r in order]
-    shapes, notes = _marks(order, slow, nodes, {r.get("rank_id"): r.get("host") for r in rows})
+    shapes, notes = _marks(order, slow, nodes, {r.get("rank_id"): r.get("host") for r in rows}, (per_step.get("step") or [None])[-1])
     heatmaps = [page.chart(f"cl-heat-{key}", [{"type": "heatmap", "z": per_step[key], "x": per_step.get("step"), "y": labels,
-                                               "colorscale": "YlOrRd", "hoverongaps": False,
+                                               "colorscale": "YlOrRd", "reversescale": True, "hoverongaps": False,
                                                "hovertemplate": "%{y}, step %{x}: %{z:.3f} ms<extra></extra>"}],
                            {"title": {"text": title}, "height": min(900, 120 + 12 * len(labels)), "shapes": shapes, "annotations": notes,
-                            "xaxis": {"title": {"text": "step"}}, "yaxis": {"autorange": "reversed"}})
+                            "xaxis": {"title": {"text": "step"}}, "yaxis": {"autorange": "reversed"}, "margin": {"l": 110, "r": 20, "t": 36, "b": 40}})
                 for key, title in HEATMAPS if per_step.get(key)]
     return {"several": len(run.ranks) > 1, "report": report, "findings": findings, "cluster_summary": cluster, "rule": data.get("rule"),
             "slow_ranks": sorted(slow), "slow_nodes": sorted(nodes), "missing": data.get("missing_ranks") or [],
@@ -54,32 +54,30 @@ def _rank_report(run, rank, fragment=""):
     return names.rank_report_href(names.cluster_dir(run.ranks[rank]), run.ranks[rank], rank) + fragment
 
 
-def _marks(order, slow, nodes, host_of):
-    """The heatmaps' shapes and annotations: an outline round each slow rank's row and each slow node's rows
-    (by their place in ``order``, the heatmap's rows), and its name beside them, so one row of a thousand shows."""
+def _marks(order, slow, nodes, host_of, last_step):
+    """The heatmaps' marks of each slow rank's row and each slow node's rows (by their place in ``order``, the
+    heatmap's rows): a tick in the right margin and the name with an arrow, leaving the cells to show their time,
+    so one row of a thousand stands out and is named."""
     at = {r: i for i, r in enumerate(order)}
+    pad = max(0.5, len(order) / 300)  # a tick of a few pixels at a thousand rows
     shapes, notes = [], []
     for rank in sorted(r for r in slow if r in at)[:MARKED_MAX]:
-        shapes.append(_outline(at[rank], at[rank], SLOW_RANK_COLOR, "solid"))
-        notes.append(_note(at[rank], f"slow rank {rank}", SLOW_RANK_COLOR))
+        shapes.append(_tick(at[rank] - pad, at[rank] + pad, SLOW_RANK_COLOR))
+        notes.append(_note(at[rank], last_step, f"slow rank {rank}", SLOW_RANK_COLOR, len(order)))
     for host in sorted(nodes)[:MARKED_MAX]:
         rows = sorted(at[r] for r in order if host_of.get(r) == host)
-        if not rows:
-            continue
-        first = rows[0]
-        for before, row in zip(rows, rows[1:] + [None]):
-            if row is None or row != before + 1:  # the node's ranks in one run of rows: one outline each
-                shapes.append(_outline(first, before, SLOW_NODE_COLOR, "dash"))
-                first = row
-        notes.append(_note(rows[len(rows) // 2], f"slow node {plot_text(host)}", SLOW_NODE_COLOR))
+        if rows:
+            shapes.append(_tick(rows[0] - pad, rows[-1] + pad, SLOW_NODE_COLOR))
+            notes.append(_note(rows[len(rows) // 2], last_step, f"slow node {plot_text(host)}", SLOW_NODE_COLOR, len(order)))
     return shapes, notes
 
 
-def _outline(first, last, color, dash):
-    return {"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": first - 0.5, "y1": last + 0.5,
-            "line": {"color": color, "width": 2, "dash": dash}, "fillcolor": "rgba(0,0,0,0)"}
+def _tick(low, high, color):
+    return {"type": "rect", "xref": "paper", "x0": 1.002, "x1": 1.012, "yref": "y", "y0": low, "y1": high,
+            "fillcolor": color, "line": {"color": color, "width": 1}}
 
 
-def _note(row, text, color):
-    return {"xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": row, "text": text, "showarrow": False,
-            "font": {"color": color, "size": 11}, "bgcolor": "rgba(255,255,255,0.85)", "bordercolor": color}
+def _note(row, step, text, color, rows):
+    return {"xref": "x", "x": step, "yref": "y", "y": row, "text": text, "showarrow": True, "arrowhead": 2, "arrowcolor": color,
+            "ax": -60, "ay": 24 if row < rows / 2 else -24, "font": {"color": color, "size": 11}, "bgcolor": "rgba(255,255,255,0.9)",
+            "bordercolor": color}

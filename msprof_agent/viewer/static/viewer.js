@@ -87,8 +87,8 @@
     if (table.hasAttribute("data-page-size")) pager(table);
   });
 
-  /* paged tables (data-page-size, the cluster's ranks): a filter on each row's data-search, and one page of
-     the sorted, filtered rows at a time, so a thousand ranks stay one screen */
+  /* paged tables (data-page-size, the cluster's ranks; the page holds the rows past the first page hidden): a filter
+     on each row's data-search, and one page of the sorted, filtered rows at a time, so a thousand ranks stay one screen */
   function pager(table) {
     var size = parseInt(table.getAttribute("data-page-size"), 10) || 50, at = 0;
     var bar = document.createElement("div"), filter = document.createElement("input"), where = document.createElement("span");
@@ -110,8 +110,8 @@
       var hits = rows.filter(function (row) { return !q || row.getAttribute("data-search").indexOf(q) >= 0; });
       var pages = Math.max(1, Math.ceil(hits.length / size));
       at = Math.max(0, Math.min(page, pages - 1));
-      rows.forEach(function (row) { row.style.display = "none"; });
-      hits.slice(at * size, (at + 1) * size).forEach(function (row) { row.style.display = ""; });
+      var shown = new Set(hits.slice(at * size, (at + 1) * size));
+      rows.forEach(function (row) { row.hidden = !shown.has(row); });
       where.textContent = hits.length ? "rows " + (at * size + 1) + "\u2013" + Math.min((at + 1) * size, hits.length) + " of " + hits.length +
         (q ? " matching" : "") + " \u00b7 page " + (at + 1) + " of " + pages : "no row matches";
       prev.disabled = at === 0;
