@@ -17,9 +17,10 @@ from conftest import ROOT, read_json
 from msprof_agent.analysis import cluster
 from msprof_agent.contract import names
 from msprof_agent.contract.summary import summaries
-from msprof_agent.pipeline import analyse_rank, offline_analyse
+from msprof_agent.pipeline import analyse_rank, cluster_roll_up, offline_analyse
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
+from test_viewer import charts_of
 
 pytestmark = pytest.mark.unit
 
@@ -219,3 +220,19 @@ def test_two_ranks_name_the_slower_only_past_the_minimum():
     hosts = {0: "a", 1: "a"}
     assert cluster.stragglers(noisy_entries({0: 50.0, 1: 250.0}, hosts))[0] == [1]
     assert cluster.stragglers(noisy_entries({0: 50.0, 1: 53.0}, hosts))[0] == []
+
+
+def test_the_cluster_page_marks_a_slow_node_and_its_slow_rank(tmp_path):
+    """64 ranks, 8 a node: node3's ranks work 25 ms more a step, its rank 27 40 ms more again. The page the roll-up
+    writes marks the node's rows and the rank's on every heatmap, by name, and its table says which is which."""
+    hosts = {r: f"node{r // 8}" for r in range(64)}
+    own = {r: 100.0 + (25.0 if hosts[r] == "node3" else 0.0) + (40.0 if r == 27 else 0.0) for r in range(64)}
+    rolled = cluster_roll_up(str(tmp_path), noisy_entries(own, hosts))
+    assert (rolled["slow_ranks"], rolled["slow_nodes"]) == ([27], ["node3"])
+    html = open(tmp_path / names.CLUSTER_REPORT, encoding="utf-8").read()
+    for key in ("step_ms", "own_ms", "comm_ms"):
+        layout = charts_of(html)[f"cl-heat-{key}"]["layout"]
+        assert [(a["text"], a["y"]) for a in layout["annotations"]] == [("slow node node3", 28), ("slow rank 27", 27)]
+        node, rank = layout["shapes"]
+        assert node["y0"] < 24 < 31 < node["y1"] and node["y0"] < rank["y0"] < 27 < rank["y1"] < node["y1"]
+    assert html.count('data-v="slow node"') == 7 and html.count('data-v="slow rank"') == 1

@@ -23,7 +23,7 @@ class ViewerExtraMissing(Exception):
     """The report cannot be written here: jinja2 or plotly is not installed."""
 
 
-def write_report(profiler_dir, rank):
+def write_report(profiler_dir: str, rank: int | str) -> str:
     """Write the rank's report into ``profiler_dir`` (atomically) and return its path. A rank of a multi-rank
     run links to the job's cluster_report.html, where the roll-up writes it once every rank has its summary."""
     plotly_js = _plotly_js("report.html skipped")

@@ -1,8 +1,11 @@
 """The Cluster page: the job's ranks from its cluster summary alone (findings, rank x step heatmaps with the slow
 ranks and nodes marked, the paged rank table). The viewer draws it for any rank of the job; the roll-up writes
 it once as ``cluster_report.html`` beside cluster_summary.json (``report``), where its links go to the ranks' reports."""
+from typing import Any
+
 from ...contract import names
-from ..render import ok, plot_text, run_url, table
+from ..render import Page, ok, plot_text, run_url, table
+from ..sections import Run
 from .overview import findings_view
 from .steps import timeline_chart
 
@@ -15,7 +18,7 @@ MARKED_MAX = 16  # slow ranks, and slow nodes, marked on each heatmap; the findi
 SLOW_RANK_COLOR, SLOW_NODE_COLOR = "#1f3a5f", "#6a3d9a"
 
 
-def cluster_page(page, run, rank, loaded, report=False):
+def cluster_page(page: Page, run: Run, rank: int | None, loaded: dict[str, Any], report: bool = False) -> dict[str, Any]:
     cluster = loaded["cluster_summary"]
     data = cluster["data"] if ok(cluster) and isinstance(cluster["data"], dict) else {}
     slow, nodes = set(data.get("slow_ranks") or []), set(data.get("slow_nodes") or [])
@@ -42,42 +45,43 @@ def cluster_page(page, run, rank, loaded, report=False):
             "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"]) if "step_timeline" in loaded else None}
 
 
-def _rank_page(run, rank):
+def _rank_page(run: Run, rank: int) -> str | None:
     """In the viewer: the rank's Overview page."""
     return run_url("overview", run.id, rank) if rank in run.ranks else None
 
 
-def _rank_report(run, rank, fragment=""):
+def _rank_report(run: Run, rank: int, fragment: str = "") -> str | None:
     """In cluster_report.html: the rank's report_{rank}.html, relative to the page."""
     if rank not in run.ranks:
         return None
     return names.rank_report_href(names.cluster_dir(run.ranks[rank]), run.ranks[rank], rank) + fragment
 
 
-def _marks(order, slow, nodes, host_of, last_step):
+def _marks(order: list[int], slow: set[int], nodes: set[str], host_of: dict[Any, Any],
+           last_step: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The heatmaps' marks of each slow rank's row and each slow node's rows (by their place in ``order``, the
     heatmap's rows): a tick in the right margin and the name with an arrow, leaving the cells to show their time,
     so one row of a thousand stands out and is named."""
     at = {r: i for i, r in enumerate(order)}
     pad = max(0.5, len(order) / 300)  # a tick of a few pixels at a thousand rows
     shapes, notes = [], []
-    for rank in sorted(r for r in slow if r in at)[:MARKED_MAX]:
-        shapes.append(_tick(at[rank] - pad, at[rank] + pad, SLOW_RANK_COLOR))
-        notes.append(_note(at[rank], last_step, f"slow rank {rank}", SLOW_RANK_COLOR, len(order)))
-    for host in sorted(nodes)[:MARKED_MAX]:
+    for host in sorted(nodes)[:MARKED_MAX]:  # first: a slow rank of a slow node is drawn over its node's tick
         rows = sorted(at[r] for r in order if host_of.get(r) == host)
         if rows:
             shapes.append(_tick(rows[0] - pad, rows[-1] + pad, SLOW_NODE_COLOR))
             notes.append(_note(rows[len(rows) // 2], last_step, f"slow node {plot_text(host)}", SLOW_NODE_COLOR, len(order)))
+    for rank in sorted(r for r in slow if r in at)[:MARKED_MAX]:
+        shapes.append(_tick(at[rank] - pad, at[rank] + pad, SLOW_RANK_COLOR))
+        notes.append(_note(at[rank], last_step, f"slow rank {rank}", SLOW_RANK_COLOR, len(order)))
     return shapes, notes
 
 
-def _tick(low, high, color):
+def _tick(low: float, high: float, color: str) -> dict[str, Any]:
     return {"type": "rect", "xref": "paper", "x0": 1.002, "x1": 1.012, "yref": "y", "y0": low, "y1": high,
             "fillcolor": color, "line": {"color": color, "width": 1}}
 
 
-def _note(row, step, text, color, rows):
+def _note(row: int, step: int | None, text: str, color: str, rows: int) -> dict[str, Any]:
     return {"xref": "x", "x": step, "yref": "y", "y": row, "text": text, "showarrow": True, "arrowhead": 2, "arrowcolor": color,
             "ax": -60, "ay": 24 if row < rows / 2 else -24, "font": {"color": color, "size": 11}, "bgcolor": "rgba(255,255,255,0.9)",
             "bordercolor": color}
