@@ -20,7 +20,7 @@ from msprof_agent.contract.summary import summaries
 from msprof_agent.pipeline import analyse_rank, cluster_roll_up, offline_analyse
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
-from test_viewer import charts_of
+from test_viewer import EVIL, charts_of
 
 pytestmark = pytest.mark.unit
 
@@ -236,3 +236,14 @@ def test_the_cluster_page_marks_a_slow_node_and_its_slow_rank(tmp_path):
         node, rank = layout["shapes"]
         assert node["y0"] < 24 < 31 < node["y1"] and node["y0"] < rank["y0"] < 27 < rank["y1"] < node["y1"]
     assert html.count('data-v="slow node"') == 7 and html.count('data-v="slow rank"') == 1
+
+
+def test_a_host_name_of_markup_shows_as_text_on_the_cluster_page(tmp_path):
+    """A slow node named with markup: the page's table, findings and heatmap labels hold it as text, never as markup."""
+    hosts = {0: EVIL, 1: EVIL, 2: "b", 3: "b", 4: "c", 5: "c"}
+    rolled = cluster_roll_up(str(tmp_path), noisy_entries({r: 150.0 if hosts[r] == EVIL else 100.0 for r in hosts}, hosts))
+    assert rolled["slow_nodes"] == [EVIL]
+    html = open(tmp_path / names.CLUSTER_REPORT, encoding="utf-8").read()
+    assert EVIL not in html.split("<main>", 1)[1]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert charts_of(html)["cl-heat-own_ms"]["layout"]["annotations"][0]["text"] == "slow node &lt;img src=x onerror=alert(1)&gt;"
