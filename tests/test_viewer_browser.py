@@ -446,6 +446,8 @@ def test_the_cluster_page_of_1024_ranks_draws_its_heatmaps_and_marks_the_slow_ra
         assert page.locator('td[data-col="slow"][data-v="slow rank"]').count() == 1
         assert page.locator("tr", has=page.locator('td[data-col="slow"][data-v="slow rank"]')).locator('td[data-col="rank_id"]').inner_text() == "77"
         assert "Slow ranks: 77;" in tab.text("main")
+        assert page.locator("header .ranks a").all_inner_texts() == ["rank 0", "rank 1", "rank 2", "rank 1022", "rank 1023"]  # not 1 024 links
+        assert page.locator("#cluster-ranks tbody tr:visible").count() == 50 and tab.text(".pager span").endswith("page 1 of 21")
         page.screenshot(path=os.path.join(artifacts, "cluster_1024_ranks.png"))
         assert tab.errors == []
     finally:
