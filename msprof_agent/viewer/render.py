@@ -319,8 +319,8 @@ def error_page(status, message):
 
 
 def report_pages(run):
-    """The viewer's pages one rank's report carries: all but the cluster page, which lives once in the job's
-    cluster summary and the viewer, so a report is the same size whatever the number of ranks."""
+    """The viewer's pages one rank's report carries: all but the cluster page, which lives once for the job (the
+    viewer, and cluster_report.html beside its cluster summary), so a report is the same size whatever the number of ranks."""
     return tuple(name for name in PAGES if name != "cluster")
 
 

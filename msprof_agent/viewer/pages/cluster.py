@@ -19,6 +19,7 @@ SLOW_RANK_COLOR, SLOW_NODE_COLOR = "#1f3a5f", "#6a3d9a"
 
 
 def cluster_page(page: Page, run: Run, rank: int | None, loaded: dict[str, Any], report: bool = False) -> dict[str, Any]:
+    """The page's context; ``report``: for cluster_report.html (no rank of its own: ranks link to their reports, no timeline)."""
     cluster = loaded["cluster_summary"]
     data = cluster["data"] if ok(cluster) and isinstance(cluster["data"], dict) else {}
     slow, nodes = set(data.get("slow_ranks") or []), set(data.get("slow_nodes") or [])
