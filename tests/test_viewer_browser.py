@@ -489,6 +489,7 @@ def test_the_static_cluster_page_of_1024_ranks_loads_fast_marks_the_slow_rank_an
         page.fill("[data-filter=cluster-ranks]", "node009")
         assert sorted(int(t) for t in rows.locator('td[data-col="rank_id"]').all_inner_texts()) == list(range(72, 80))
         page.locator("#chart-cl-heat-own_ms").screenshot(path=os.path.join(artifacts, "cluster_report_1024_ranks_own_work.png"))
+        page.locator(".pager").scroll_into_view_if_needed()
         page.screenshot(path=os.path.join(artifacts, "cluster_report_1024_ranks_table.png"))
         assert tab.errors == []
         assert min(loads) < 2.0, loads
