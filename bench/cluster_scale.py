@@ -7,13 +7,15 @@ with two nodes or more, every rank of one node (the middle one) --node-ms slower
 analysis runs in a fresh process per engine, interleaved; printed: wall time, per-rank cost, peak
 memory of the whole process tree (sampled every 50 ms), and whether cluster_summary.json names the
 slowed rank and the slow node and nothing else. At the largest N: the Cluster page's served size and
-its draw time in headless Chromium (bench/viewer_overview.py's measure).
+its draw time in headless Chromium (bench/viewer_overview.py's measure), and the same of the roll-up's
+cluster_report.html opened from disk.
 
     .venv/bin/python bench/cluster_scale.py [--ranks 8,32,128,1024] [--engines pool,dask] [--keep DIR]
 """
 import argparse
 import json
 import os
+import pathlib
 import random
 import shutil
 import subprocess
@@ -104,9 +106,10 @@ ENGINES = {"pool": [], "dask": ["--scheduler", "local"]}
 
 
 def page_numbers(base, run_id):
-    """The Cluster page's served size (bytes) and its draw time in Chromium (s), or why not."""
+    """The Cluster page's served size (bytes) and its draw time in Chromium (s), or why not; the same of cluster_report.html."""
     from viewer_overview import browser_times, server_times
 
+    from msprof_agent.contract.names import CLUSTER_REPORT
     from msprof_agent.viewer.server import make_server
 
     server = make_server(base, "127.0.0.1", 0, quiet=True)
@@ -120,7 +123,10 @@ def page_numbers(base, run_id):
         drawn, why = browser_times(url, 3)
     finally:
         server.shutdown()
-    return {"page_bytes": size, "server_median_s": sorted(served)[1], "browser_median_s": sorted(drawn)[1] if drawn else None, "browser_skipped": why}
+    static = os.path.join(base, run_id, "profiler", CLUSTER_REPORT)  # the roll-up's own cluster_report.html, opened from disk
+    opened, _ = browser_times(pathlib.Path(static).as_uri(), 3)
+    return {"page_bytes": size, "server_median_s": sorted(served)[1], "browser_median_s": sorted(drawn)[1] if drawn else None, "browser_skipped": why,
+            "static_page_bytes": os.path.getsize(static), "static_browser_median_s": sorted(opened)[1] if opened else None}
 
 
 def main(argv=None):

@@ -1,14 +1,14 @@
 """One rank's analysis, raw store to report: pages -> exports -> summary -> report, then the job's cluster step.
 
 It sits above ``analysis`` (the pages, the summary, the roll-up), ``export`` (what ``export_type`` asks
-for) and ``viewer`` (report.html): the one place that runs them in order. ``analyse_rank`` runs at exit
+for) and ``viewer`` (report.html, cluster_report.html): the one place that runs them in order. ``analyse_rank`` runs at exit
 (or on SIGTERM) inside the profiled process, and for a window in a background process;
 ``offline_analyse`` runs the same steps later on whatever raw data a job left, killed jobs included, one
 task per rank (``fanout``: a process pool, or Dask). The exports come before the summary, which carries
 their failure notes. The cluster step (``cluster_roll_up``) reads the ranks' summaries alone.
 """
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import analysis, export, fanout, log
@@ -29,9 +29,12 @@ def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list
     write_report(out, rank)
     if roll_up:
         try:
-            analysis.cluster.write_when_complete(out, int(summary.get("rank_size") or 1), pretty)
+            rolled = analysis.cluster.write_when_complete(out, int(summary.get("rank_size") or 1), pretty)
         except Exception as exc:
             log.report_error("the cluster summary", exc)
+        else:
+            if rolled is not None:
+                write_cluster_report(names.cluster_dir(out))
     return summary
 
 
@@ -54,21 +57,38 @@ def _analysed(profiler_dir: str, rank: int, announce: bool, step_list: list[int]
 
 def cluster_roll_up(cluster_dir: str, entries: list[dict[str, Any]], pretty: bool = False) -> dict[str, Any] | None:
     """The cluster step: the job's ``cluster_summary.json`` from its ranks' entries (``analysis.cluster.entry`` of
-    each summary), the same in any order; None for fewer than two ranks."""
-    return analysis.cluster.write(cluster_dir, entries, pretty)
+    each summary), the same in any order, and its Cluster page beside it; None for fewer than two ranks."""
+    rolled = analysis.cluster.write(cluster_dir, entries, pretty)
+    if rolled is not None:
+        write_cluster_report(cluster_dir)
+    return rolled
 
 
 def write_report(profiler_dir: str, rank: int) -> None:
     """report.html needs the viewer extra (jinja2, plotly); without it the analysis says so once and goes on."""
-    from .viewer.report import ViewerExtraMissing
     from .viewer.report import write_report as write_html
 
+    _viewer_file("writing report.html", write_html, profiler_dir, rank)
+
+
+def write_cluster_report(cluster_dir: str) -> None:
+    """The job's cluster_report.html, written with its cluster summary; like report.html it needs the viewer extra."""
+    from .viewer.report import write_cluster_report as write_html
+
+    _viewer_file("writing the cluster page", write_html, cluster_dir)
+
+
+def _viewer_file(what: str, write: Callable[..., str], *args: Any) -> None:
+    """One of the viewer's offline files: without the viewer extra the analysis says so once, on any error it says
+    so, and goes on either way."""
+    from .viewer.report import ViewerExtraMissing
+
     try:
-        write_html(profiler_dir, rank)
+        write(*args)
     except ViewerExtraMissing as exc:
         log.warn_once(str(exc))
     except Exception as exc:
-        log.report_error("writing report.html", exc)
+        log.report_error(what, exc)
 
 
 def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None = None, data_simplification: bool = True, announce: bool = False,

@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -17,9 +18,10 @@ from msprof_agent.analysis import cluster
 from msprof_agent.contract import names
 from msprof_agent.contract.summary import summaries
 from msprof_agent.export import ascend_comm
-from msprof_agent.pipeline import analyse_rank, offline_analyse
+from msprof_agent.pipeline import analyse_rank, cluster_roll_up, offline_analyse
 from msprof_agent.records import FORMAT
 from msprof_agent.store import EventWriter, coded
+from test_viewer import EVIL, charts_of
 
 pytestmark = pytest.mark.unit
 
@@ -28,12 +30,13 @@ MS = 1_000_000
 STEPS = 6
 
 
-def write_job(profiler_dir, own_ms, hosts=None, group=None):
+def write_job(profiler_dir, own_ms, hosts=None, group=None, rank_dirs=False):
     """One raw store per rank: OWN_MS[r] ms of ops per step, then an all-reduce until the slowest rank is done
-    (on process group GROUP = (name, ranks), entered before it, where given)."""
+    (on process group GROUP = (name, ranks), entered before it, where given). ``rank_dirs``: PROFILER_DIR is the
+    job's folder, each rank's store in its own ``rank_{r}/profiler`` (each rank its own output path)."""
     step_ms = max(own_ms) + 2
     for rank, own in enumerate(own_ms):
-        writer = EventWriter(profiler_dir, rank, BASE)
+        writer = EventWriter(os.path.join(profiler_dir, f"rank_{rank}", "profiler") if rank_dirs else profiler_dir, rank, BASE)
         writer.add({"k": "meta", "format": FORMAT, "framework": "torch", "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank, "rank_size": len(own_ms),
                     "host": (hosts or {}).get(rank, "node0"), "started_ns": BASE, "cpus": 2, "options": {"cpu_sampling_interval": 1000}})
         starts, durs = [], []
@@ -98,9 +101,53 @@ def test_the_roll_up_is_the_same_in_any_order_and_at_exit(job, tmp_path):
     for rank in (5, 0, 3, 1, 4):
         analyse_rank(exit_dir, rank)
         assert not os.path.exists(os.path.join(exit_dir, names.CLUSTER_SUMMARY)), rank
+        assert not os.path.exists(os.path.join(exit_dir, names.CLUSTER_REPORT)), rank
+    first = open(os.path.join(exit_dir, names.rank_file(names.REPORT, 5)), encoding="utf-8").read()
+    assert f'<a href="{names.CLUSTER_REPORT}" id="cluster-link">' in first  # where the page will be, before it is
     analyse_rank(exit_dir, 2)
     exit_summary = read_json(os.path.join(exit_dir, names.CLUSTER_SUMMARY))
     assert exit_summary == json.loads(written.decode().replace(profiler_dir, exit_dir))
+    # the Cluster page with it, the same bytes as analyse wrote: it holds no path, no time, nothing of the order
+    page = open(os.path.join(profiler_dir, names.CLUSTER_REPORT), "rb").read()
+    assert open(os.path.join(exit_dir, names.CLUSTER_REPORT), "rb").read() == page
+
+
+@pytest.mark.parametrize("rank_dirs", [False, True], ids=["shared", "rank_dirs"])
+def test_the_cluster_page_lies_beside_the_summary_and_each_report_links_to_it(tmp_path, rank_dirs):
+    """Two ranks, in one shared profiler/ or each in its own rank_N/profiler: cluster_report.html beside
+    cluster_summary.json, each rank's report linking to it and it to each report, relatively; analysed again, the same bytes."""
+    job = str(tmp_path / "job")
+    write_job(job if rank_dirs else os.path.join(job, "profiler"), [20, 60], rank_dirs=rank_dirs)
+    offline_analyse(job)
+    where = job if rank_dirs else os.path.join(job, "profiler")
+    page_path = os.path.join(where, names.CLUSTER_REPORT)
+    assert os.path.isfile(os.path.join(where, names.CLUSTER_SUMMARY)) and os.path.isfile(page_path)
+    for rank in (0, 1):
+        directory = os.path.join(job, f"rank_{rank}", "profiler") if rank_dirs else os.path.join(job, "profiler")
+        report = open(os.path.join(directory, names.rank_file(names.REPORT, rank)), encoding="utf-8").read()
+        [href] = re.findall(r'<a href="([^"]*)" id="cluster-link">', report)
+        assert href == ("../../" if rank_dirs else "") + names.CLUSTER_REPORT
+        assert os.path.samefile(os.path.join(directory, href), page_path)
+    page = open(page_path, encoding="utf-8").read()
+    shown = page.split("<main>", 1)[1]
+    assert "Slow ranks: 1; slow nodes: none." in shown and "its step (median): op time 60.0 ms" in shown
+    rows = re.findall(r'<td data-col="rank_id" data-v="[^"]*"><a href="([^"]*)">(\d+)</a>', shown)
+    assert [rank for _, rank in rows] == ["1", "0"]  # the most own work first
+    for href, rank in rows:
+        assert os.path.isfile(os.path.join(where, href)) and href.endswith(names.rank_file(names.REPORT, rank))
+    [straggler] = re.findall(r'<a href="([^"]*)" class="finding-link" data-link="rank">', shown)
+    assert straggler == rows[0][0] + "#steps"
+    before = open(page_path, "rb").read()
+    offline_analyse(job)
+    assert open(page_path, "rb").read() == before
+
+
+def test_a_single_rank_report_has_no_cluster_link_and_no_page(tmp_path):
+    profiler_dir = str(tmp_path / "one" / "profiler")
+    write_job(profiler_dir, [20])
+    offline_analyse(os.path.dirname(profiler_dir))
+    assert 'id="cluster-link"' not in open(os.path.join(profiler_dir, names.rank_file(names.REPORT, 0)), encoding="utf-8").read()
+    assert not os.path.exists(os.path.join(profiler_dir, names.CLUSTER_REPORT))
 
 
 def test_each_report_is_the_same_size_whatever_the_number_of_ranks(tmp_path):
@@ -188,3 +235,30 @@ def test_two_ranks_name_the_slower_only_past_the_minimum():
     hosts = {0: "a", 1: "a"}
     assert cluster.stragglers(noisy_entries({0: 50.0, 1: 250.0}, hosts))[0] == [1]
     assert cluster.stragglers(noisy_entries({0: 50.0, 1: 53.0}, hosts))[0] == []
+
+
+def test_the_cluster_page_marks_a_slow_node_and_its_slow_rank(tmp_path):
+    """64 ranks, 8 a node: node3's ranks work 25 ms more a step, its rank 27 40 ms more again. The page the roll-up
+    writes marks the node's rows and the rank's on every heatmap, by name, and its table says which is which."""
+    hosts = {r: f"node{r // 8}" for r in range(64)}
+    own = {r: 100.0 + (25.0 if hosts[r] == "node3" else 0.0) + (40.0 if r == 27 else 0.0) for r in range(64)}
+    rolled = cluster_roll_up(str(tmp_path), noisy_entries(own, hosts))
+    assert (rolled["slow_ranks"], rolled["slow_nodes"]) == ([27], ["node3"])
+    html = open(tmp_path / names.CLUSTER_REPORT, encoding="utf-8").read()
+    for key in ("step_ms", "own_ms", "comm_ms"):
+        layout = charts_of(html)[f"cl-heat-{key}"]["layout"]
+        assert [(a["text"], a["y"]) for a in layout["annotations"]] == [("slow node node3", 28), ("slow rank 27", 27)]
+        node, rank = layout["shapes"]
+        assert node["y0"] < 24 < 31 < node["y1"] and node["y0"] < rank["y0"] < 27 < rank["y1"] < node["y1"]
+    assert html.count('data-v="slow node"') == 7 and html.count('data-v="slow rank"') == 1
+
+
+def test_a_host_name_of_markup_shows_as_text_on_the_cluster_page(tmp_path):
+    """A slow node named with markup: the page's table, findings and heatmap labels hold it as text, never as markup."""
+    hosts = {0: EVIL, 1: EVIL, 2: "b", 3: "b", 4: "c", 5: "c"}
+    rolled = cluster_roll_up(str(tmp_path), noisy_entries({r: 150.0 if hosts[r] == EVIL else 100.0 for r in hosts}, hosts))
+    assert rolled["slow_nodes"] == [EVIL]
+    html = open(tmp_path / names.CLUSTER_REPORT, encoding="utf-8").read()
+    assert EVIL not in html.split("<main>", 1)[1]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert charts_of(html)["cl-heat-own_ms"]["layout"]["annotations"][0]["text"] == "slow node &lt;img src=x onerror=alert(1)&gt;"

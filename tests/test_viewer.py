@@ -278,8 +278,12 @@ def test_cluster_marks_the_slow_rank(live, base):
     assert cluster["data"]["slow_ranks"] == [1]
     html = live.get("/run/cluster?run=cluster&rank=0")[2]
     assert "rank 1 (slow)" in html and 'data-col="slow" data-v="slow rank"' in html
-    heatmap = charts_of(html)["cl-heat-step_ms"]["data"][0]
+    spec = charts_of(html)["cl-heat-step_ms"]
+    heatmap = spec["data"][0]
     assert heatmap["type"] == "heatmap" and heatmap["y"] == ["rank 0", "rank 1 (slow)"] and len(heatmap["z"][1]) == 12
+    [tick], [note] = spec["layout"]["shapes"], spec["layout"]["annotations"]  # rank 1's row, marked and named
+    assert (tick["y0"], tick["y1"], note["y"], note["text"]) == (0.5, 1.5, 1, "slow rank 1")
+    assert '<td data-col="rank_id" data-v="1.0"><a href="/run/overview?run=cluster&amp;rank=1">1</a>' in html
 
 
 @pytest.mark.unit
@@ -565,7 +569,7 @@ def test_a_rank_report_leaves_the_cluster_to_the_viewer(tmp_path):
         text = f.read()
     for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources"):
         assert f">{title}</h1>" in text
-    assert ">Cluster</h1>" not in text
+    assert ">Cluster</h1>" not in text and '<a href="cluster_report.html" id="cluster-link">' in text  # a link to the job's page
 
 
 @pytest.mark.unit
@@ -763,9 +767,17 @@ def test_real_torch_two_ranks(tmp_path):
     assert len(set(run.ranks.values())) == 1, run.ranks  # both ranks in one directory
     written = os.path.join(run.ranks[0], "cluster_summary.json")
     at_exit = read_json(written)
+    page = os.path.join(run.ranks[0], "cluster_report.html")  # written with it, by whichever rank finished last
+    page_at_exit = open(page, "rb").read()
+    assert b"slow rank 1" in page_at_exit
+    for rank in run.ranks:
+        report = open(os.path.join(run.ranks[rank], f"report_{rank}.html"), encoding="utf-8").read()
+        [href] = re.findall(r'<a href="([^"]*)" id="cluster-link">', report)
+        assert os.path.samefile(os.path.join(run.ranks[rank], href), page)
     proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert read_json(written) == at_exit  # analyse writes the roll-up the ranks wrote at exit
+    assert open(page, "rb").read() == page_at_exit  # and the same page, byte for byte
 
 
 @pytest.mark.torch

@@ -27,7 +27,7 @@ from ..contract import names
 from ..contract.columns import CLUSTER_HEADER
 from ..contract.summary import NO_END_RECORD, Summary, summaries, warmup_step_numbers
 from ..writers import write_csv, write_json
-from .advisor import _finding, action, ms_words
+from .advisor import STAGE_WORDS, _finding, action, ms_words
 
 Entry = dict[str, Any]
 
@@ -113,11 +113,17 @@ def stragglers(entries: list[Entry]) -> tuple[list[int], list[str], list[dict[st
         text = (f"Straggler: rank {rank} works {ms_words(figures['extra_ms'])} more per step than the other ranks' median "
                 f"(mostly {kind}), who wait for it in collectives")
         words = [f"rank {rank} works {ms_words(figures['own_work_ms'])} a step (step minus collectives), the others' median "
-                 f"{ms_words(figures['others_median_ms'])} (MAD {ms_words(figures['others_mad_ms'])})"]
+                 f"{ms_words(figures['others_median_ms'])} (MAD {ms_words(figures['others_mad_ms'])})"] + _breakdown_words(breakdown)
         findings.append(_finding("straggler", "straggler", _severity(figures["extra_ms"], figures["others_median_ms"]), figures["extra_ms"],
                                  evidence, words, text, action("straggler", by_rank[rank]["framework"], rank=rank, kind=kind)))
     findings.sort(key=lambda f: -f["ms_per_step"])
     return sorted(slow), sorted(slow_nodes), findings
+
+
+def _breakdown_words(breakdown: dict[str, Any]) -> list[str]:
+    """The slow rank's own step split (medians over its steady steps), in words: where its extra time goes."""
+    parts = [f"{STAGE_WORDS.get(key, key)} {ms_words(ms)}" for key, ms in breakdown.items() if key != "total" and ms]
+    return [f"its step (median): {', '.join(parts)}"] if parts else []
 
 
 def hangs(entries: list[Entry], rank_size: int) -> list[dict[str, Any]]:

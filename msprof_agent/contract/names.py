@@ -2,7 +2,7 @@
 
 Per-rank names are templates with a ``{rank}`` field (``rank_file(SUMMARY, 0)`` is ``summary_0.json``).
 The layouts are MindInsight's (``docs/ARCHITECTURE.md``); ``summary_{rank}.json`` and
-``report_{rank}.html`` are ours. Standard library only: the agent imports this in the training process.
+``report_{rank}.html`` and ``cluster_report.html`` are ours. Standard library only: the agent imports this in the training process.
 """
 from __future__ import annotations
 
@@ -69,6 +69,7 @@ PYTHON_HOT_SPOTS = "python_hot_spots_{rank}.csv"  # with_stack / profile_framewo
 # a cpu run's timeline summary is written under this {device} too.
 MINDINSIGHT_HOST_TIMELINE = "gpu"
 CLUSTER_SUMMARY = "cluster_summary.json"
+CLUSTER_REPORT = "cluster_report.html"  # the job's Cluster page, beside CLUSTER_SUMMARY: the one place the ranks are compared
 CLUSTER_ANALYSE = "cpu_cluster_analyse_model-data_parallel_1_{ranks}_0.csv"
 MERGED_TIMELINE = "timeline_{kind}_{ranks}{merged}.json"  # the viewer's download of several ranks' timelines
 MERGED_SUFFIX = "_merged"
@@ -166,7 +167,7 @@ def is_rank_layout(profiler_dir: str) -> bool:
 
 
 def cluster_dir(profiler_dir: str) -> str:
-    """Where the job's ``CLUSTER_SUMMARY`` goes: the profiler directory its ranks share, or for the
+    """Where the job's ``CLUSTER_SUMMARY`` and ``CLUSTER_REPORT`` go: the profiler directory its ranks share, or for the
     ``job/rank_N/profiler`` layout the job directory above them (one place either way)."""
     profiler_dir = os.path.abspath(profiler_dir)
     return os.path.dirname(os.path.dirname(profiler_dir)) if is_rank_layout(profiler_dir) else profiler_dir
@@ -176,7 +177,32 @@ def job_dirs(profiler_dir: str) -> list[str]:
     """The profiler directories of the job ``profiler_dir`` belongs to: itself, or every ``rank_N/profiler`` beside it."""
     if not is_rank_layout(profiler_dir):
         return [os.path.abspath(profiler_dir)]
-    job = cluster_dir(profiler_dir)
+    return _rank_layout_dirs(cluster_dir(profiler_dir))
+
+
+def cluster_member_dirs(cluster: str) -> list[str]:
+    """The profiler directories whose job's roll-up lies in ``cluster`` (a ``cluster_dir``): itself where its ranks
+    share it, else the ``rank_N/profiler`` under it."""
+    cluster = os.path.abspath(cluster)
+    return [cluster] if summary_ranks(cluster) else _rank_layout_dirs(cluster) or [cluster]
+
+
+def cluster_report_href(profiler_dir: str) -> str:
+    """The link from a rank's report in ``profiler_dir`` to its job's ``CLUSTER_REPORT``, relative (the job may move)."""
+    profiler_dir = os.path.abspath(profiler_dir)
+    return _href(os.path.join(cluster_dir(profiler_dir), CLUSTER_REPORT), profiler_dir)
+
+
+def rank_report_href(cluster: str, profiler_dir: str, rank: int) -> str:
+    """The link from the job's ``CLUSTER_REPORT`` in ``cluster`` to one rank's ``REPORT``, relative."""
+    return _href(os.path.join(os.path.abspath(profiler_dir), rank_file(REPORT, rank)), os.path.abspath(cluster))
+
+
+def _href(path: str, start: str) -> str:
+    return os.path.relpath(path, start).replace(os.sep, "/")
+
+
+def _rank_layout_dirs(job: str) -> list[str]:
     return sorted(os.path.join(job, d, RUN_FOLDER) for d in _entries(job)
                   if JOB_RANK_FOLDER_RE.match(d) and os.path.isdir(os.path.join(job, d, RUN_FOLDER)))
 

@@ -17,7 +17,7 @@ import functools
 import html
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 from urllib.parse import urlencode
 
@@ -196,25 +196,26 @@ def ok(section: Section | None) -> TypeGuard[Section]:
 
 
 def table(table_id: str, columns: Sequence[Column], rows: Sequence[Mapping[str, Any]], search_keys: Iterable[str] = (),
-          limit: int | None = None) -> dict[str, Any]:
+          limit: int | None = None, href: Callable[[Mapping[str, Any]], str | None] | None = None, page_size: int | None = None) -> dict[str, Any]:
     """A sortable table's cells: columns (key, title, kind) with kind 'text'|'num'|'count'|'pct'; rows: dicts.
-    Each cell carries its sort value (data-v) and its shown text; the page shows the first ``limit`` rows
-    (default MAX_TABLE_ROWS)."""
+    Each cell carries its sort value (data-v), its shown text and a link (``href(row)`` on the first column);
+    the page holds the first ``limit`` rows (default MAX_TABLE_ROWS), viewer.js shows ``page_size`` at a time."""
     limit = MAX_TABLE_ROWS if limit is None else limit
     shown_rows = []
     for row in rows[:limit]:
         cells = []
-        for key, _, kind in columns:
+        for i, (key, _, kind) in enumerate(columns):
             value = row.get(key)
+            link = href(row) if href and i == 0 else None
             if kind == "text":
-                cells.append((key, value, value))
+                cells.append((key, value, value, link))
                 continue
             shown = pct(value) if kind == "pct" else count(value) if kind == "count" else fmt(value)
-            cells.append((key, "" if value is None else repr(float(value)), shown))
-        search = " ".join(str(row.get(k) or "") for k in search_keys).lower()
+            cells.append((key, "" if value is None else repr(float(value)), shown, link))
+        search = " ".join("" if row.get(k) is None else str(row.get(k)) for k in search_keys).lower()
         shown_rows.append((search, cells))
     return {"id": table_id, "columns": [(key, title, "text" if kind == "text" else "num") for key, title, kind in columns],
-            "rows": shown_rows, "total": len(rows), "limit": limit}
+            "rows": shown_rows, "total": len(rows), "limit": limit, "page_size": page_size}
 
 
 # ---- charts shared by pages -------------------------------------------------------------------------
@@ -273,7 +274,7 @@ def step_numbers(steps: object) -> list[int]:
 
 # ---- documents --------------------------------------------------------------------------------------
 
-def page_body(page: Page, name: str, run: Run, rank: int, sections: Loaded, report: bool = False) -> Markup:
+def page_body(page: Page, name: str, run: Run, rank: int | None, sections: Loaded, report: bool = False) -> Markup:
     """One page's cards, rendered from templates/<name>.html with what its view computed, in the run's framework's words."""
     from .pages import VIEWS  # the pages import this module's helpers
 
@@ -334,14 +335,27 @@ def error_page(status: int, message: str) -> str:
 
 
 def report_pages(run: Run) -> tuple[str, ...]:
-    """The viewer's pages one rank's report carries: all but the cluster page, which lives once in the job's
-    cluster summary and the viewer, so a report is the same size whatever the number of ranks."""
+    """The viewer's pages one rank's report carries: all but the cluster page, which lives once for the job (the
+    viewer, and cluster_report.html beside its cluster summary), so a report is the same size whatever the number of ranks."""
     return tuple(name for name in PAGES if name != "cluster")
 
 
-def report(run: Run, rank: int, loaded_pages: Mapping[str, Loaded], plotly_js: str) -> str:
-    """report.html: every page the viewer has for one rank, in one offline file."""
+def report(run: Run, rank: int, loaded_pages: Mapping[str, Loaded], plotly_js: str, cluster_href: str | None = None) -> str:
+    """report.html: every page the viewer has for one rank, in one offline file; ``cluster_href``: the link to
+    the job's cluster_report.html (a multi-rank run)."""
     page = Page()
     bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in report_pages(run)]
-    inline = {"css": static_text("viewer.css"), "plotly_js": plotly_js, "viewer_js": static_text("viewer.js")}
-    return render("report.html", rank=rank, bodies=bodies, page=page, inline=inline)
+    return render("report.html", rank=rank, bodies=bodies, page=page, inline=_inline(plotly_js), cluster_href=cluster_href)
+
+
+def cluster_report(run: Run, loaded: dict[str, Any], plotly_js: str) -> str:
+    """cluster_report.html: the viewer's Cluster page of the job, in one offline file."""
+    page = Page()
+    body = page_body(page, "cluster", run, None, loaded, report=True)
+    data = loaded["cluster_summary"]["data"] if ok(loaded["cluster_summary"]) else {}
+    return render("cluster_report.html", rank_size=data.get("rank_size"), body=body, page=page, inline=_inline(plotly_js))
+
+
+def _inline(plotly_js: str) -> dict[str, str]:
+    """What an offline file carries inside: the CSS, plotly and the viewer's script."""
+    return {"css": static_text("viewer.css"), "plotly_js": plotly_js, "viewer_js": static_text("viewer.js")}

@@ -3,9 +3,11 @@
 Always named ``report_{rank}.html``: ranks can share one profiler directory (every contract file there
 carries ``_{rank}``), and a name that depended on how many ranks are present at the moment one rank
 finishes its analysis would race; a fixed per-rank name never collides and matches the contract.
-It holds every page the viewer has for the rank (the cluster page too where several ranks were analysed
-into the directory, as a multi-card ``msprof-agent analyse`` does), with plotly.min.js, the CSS and the
+It holds every page the viewer has for the rank but the Cluster page, with plotly.min.js, the CSS and the
 viewer script inlined, so it opens from a CI artifact or a mail with no network and nothing installed.
+The Cluster page is one file for the whole job, ``cluster_report.html`` beside cluster_summary.json
+(``write_cluster_report``, at the roll-up); each rank's report of a multi-rank run links to it, so a
+report is the same size whatever the number of ranks.
 It is written inside the training process, where only the agent's core dependencies may be installed:
 without the viewer extra (jinja2 renders it, plotly draws it) ``write_report`` raises ``ViewerExtraMissing``.
 """
@@ -13,8 +15,8 @@ from __future__ import annotations
 
 import os
 
+from ..contract import names
 from ..contract.names import REPORT as REPORT_NAME
-from ..contract.names import summary_ranks
 from ..writers import write_bytes
 from .assets import INSTALL_VIEWER, plotly_js_path, template_engine_missing
 
@@ -24,24 +26,48 @@ class ViewerExtraMissing(Exception):
 
 
 def write_report(profiler_dir: str, rank: int | str) -> str:
-    """Write the rank's report into ``profiler_dir`` (atomically) and return its path."""
-    js_path = plotly_js_path()
-    missing = [name for name, gone in (("jinja2", template_engine_missing()), ("plotly", js_path is None)) if gone]
-    if missing or js_path is None:
-        verb = "is" if len(missing) == 1 else "are"
-        raise ViewerExtraMissing(f"report.html skipped: {' and '.join(missing)} {verb} not installed ({INSTALL_VIEWER})")
+    """Write the rank's report into ``profiler_dir`` (atomically) and return its path. A rank of a multi-rank
+    run links to the job's cluster_report.html, where the roll-up writes it once every rank has its summary."""
+    plotly_js = _plotly_js("report.html skipped")
     from . import render, sections
 
     rank = int(rank)
     directory = os.path.abspath(profiler_dir)
-    ranks = {r: directory for r in summary_ranks(directory)}  # a multi-card analysis: the ranks analysed here so far
+    ranks = {r: directory for r in names.summary_ranks(directory)}  # a multi-card analysis: the ranks analysed here so far
     ranks[rank] = directory
     run = sections.Run(os.path.basename(os.path.dirname(directory)) or directory, ranks)
     with sections.shared_reads():
         loaded = {name: sections.load_page(run, rank, name) for name in render.report_pages(run)}
-    with open(js_path, encoding="utf-8") as handle:
-        plotly_js = handle.read()
-    text = render.report(run, rank, loaded, plotly_js)
+    summary = loaded["overview"]["summary"]
+    rank_size = int(summary["data"].get("rank_size") or 1) if render.ok(summary) and isinstance(summary["data"], dict) else 1
+    text = render.report(run, rank, loaded, plotly_js, cluster_href=names.cluster_report_href(directory) if rank_size > 1 else None)
     path = os.path.join(directory, REPORT_NAME.format(rank=rank))
     write_bytes(path, text.encode("utf-8"))
     return path
+
+
+def write_cluster_report(cluster: str) -> str:
+    """Write the job's cluster_report.html into ``cluster`` (``names.cluster_dir``, beside its cluster summary),
+    atomically, and return its path: the viewer's Cluster page, linking each rank to its report."""
+    plotly_js = _plotly_js(f"{names.CLUSTER_REPORT} skipped")
+    from . import render, sections
+
+    cluster = os.path.abspath(cluster)
+    ranks = {rank: directory for directory in names.cluster_member_dirs(cluster) for rank in names.summary_ranks(directory)}
+    run = sections.Run(os.path.basename(cluster), dict(sorted(ranks.items())))
+    text = render.cluster_report(run, sections.load_cluster_report(run, cluster), plotly_js)
+    path = os.path.join(cluster, names.CLUSTER_REPORT)
+    write_bytes(path, text.encode("utf-8"))
+    return path
+
+
+def _plotly_js(skipped: str) -> str:
+    """plotly.min.js's text, to inline; ``ViewerExtraMissing`` (its message ``skipped``: which file, and what to
+    install) where jinja2 or plotly is not installed."""
+    js_path = plotly_js_path()
+    missing = [name for name, gone in (("jinja2", template_engine_missing()), ("plotly", js_path is None)) if gone]
+    if missing or js_path is None:
+        verb = "is" if len(missing) == 1 else "are"
+        raise ViewerExtraMissing(f"{skipped}: {' and '.join(missing)} {verb} not installed ({INSTALL_VIEWER})")
+    with open(js_path, encoding="utf-8") as handle:
+        return handle.read()

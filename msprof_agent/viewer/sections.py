@@ -247,6 +247,15 @@ def step_timeline(run: Run, ranks: list[int]) -> dict[str, Any]:
     return {"events": drawn[:TIMELINE_DRAW_MAX_EVENTS], "left_out": max(0, len(drawn) - TIMELINE_DRAW_MAX_EVENTS), "problems": problems + more}
 
 
+def load_cluster_report(run: Run, cluster: str) -> dict[str, Any]:
+    """What the job's cluster_report.html reads: the cluster summary in ``cluster`` and the lowest rank's
+    profiler_info (the framework's words), no rank's timeline (each rank's report has its own), so it is
+    the same whichever rank writes it."""
+    first = min(run.ranks, default=None)
+    info = load_section(run.ranks[first], first, "info") if first is not None else _section("missing", names.PROFILER_INFO)
+    return {"info": info, "cluster_summary": _read_file(cluster, names.CLUSTER_SUMMARY, readers.read_json)}
+
+
 def cluster_summary(run: Run) -> Section:
     """The job's cluster_summary.json (``names.cluster_dir``: one place for all its ranks)."""
     return _read_file(names.cluster_dir(next(iter(run.ranks.values()))), names.CLUSTER_SUMMARY, readers.read_json)

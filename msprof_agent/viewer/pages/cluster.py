@@ -1,9 +1,12 @@
-"""The Cluster page: the job's ranks from its cluster summary alone (findings, rank x step heatmaps, the rank table)."""
+"""The Cluster page: the job's ranks from its cluster summary alone (findings, rank x step heatmaps with the slow
+ranks and nodes marked, the paged rank table). The viewer draws it for any rank of the job; the roll-up writes
+it once as ``cluster_report.html`` beside cluster_summary.json (``report``), where its links go to the ranks' reports."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..render import ok, table
+from ...contract import names
+from ..render import ok, plot_text, run_url, table
 from .overview import findings_view
 from .steps import timeline_chart
 
@@ -14,26 +17,77 @@ if TYPE_CHECKING:
 CLUSTER_COLUMNS = (("rank_id", "Rank", "count"), ("host", "Host", "text"), ("step_time_ms", "Step (ms)", "num"),
                    ("own_work_ms", "Own work (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"), ("fp_and_bp", "Fwd+bwd (ms)", "num"),
                    ("tail", "Tail (ms)", "num"), ("communication_ms", "Communication (ms)", "num"), ("slow", "", "text"))
-CLUSTER_TABLE_ROWS = 128  # the ranks with the most own work first; cluster_summary.json holds every rank
+CLUSTER_PAGE_ROWS = 50  # the rank table shows this many at a time; viewer.js sorts and pages every rank
 HEATMAPS = (("step_ms", "Step time (ms)"), ("own_ms", "Own work: step minus collectives (ms)"), ("comm_ms", "Waiting in collectives (ms)"))
+MARKED_MAX = 16  # slow ranks, and slow nodes, marked on each heatmap; the findings and the table name every one
+SLOW_RANK_COLOR, SLOW_NODE_COLOR = "#1f3a5f", "#6a3d9a"
 
 
-def cluster_page(page: Page, run: Run, rank: int, loaded: Loaded, report: bool = False) -> dict[str, Any]:
+def cluster_page(page: Page, run: Run, rank: int | None, loaded: Loaded, report: bool = False) -> dict[str, Any]:
+    """The page's context; ``report``: for cluster_report.html (no rank of its own: ranks link to their reports, no timeline)."""
     cluster = loaded["cluster_summary"]
     data = cluster["data"] if ok(cluster) and isinstance(cluster["data"], dict) else {}
-    findings = findings_view(data.get("findings"), run, rank, report)
     slow, nodes = set(data.get("slow_ranks") or []), set(data.get("slow_nodes") or [])
     rows = [dict(r, slow="slow rank" if r.get("rank_id") in slow else "slow node" if r.get("host") in nodes else "")
             for r in data.get("ranks") or [] if isinstance(r, dict)]
     rows.sort(key=lambda r: -(r.get("own_work_ms") or 0.0))
+    link = _rank_report if report else _rank_page
+    findings = findings_view(data.get("findings"), run, rank, report, rank_link=(lambda r: _rank_report(run, r, "#steps")) if report else None)
     per_step = data.get("per_step") or {}
-    labels = [f"rank {r}" + (" (slow)" if r in slow else "") for r in per_step.get("rank") or []]
+    order = per_step.get("rank") or []
+    labels = [f"rank {r}" + (" (slow)" if r in slow else "") for r in order]
+    shapes, notes = _marks(order, slow, nodes, {r.get("rank_id"): r.get("host") for r in rows}, (per_step.get("step") or [None])[-1])
     heatmaps = [page.chart(f"cl-heat-{key}", [{"type": "heatmap", "z": per_step[key], "x": per_step.get("step"), "y": labels,
-                                               "colorscale": "YlOrRd", "hoverongaps": False}],
-                           {"title": {"text": title}, "height": min(900, 120 + 12 * len(labels)), "yaxis": {"autorange": "reversed"}})
+                                               "colorscale": "YlOrRd", "reversescale": True, "hoverongaps": False,
+                                               "hovertemplate": "%{y}, step %{x}: %{z:.3f} ms<extra></extra>"}],
+                           {"title": {"text": title}, "height": min(900, 120 + 12 * len(labels)), "shapes": shapes, "annotations": notes,
+                            "xaxis": {"title": {"text": "step"}}, "yaxis": {"autorange": "reversed"}, "margin": {"l": 110, "r": 20, "t": 36, "b": 40}})
                 for key, title in HEATMAPS if per_step.get(key)]
-    return {"several": len(run.ranks) > 1, "findings": findings, "cluster_summary": cluster, "rule": data.get("rule"),
+    return {"several": len(run.ranks) > 1, "report": report, "findings": findings, "cluster_summary": cluster, "rule": data.get("rule"),
             "slow_ranks": sorted(slow), "slow_nodes": sorted(nodes), "missing": data.get("missing_ranks") or [],
-            "table": table("cluster-ranks", CLUSTER_COLUMNS, rows, search_keys=("rank_id", "host", "slow"), limit=CLUSTER_TABLE_ROWS),
-            "heatmaps": heatmaps, "communication": ok(loaded["hccl"]) or any(r.get("communication_ms") for r in rows),
-            "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"])}
+            "table": table("cluster-ranks", CLUSTER_COLUMNS, rows, search_keys=("rank_id", "host", "slow"),
+                           href=lambda row: link(run, row["rank_id"]), page_size=CLUSTER_PAGE_ROWS),
+            "heatmaps": heatmaps, "communication": ok(loaded.get("hccl")) or any(r.get("communication_ms") for r in rows),
+            "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"]) if "step_timeline" in loaded else None}
+
+
+def _rank_page(run: Run, rank: int) -> str | None:
+    """In the viewer: the rank's Overview page."""
+    return run_url("overview", run.id, rank) if rank in run.ranks else None
+
+
+def _rank_report(run: Run, rank: int, fragment: str = "") -> str | None:
+    """In cluster_report.html: the rank's report_{rank}.html, relative to the page."""
+    if rank not in run.ranks:
+        return None
+    return names.rank_report_href(names.cluster_dir(run.ranks[rank]), run.ranks[rank], rank) + fragment
+
+
+def _marks(order: list[int], slow: set[int], nodes: set[str], host_of: dict[Any, Any],
+           last_step: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The heatmaps' marks of each slow rank's row and each slow node's rows (by their place in ``order``, the
+    heatmap's rows): a tick in the right margin and the name with an arrow, leaving the cells to show their time,
+    so one row of a thousand stands out and is named."""
+    at = {r: i for i, r in enumerate(order)}
+    pad = max(0.5, len(order) / 300)  # a tick of a few pixels at a thousand rows
+    shapes, notes = [], []
+    for host in sorted(nodes)[:MARKED_MAX]:  # first: a slow rank of a slow node is drawn over its node's tick
+        rows = sorted(at[r] for r in order if host_of.get(r) == host)
+        if rows:
+            shapes.append(_tick(rows[0] - pad, rows[-1] + pad, SLOW_NODE_COLOR))
+            notes.append(_note(rows[len(rows) // 2], last_step, f"slow node {plot_text(host)}", SLOW_NODE_COLOR, len(order)))
+    for rank in sorted(r for r in slow if r in at)[:MARKED_MAX]:
+        shapes.append(_tick(at[rank] - pad, at[rank] + pad, SLOW_RANK_COLOR))
+        notes.append(_note(at[rank], last_step, f"slow rank {rank}", SLOW_RANK_COLOR, len(order)))
+    return shapes, notes
+
+
+def _tick(low: float, high: float, color: str) -> dict[str, Any]:
+    return {"type": "rect", "xref": "paper", "x0": 1.002, "x1": 1.012, "yref": "y", "y0": low, "y1": high,
+            "fillcolor": color, "line": {"color": color, "width": 1}}
+
+
+def _note(row: int, step: int | None, text: str, color: str, rows: int) -> dict[str, Any]:
+    return {"xref": "x", "x": step, "yref": "y", "y": row, "text": text, "showarrow": True, "arrowhead": 2, "arrowcolor": color,
+            "ax": -60, "ay": 24 if row < rows / 2 else -24, "font": {"color": color, "size": 11}, "bgcolor": "rgba(255,255,255,0.9)",
+            "bordercolor": color}

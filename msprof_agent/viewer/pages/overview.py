@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..render import fmt, info_rows, ok, op_type_charts, profile_of_run, run_url, stage_bar, step_numbers
@@ -32,17 +32,21 @@ def steps_text(numbers: Iterable[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def page_href(page_name: str, run: Run, rank: int, report: bool, fragment: str = "") -> str:
+def page_href(page_name: str, run: Run, rank: int | None, report: bool, fragment: str = "") -> str:
     """A link to another page of this rank: in the report an anchor in the same file, in the viewer the page's URL.
     In the report the page's own anchor is the fragment when one is given (viewer.js scrolls to its page)."""
     if report:
         return "#" + (fragment or page_name)
+    if rank is None:
+        raise ValueError(f"a link to the viewer's {page_name} page needs its rank")
     return run_url(page_name, run.id, rank) + (f"#{fragment}" if fragment else "")
 
 
-def findings_view(findings: object, run: Run, rank: int, report: bool = False) -> list[dict[str, Any]]:
+def findings_view(findings: object, run: Run, rank: int | None, report: bool = False,
+                  rank_link: Callable[[int], str | None] | None = None) -> list[dict[str, Any]]:
     """The advisor's findings as the findings card shows them: evidence as text rows, and links (label, href, kind)
-    to the steps they rest on, to the Python hot spots (host work) and to a straggler's own step trace."""
+    to the steps they rest on, to the Python hot spots (host work) and to a straggler's own step trace
+    (``rank_link(rank)`` where given: the job's cluster_report.html links to the rank's report)."""
     out = []
     for f in findings if isinstance(findings, list) else []:
         if not isinstance(f, dict):
@@ -58,8 +62,10 @@ def findings_view(findings: object, run: Run, rank: int, report: bool = False) -
         if f.get("id") == "host_work":
             links.append(("Python hot spots", page_href("steps", run, rank, report, HOT_SPOTS_ANCHOR), "hot-spots"))
         slow = evidence.get("rank")
-        if f.get("id") == "straggler" and isinstance(slow, int) and slow in run.ranks and not (report and slow != rank):
-            links.append((f"rank {slow}'s Step trace", page_href("steps", run, slow, report), "rank"))
+        if f.get("id") == "straggler" and isinstance(slow, int) and slow in run.ranks and (rank_link or not (report and slow != rank)):
+            href = rank_link(slow) if rank_link else page_href("steps", run, slow, report)
+            if href:
+                links.append((f"rank {slow}'s Step trace", href, "rank"))
         out.append(dict(f, evidence=[(k, _evidence_text(v)) for k, v in evidence.items()], links=links))
     return out
 

@@ -81,9 +81,47 @@
           return dir === "asc" ? r : -r;
         });
         rows.forEach(function (row) { body.appendChild(row); });
+        if (table.showPage) table.showPage(0);
       });
     });
+    if (table.hasAttribute("data-page-size")) pager(table);
   });
+
+  /* paged tables (data-page-size, the cluster's ranks; the page holds the rows past the first page hidden): a filter
+     on each row's data-search, and one page of the sorted, filtered rows at a time, so a thousand ranks stay one screen */
+  function pager(table) {
+    var size = parseInt(table.getAttribute("data-page-size"), 10) || 50, at = 0;
+    var bar = document.createElement("div"), filter = document.createElement("input"), where = document.createElement("span");
+    bar.className = "pager";
+    filter.type = "search";
+    filter.placeholder = "filter: rank, host or slow";
+    filter.setAttribute("data-filter", table.id);
+    function button(text, step) {
+      var b = document.createElement("button");
+      b.type = "button";
+      b.textContent = text;
+      b.addEventListener("click", function () { table.showPage(at + step); });
+      return b;
+    }
+    var prev = button("\u2039 previous", -1), next = button("next \u203a", 1);
+    table.showPage = function (page) {
+      var q = filter.value.toLowerCase().trim();
+      var rows = Array.prototype.slice.call(table.tBodies[0].rows);
+      var hits = rows.filter(function (row) { return !q || row.getAttribute("data-search").indexOf(q) >= 0; });
+      var pages = Math.max(1, Math.ceil(hits.length / size));
+      at = Math.max(0, Math.min(page, pages - 1));
+      var shown = new Set(hits.slice(at * size, (at + 1) * size));
+      rows.forEach(function (row) { row.hidden = !shown.has(row); });
+      where.textContent = hits.length ? "rows " + (at * size + 1) + "\u2013" + Math.min((at + 1) * size, hits.length) + " of " + hits.length +
+        (q ? " matching" : "") + " \u00b7 page " + (at + 1) + " of " + pages : "no row matches";
+      prev.disabled = at === 0;
+      next.disabled = at >= pages - 1;
+    };
+    filter.addEventListener("input", function () { table.showPage(0); });
+    [filter, prev, where, next].forEach(function (el) { bar.appendChild(el); });
+    table.parentNode.insertBefore(bar, table);
+    table.showPage(0);
+  }
 
   /* fuzzy search: every character of the query, in order, somewhere in the op's name or type */
   function fuzzy(query, text) {
