@@ -113,6 +113,7 @@ if TYPE_CHECKING:
         psys: float
         agent: float  # the agent's own processes (its background analysis), neither the job's nor others'
         rss: int  # bytes, this process
+        heap: NotRequired[int]  # bytes of the C heap in use (glibc's mallinfo2), on the samples its cost allows
 
 
     class HostIo(TypedDict, total=False):
@@ -255,6 +256,8 @@ if TYPE_CHECKING:
         events: int
         rss_before: int
         rss_after: int
+        heap_before: NotRequired[int]  # the C heap's bytes in use before the stop and after the events were freed
+        heap_after: NotRequired[int]
         record_shapes: bool
         profile_memory: bool
 

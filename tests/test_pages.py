@@ -224,6 +224,32 @@ def test_the_jobs_cpu_is_its_process_tree_and_the_agents_own_processes_are_apart
     assert job_user + job_sys >= 0.02 and ours >= 0.02, (job_user, job_sys, ours)  # each child spun on a shared machine
 
 
+def test_the_heaps_bytes_in_use_count_what_is_held_not_what_rss_keeps():
+    """64 MiB of small blocks held: in use rises by them; freed (while one later block pins the heap's top,
+    as a profiler's events do between a step's tensors), in use falls back though RSS need not."""
+    import ctypes
+
+    from msprof_agent.collectors import heap
+
+    if heap.in_use() is None:
+        pytest.skip("no mallinfo2 in this C library: the advisor reads RSS")
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = heap.in_use()
+    blocks = [libc.malloc(64 << 10) for _ in range(1024)]  # 64 KiB each: heap blocks, under the mmap threshold
+    pin = libc.malloc(1024)
+    held = heap.in_use()
+    for block in blocks:
+        libc.free(block)
+    freed = heap.in_use()
+    libc.free(pin)
+    assert abs(held - before - (64 << 20)) < (4 << 20), (before, held)
+    assert abs(freed - before) < (4 << 20), (before, freed)
+    reader = heap.HeapReader()
+    assert reader.read() is not None and reader.read() is None  # the second, at once, waits for 100x the first's cost
+
+
 def test_interval_union_length_within_windows_matches_counting_each_ns():
     """``intervals.merge`` + ``length_within`` (the advisor's compute time, the exports' Computing) against
     a per-nanosecond count, on overlapping, nested, touching and zero-length intervals and windows

@@ -3,7 +3,7 @@
 psutil gives machine user/sys/nice/iowait/steal/idle and context switches, /proc/stat the runnable
 count, and the job's CPU times (``job_tree``: this process and its descendants, DataLoader, dataset
 and compile workers included) apart from the agent's own processes (its niced background analysis),
-and this process's RSS; with ``host_sys`` "disk" / "network", the machine's disk and
+and this process's RSS and C heap in use (``heap.py``, where the C library counts it); with ``host_sys`` "disk" / "network", the machine's disk and
 network I/O counters (and the process's own disk bytes) as deltas per sample. Samples go to the
 writer's thread-safe queue; the main thread writes them at the next flush, so this thread never touches a file or a lock of ours.
 
@@ -21,6 +21,7 @@ import psutil
 
 from .. import records
 from . import SamplerThread
+from .heap import HeapReader
 
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
@@ -189,6 +190,7 @@ class CpuSampler(SamplerThread):
         last_times = psutil.cpu_times()
         last_ctx = psutil.cpu_stats().ctx_switches
         tree = _JobTree(process)
+        heap = HeapReader()
         began = last_wall = time.monotonic()
         adaptive = self._adaptive
         last_io = _io_counters(process, self._io_kinds) if self._io_kinds else None
@@ -212,6 +214,9 @@ class CpuSampler(SamplerThread):
                         "puser": 100.0 * job_user / span, "psys": 100.0 * job_sys / span, "agent": 100.0 * ours / span,
                         "rss": process.memory_info().rss,
                     }
+                    held = heap.read()
+                    if held is not None:
+                        sample["heap"] = held
                     self._queue.append(sample)
                     last_ctx, last_wall, last_times = ctx, wall, times
                     if last_io is not None:

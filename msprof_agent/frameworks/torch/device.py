@@ -14,6 +14,7 @@ import time
 import orjson
 
 from ... import environment, log, records
+from ...collectors import heap
 from ...options import Options
 from ...store import coded
 from .fork_guard import guard_fork_children_against_kineto_exit
@@ -163,12 +164,13 @@ class TorchDeviceSession:
 
     def stop(self, session: Session) -> int:
         """Stop torch.profiler and write its events; returns how many it gave. A ``buffer`` record says
-        what the session held in this process: the RSS before its stop and after its events are freed
-        (with the settings that sized them), so the advisor judges the job's memory net of it."""
+        what the session held in this process: the RSS and the C heap's bytes in use before its stop and
+        after its events are freed (with the settings that sized them), so the advisor judges the job's
+        memory net of it."""
         prof, self._prof = self._prof, None
         if prof is None:
             return 0
-        stopped, held = time.time_ns(), _rss()
+        stopped, held, heap_held = time.time_ns(), _rss(), heap.in_use()
         prof.stop()
         results = prof.profiler.kineto_results
         events = results.events()
@@ -182,9 +184,12 @@ class TorchDeviceSession:
         if session.owner is not None:
             session.owner.writer.flush()  # the emitted batches leave memory too before the RSS is read again
         _return_freed_memory()
-        session.record({records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
-                        "rss_after": _rss(), "record_shapes": bool(self.options.record_shapes),
-                        "profile_memory": bool(self.options.profile_memory)})
+        record = {records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
+                  "rss_after": _rss(), "record_shapes": bool(self.options.record_shapes), "profile_memory": bool(self.options.profile_memory)}
+        heap_freed = heap.in_use()
+        if heap_held is not None and heap_freed is not None:  # exact: bytes in use, whatever the heap kept of the freed
+            record.update(heap_before=heap_held, heap_after=heap_freed)
+        session.record(record)
         return count
 
     def _emit(self, session: Session, events: Iterable[_KinetoEvent], offset: int) -> None:
