@@ -5,12 +5,14 @@ neither MindSpore nor PyTorch is imported, in the test or in a child it starts),
 ``browser``, ``install`` (fresh virtual environments) or ``client`` (an outside reader of the output).
 This file imports neither framework, so ``pytest -m unit`` runs where none is installed.
 """
+import concurrent.futures
 import csv
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -22,6 +24,7 @@ TINY = os.path.join(SCRIPTS, "tiny_torch.py")
 PY = sys.executable
 
 CLIENTS = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent-test-clients")  # outside readers' venvs, kept between runs
+INSTALLS_AHEAD = {}  # venv name: the Future of its install, started when collection ends (pytest_collection_finish)
 
 NEEDS = ("unit", "mindspore", "torch", "browser", "install", "client")
 # Variables that steer the agent or the ranks: a child gets only those its test sets.
@@ -157,9 +160,40 @@ def overlapping_slices(events):
     return bad
 
 
+def pytest_collection_finish(session):
+    """Start making the outside venvs the selected tests' modules name (``VENVS``: (name, requirements, kind)
+    with kind ``client`` or ``stack``), one after another in a background thread, while the first tests run:
+    an install waits on the package index far more than it computes. ``client_python`` and ``stack_python``
+    then wait for their venv. A daemon thread: a run that stops early does not wait for an install, and a
+    half-made venv has no ``.installed`` mark, so the next run makes it again."""
+    wanted = {}
+    for item in session.items:
+        for name, requirements, kind in getattr(getattr(item, "module", None), "VENVS", ()):
+            wanted.setdefault(name, (_client_venv if kind == "client" else _stack_venv, requirements))
+    jobs = []
+    for name, (make, requirements) in wanted.items():
+        INSTALLS_AHEAD[name] = future = concurrent.futures.Future()
+        jobs.append((future, make, name, requirements))
+
+    def install_all():
+        for future, make, name, requirements in jobs:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(make(name, requirements))
+                except BaseException as exc:  # pytest's skip is a BaseException: it reaches the test that waits
+                    future.set_exception(exc)
+    if jobs:
+        threading.Thread(target=install_all, name="venv-installs", daemon=True).start()
+
+
 def client_python(name, requirement):
     """The python of the venv ``CLIENTS/NAME`` with REQUIREMENT installed from the package index (on first
     use; the readers pin their own libraries), or a skip saying why it could not be installed."""
+    ahead = INSTALLS_AHEAD.get(name)
+    return ahead.result() if ahead else _client_venv(name, requirement)
+
+
+def _client_venv(name, requirement):
     venv = os.path.join(CLIENTS, name)
     python = os.path.join(venv, "bin", "python")
     installed = os.path.join(venv, ".installed")
@@ -183,6 +217,11 @@ def stack_python(name, requirements):
     (pinned) installed once from the package index over this interpreter's own packages, which a .pth line
     names, so the stack trains with the tests' torch build and imports the agent from this checkout; torch is
     pinned to that build (a constraints file), never downloaded again. A skip says why it could not be made."""
+    ahead = INSTALLS_AHEAD.get(name)
+    return ahead.result() if ahead else _stack_venv(name, requirements)
+
+
+def _stack_venv(name, requirements):
     import torch
 
     venv = os.path.join(CLIENTS, name)

@@ -23,6 +23,7 @@ from msprof_agent.export import ascend_comm
 
 pytestmark = pytest.mark.client
 PACKAGES = {"msprof-analyze": "msprof-analyze==26.2.0", "hta": "HolisticTraceAnalysis==0.5.0"}
+VENVS = [(name, requirement, "client") for name, requirement in PACKAGES.items()]  # made ahead (conftest)
 SLOW_RANK = os.path.join(ROOT, "tests", "scripts", "slow_rank_torch.py")
 BUSY_MS, STEPS = 150, 5
 

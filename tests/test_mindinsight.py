@@ -17,6 +17,7 @@ from conftest import EXAMPLES, client_python, read_csv, read_json, run_script, s
 
 pytestmark = [pytest.mark.client, pytest.mark.mindspore]
 MINDINSIGHT = "mindinsight==2.3.1"
+VENVS = [("mindinsight", MINDINSIGHT, "client")]  # made ahead (conftest)
 STEPS = 6
 JOB = "lenet"  # the train job: a folder under the summary base dir holding profiler/
 PLAIN_JOB = "lenet_plain"  # profiled without data_process

@@ -30,6 +30,7 @@ TRAINER = ("stack-transformers-5.23.0", ["transformers==5.23.0", "accelerate==1.
 TRAINER_JOBS = {"clean": ([], {}), "callback": (["--callback-ms", "50"], {})}
 LIGHTNING = ("stack-lightning-2.6.6", ["lightning==2.6.6"])
 LIGHTNING_JOBS = {"clean": ([], {}), "hook": (["--hook-ms", "40"], {})}
+VENVS = [(name, requirements, "stack") for name, requirements in (ACCELERATE, TRAINER, LIGHTNING)]  # made ahead (conftest)
 
 
 def jobs(tmp_path_factory, stack, script, steps, table):
