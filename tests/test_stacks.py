@@ -97,8 +97,8 @@ def test_slow_getitem_is_data_bound_with_the_mean_wait_and_workers_advice(job):
 
 
 @pytest.mark.torch
-def test_host_work_in_the_loop_is_host_bound(job):
-    top(job("loop"), "host_work")
+def test_host_work_in_the_loop_is_host_bound_with_its_cost_at_stake(job):
+    host_at_stake(job("loop"), job("clean"), 40.0)
 
 
 @pytest.mark.torch
