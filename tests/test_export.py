@@ -65,6 +65,20 @@ def torch_job(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def db_export(torch_job, tmp_path_factory):
+    """``copy(target)``: TARGET holding the job re-analysed once with ``--export text,db``, a copy per test, as
+    each msprof-analyze run writes its cluster_analysis_output into the tree it reads."""
+    tree = str(tmp_path_factory.mktemp("db_export") / "db")
+    shutil.copytree(torch_job, tree, ignore=shutil.ignore_patterns("cluster_analysis_output"))
+    _analyse(tree, "text,db")
+
+    def copy(target):
+        shutil.copytree(tree, target)
+        return str(target)
+    return copy
+
+
 def _ascend_dirs(out, suffix="ascend_pt"):
     return {int(re.search(r"profiler_info_(\d+)", p).group(1)): os.path.dirname(p)
             for p in glob.glob(os.path.join(out, f"*_{suffix}", "profiler_info_*.json"))}
@@ -159,10 +173,8 @@ def test_single_rank_advisor_e2e_is_the_profiled_steps(torch_job, msprof_analyze
 
 
 @pytest.mark.torch
-def test_database_recipe_counts_equal_our_tables(torch_job, msprof_analyze, tmp_path):
-    tree = str(tmp_path / "db")
-    shutil.copytree(torch_job, tree, ignore=shutil.ignore_patterns("cluster_analysis_output"))
-    _analyse(tree, "text,db")
+def test_database_recipe_counts_equal_our_tables(db_export, msprof_analyze, tmp_path):
+    tree = db_export(tmp_path / "db")
     for rank, directory in _ascend_dirs(tree).items():  # the database holds what the text files hold
         output = os.path.join(directory, "ASCEND_PROFILER_OUTPUT")
         db = sqlite3.connect(os.path.join(output, f"ascend_pytorch_profiler_{rank}.db"))
@@ -193,16 +205,14 @@ print(json.dumps({"slow_rank": slow_rank, "slow_link": db.execute(QUERY).fetchal
 
 
 @pytest.mark.torch
-def test_cluster_fills_the_communication_tables(torch_job, msprof_analyze, tmp_path):
+def test_cluster_fills_the_communication_tables(db_export, msprof_analyze, tmp_path):
     """msprof-analyze's cluster run on the text+db export logs no error and fills its communication group map
     (the default group by its name and both ranks), its per-rank communication time and bandwidth and the
     matrix of links between the ranks, from the calls each rank recorded; the queries of its slow-rank and
     slow-link recipes find every call (with 2 ranks neither can name an outlier: their own limits)."""
     from msprof_agent.analysis.rundata import load_rank
 
-    tree = str(tmp_path / "db")
-    shutil.copytree(torch_job, tree, ignore=shutil.ignore_patterns("cluster_analysis_output"))
-    _analyse(tree, "text,db")
+    tree = db_export(tmp_path / "db")
     log = msprof_analyze("cluster", "-d", tree)
     assert "ERROR" not in log, log[-3000:]
     db = sqlite3.connect(os.path.join(tree, "cluster_analysis_output", "cluster_analysis.db"))
