@@ -59,55 +59,68 @@ def _graph_tracks(events: list[Any], pids: Collection[Any]) -> dict[tuple[Any, A
     return target
 
 
+def _load_rank(run: Run, rank: int) -> tuple[list[Any], int] | str:
+    """The rank's timeline events and their time base, or why they could not be read."""
+    directory = run.ranks[rank]
+    name = timeline_file(directory, rank)
+    if name is None:
+        return f"rank {rank}: no timeline file"
+    path = os.path.join(directory, name)
+    if not os.path.realpath(path).startswith(os.path.realpath(directory) + os.sep):
+        return f"rank {rank}: refused {name}: it links outside the profiler directory"
+    try:
+        events = _load(path)
+    except Exception as exc:
+        return f"rank {rank}: {name}: {type(exc).__name__}: {exc}"
+    return events, timeline_base(events)
+
+
+def _renumbered(rank: int, events: list[Any], kind: str, merge: bool, first_pid: int) -> tuple[list[dict[str, Any]], int]:
+    """The rank's (rebased) events with its processes renumbered from ``first_pid`` and named ``Rank r: <name>``,
+    filtered by ``kind`` and with its graph threads merged if asked; returns them and the next free pid."""
+    names = _metadata_names(events, "process_name")
+    summary_pids = {pid for pid, pname in names.items() if _SUMMARY_PROCESS.search(pname)}
+    merged = _graph_tracks(events, summary_pids) if merge else {}
+    pid_map: dict[Any, int] = {}  # the rank's pid -> its pid in the merged file
+    out = []
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        pid, tid = event.get("pid"), event.get("tid")
+        if kind == "summary" and pid not in summary_pids:
+            continue
+        is_thread_name = event.get("ph") == "M" and event.get("name") == "thread_name"
+        if (pid, tid) in merged:
+            if is_thread_name and merged[(pid, tid)] != tid:
+                continue  # the merged track keeps one name
+            event = dict(event, tid=merged[(pid, tid)])
+            if is_thread_name:
+                event["args"] = {"name": "all graphs"}
+        if pid not in pid_map:
+            pid_map[pid] = first_pid + len(pid_map)
+        event = dict(event, pid=pid_map[pid])
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            event["args"] = {"name": f"Rank {rank}: {names.get(pid, '')}"}
+        out.append(event)
+    return out, first_pid + len(pid_map)
+
+
 def build(run: Run, ranks: list[int], kind: str = "summary", merge: bool = False) -> tuple[list[Any], list[str]]:
-    """Return (events, problems): the merged array and a list of per-rank reasons something was left out."""
+    """Return (events, problems): RANKS' own timelines merged, whole, and a list of per-rank reasons something was left out."""
     loaded: list[tuple[int, list[Any], int]] = []  # (rank, its events, their time base)
     problems: list[str] = []
-    next_pid = 1  # Perfetto treats pid 0 as the kernel's idle task
     for rank in ranks:
-        directory = run.ranks[rank]
-        name = timeline_file(directory, rank)
-        if name is None:
-            problems.append(f"rank {rank}: no timeline file")
-            continue
-        path = os.path.join(directory, name)
-        if not os.path.realpath(path).startswith(os.path.realpath(directory) + os.sep):
-            problems.append(f"rank {rank}: refused {name}: it links outside the profiler directory")
-            continue
-        try:
-            events = _load(path)
-        except Exception as exc:
-            problems.append(f"rank {rank}: {name}: {type(exc).__name__}: {exc}")
-            continue
-        loaded.append((rank, events, timeline_base(events)))
+        read = _load_rank(run, rank)
+        if isinstance(read, str):
+            problems.append(read)
+        else:
+            loaded.append((rank, *read))
     base = min((b for *_, b in loaded), default=0)
-    out = [time_base_event(base, 1)] if base else []
+    out: list[Any] = [time_base_event(base, 1)] if base else []
+    next_pid = 1  # Perfetto treats pid 0 as the kernel's idle task
     for rank, events, own_base in loaded:
-        events = rebase(events, own_base, base)
-        names = _metadata_names(events, "process_name")
-        summary_pids = {pid for pid, pname in names.items() if _SUMMARY_PROCESS.search(pname)}
-        merged = _graph_tracks(events, summary_pids) if merge else {}
-        pid_map: dict[Any, int] = {}  # the rank's pid -> its pid in the merged file
-        for event in events:
-            if not isinstance(event, dict):
-                continue
-            pid, tid = event.get("pid"), event.get("tid")
-            if kind == "summary" and pid not in summary_pids:
-                continue
-            is_thread_name = event.get("ph") == "M" and event.get("name") == "thread_name"
-            if (pid, tid) in merged:
-                if is_thread_name and merged[(pid, tid)] != tid:
-                    continue  # the merged track keeps one name
-                event = dict(event, tid=merged[(pid, tid)])
-                if is_thread_name:
-                    event["args"] = {"name": "all graphs"}
-            if pid not in pid_map:
-                pid_map[pid] = next_pid
-                next_pid += 1
-            event = dict(event, pid=pid_map[pid])
-            if event.get("ph") == "M" and event.get("name") == "process_name":
-                event["args"] = {"name": f"Rank {rank}: {names.get(pid, '')}"}
-            out.append(event)
+        renumbered, next_pid = _renumbered(rank, rebase(events, own_base, base), kind, merge, next_pid)
+        out += renumbered
     return out, problems
 
 
