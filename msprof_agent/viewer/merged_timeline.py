@@ -1,32 +1,50 @@
-"""The timeline download: one Trace Event JSON array (Perfetto / chrome://tracing) from chosen ranks.
+"""The timeline download: one Trace Event JSON array (Perfetto / chrome://tracing) of a job's ranks, within a size budget.
 
-The MindSpore Profiler guide's timeline filters, as applied to our ``*_timeline_display_{r}.json`` files:
-- ranks: every chosen rank's events go in one file, each rank's processes renumbered and named
-  ``Rank r: <name>`` so ranks never share a track;
-- kind ``detail``: every event; ``summary``: only the step-level processes (those whose ``process_name``
-  metadata mentions step, overlap, communication, hccl, data or queue), so a long run stays small;
-- merge subgraphs: in the step-level processes, the threads named after a graph ("graph 0", "graph 1", ...)
-  collapse into one track; other threads (steps, stages) stay as they are.
+What it holds (``download``):
+- every rank: a ``Rank r: Step Trace`` process with a Steps lane, a Stages lane (Step Interval, where the wait for
+  data falls; Forward+Backward; Tail, the optimizer's and what follows backward) and a Communication counter (the
+  step's time in collectives, ms), from the rank's step trace and hccl files, so a thousand ranks cost a few
+  events a step each; when the ranks' steps would pass ``LANES_SHARE``, every k-th step is kept, its args giving
+  the mean and max step time of the k steps it stands for, and the file's ``merged_timeline`` event says so;
+- the ranks asked for (the Cluster page's default: the slow ranks and the lowest): their own timeline files in place
+  of those lanes, with the MindSpore Profiler guide's filters: kind ``detail``, every event; ``summary``, only the
+  step-level processes (those whose ``process_name`` mentions step, overlap, communication, hccl, data or queue);
+  merge subgraphs, the step-level threads named after a graph ("graph 0", ...) collapse into one track. They share
+  what the lanes leave of ``BUDGET_BYTES``; one that does not fit keeps its longest slices (the steps first).
+Each rank's processes are renumbered in rank order and named ``Rank r: <name>``, so ranks never share a track.
 Each file's times count from its own base (``contract.timebase.time_base_event``); the merged file's count from
 the earliest of them, recorded once, so ranks line up and stay exact.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..contract.names import timeline_file
-from ..contract.timebase import rebase, time_base_event, timeline_base
+from ..contract.names import HCCL, STEP_TRACE, rank_file, timeline_file
+from ..contract.readers import read_hccl, read_step_points
+from ..contract.timebase import day_base, rebase, time_base_event, timeline_base
 
 if TYPE_CHECKING:
     from .sections import Run
 
 _SUMMARY_PROCESS = re.compile(r"step|overlap|communicat|hccl|data|queue", re.I)
 _GRAPH_THREAD = re.compile(r"graph", re.I)
+
+# Perfetto's UI parses a JSON trace whole in the browser tab (the text, then its own tables, several times the
+# file's size in the tab's memory): at this size it opens in seconds, past a few hundred MB the tab runs out of memory.
+BUDGET_BYTES = 64_000_000
+LANES_SHARE = 16_000_000  # what every rank's step lanes may take of the budget; the asked ranks' op detail has the rest
+INFO_RESERVE = 16_000  # held back for the ``merged_timeline`` event that says what the file holds and left out
+DOWNLOAD_INFO = "merged_timeline"  # that metadata event's name (viewers ignore metadata names they do not know)
+STEP_PROCESS = "Step Trace"  # the rank timelines' names (analysis.timeline): a rank's lanes read as its own file's
+STAGE_SLICES = (("Step Interval", "start", "fp"), ("Forward+Backward", "fp", "bp"), ("Tail", "bp", "end"))
+COMMUNICATION_COUNTER = "Communication (ms)"
+Encoded = tuple[tuple[int, float, float], bytes, bool]  # (sort key: metadata first, then by ts, longer first; its JSON; a slice)
 
 
 def _metadata_names(events: list[Any], kind: str) -> dict[Any, str]:
@@ -124,5 +142,180 @@ def build(run: Run, ranks: list[int], kind: str = "summary", merge: bool = False
     return out, problems
 
 
-def dumps(events: list[Any]) -> bytes:
-    return orjson.dumps(events)
+def default_ranks(run: Run, slow_ranks: Sequence[Any]) -> list[int]:
+    """The ranks whose op detail the download holds when none are asked for: the slow ranks and the lowest rank."""
+    return sorted({min(run.ranks), *(r for r in slow_ranks if r in run.ranks)})
+
+
+def _us(ns: int, base: int) -> float:
+    return round((ns - base) / 1000.0, 3)
+
+
+def _lane_steps(directory: str, rank: int) -> tuple[list[dict[str, Any]], dict[int, float]] | str:
+    """The rank's steps (exact ns) and its communication ms by step (none where not recorded), or why not."""
+    path = os.path.join(directory, rank_file(STEP_TRACE, rank))
+    try:
+        with open(path, "rb") as handle:
+            steps = read_step_points(handle.read())
+    except FileNotFoundError:
+        return f"rank {rank}: no step trace"
+    except Exception as exc:
+        return f"rank {rank}: {os.path.basename(path)}: {type(exc).__name__}: {exc}"
+    communication: dict[int, float] = {}
+    try:
+        with open(os.path.join(directory, rank_file(HCCL, rank)), "rb") as handle:
+            communication = {s["step"]: s["communication_ms"] for s in read_hccl(handle.read())["steps"] if s["communication_ms"] is not None}
+    except (OSError, ValueError):
+        pass  # no communication recorded: the lanes go without the counter
+    return steps, communication
+
+
+def _lanes(rank: int, pid: int, steps: list[dict[str, Any]], communication: dict[int, float], every: int, base: int) -> list[dict[str, Any]]:
+    """The rank's Step Trace process: a Steps and a Stages lane and the Communication counter, every ``every``-th step."""
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"Rank {rank}: {STEP_PROCESS}"}},
+                                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": 1, "args": {"name": "Steps"}},
+                                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": 2, "args": {"name": "Stages"}}]
+    for first in range(0, len(steps), every):
+        group = steps[first:first + every]
+        step, n = group[0], group[0]["step"]
+        args: dict[str, Any] = {"step": n}
+        if every > 1:
+            totals = [(s["end"] - s["start"]) / 1e6 for s in group]
+            args.update(stands_for=f"steps {n}-{group[-1]['step']}", mean_ms=round(sum(totals) / len(totals), 3), max_ms=round(max(totals), 3))
+        events.append({"ph": "X", "name": f"Step {n}", "cat": "step", "pid": pid, "tid": 1, "ts": _us(step["start"], base),
+                       "dur": _us(step["end"] - step["start"], 0), "args": args})
+        for name, begin, end in STAGE_SLICES:
+            if step[begin] is not None and step[end] is not None and step[end] > step[begin]:
+                events.append({"ph": "X", "name": name, "cat": "stage", "pid": pid, "tid": 2, "ts": _us(step[begin], base),
+                               "dur": _us(step[end] - step[begin], 0), "args": {"step": n}})
+        if n in communication:
+            events += [{"ph": "C", "name": COMMUNICATION_COUNTER, "pid": pid, "tid": 0, "ts": _us(step["start"], base), "args": {"ms": communication[n]}},
+                       {"ph": "C", "name": COMMUNICATION_COUNTER, "pid": pid, "tid": 0, "ts": _us(step["end"], base), "args": {"ms": 0}}]
+    return events
+
+
+def _encoded(events: list[dict[str, Any]]) -> list[Encoded]:
+    out = []
+    for event in events:
+        meta = event.get("ph") == "M"
+        ts, dur = event.get("ts"), event.get("dur")
+        key = (0 if meta else 1, float(ts) if isinstance(ts, (int, float)) and not meta else 0.0,
+               -float(dur) if isinstance(dur, (int, float)) else 0.0)
+        out.append((key, orjson.dumps(event), event.get("ph") == "X"))
+    return out
+
+
+def _size(encoded: Sequence[Encoded]) -> int:
+    return sum(len(text) + 1 for _, text, _ in encoded)  # each with its comma
+
+
+def _clipped(rank: int, encoded: list[Encoded], share: int) -> tuple[list[Encoded], str | None]:
+    """The rank's events within ``share`` bytes: all of them, or every one but its slices and the longest slices
+    that fit (a slice's children are never longer, so what is kept still nests); none when the rest alone is over."""
+    if _size(encoded) <= share:
+        return encoded, None
+    slices = sorted((e for e in encoded if e[2]), key=lambda e: e[0][2])  # longest first
+    kept = [e for e in encoded if not e[2]]
+    room = share - _size(kept)
+    if room < 0:
+        return [], f"rank {rank}: its timeline's events other than slices alone are over its share of the budget ({share} bytes); its lanes only"
+    taken = 0
+    for event in slices:
+        if len(event[1]) + 1 > room:
+            break
+        room -= len(event[1]) + 1
+        taken += 1
+    shortest = f", none shorter than {-slices[taken - 1][0][2]:.3f} us" if taken else ""
+    return kept + slices[:taken], f"rank {rank}: op detail clipped to the budget: kept the longest {taken} of {len(slices)} slices{shortest}"
+
+
+def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = False, budget: int = BUDGET_BYTES) -> tuple[bytes, list[str]]:
+    """The download's bytes (never over ``budget``) and a list of per-rank reasons something was left out or cut:
+    every rank's step lanes, and RANKS' own timelines (filtered by ``kind`` and ``merge``) in place of theirs."""
+    problems: list[str] = []
+    timelines: dict[int, tuple[list[Any], int]] = {}
+    for rank in ranks:
+        read = _load_rank(run, rank)
+        if isinstance(read, str):
+            problems.append(read)
+        else:
+            timelines[rank] = read
+    lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]]] = {}
+    for rank in sorted(run.ranks):
+        lanes = _lane_steps(run.ranks[rank], rank)
+        if isinstance(lanes, str):
+            problems += [] if rank in timelines else [lanes]
+        else:
+            lane_data[rank] = lanes
+    starts = [steps[0]["start"] for steps, _ in lane_data.values() if steps]
+    base = min([b for _, b in timelines.values()] + ([day_base(min(starts))] if starts else []), default=0)
+    pid_of: dict[int, int] = {}
+    detail: dict[int, list[dict[str, Any]]] = {}
+    next_pid = 1  # Perfetto treats pid 0 as the kernel's idle task
+    for rank in sorted(run.ranks):  # pids in rank order, so the processes are listed by rank
+        pid_of[rank] = next_pid
+        if rank in timelines:
+            events, own_base = timelines.pop(rank)
+            detail[rank], next_pid = _renumbered(rank, rebase(events, own_base, base), kind, merge, next_pid)
+        next_pid = max(next_pid, pid_of[rank] + 1)
+    out: list[Encoded] = _encoded([time_base_event(base, 1)] if base else [])
+    every, lanes_out, lanes_left_out = _all_lanes({r: d for r, d in lane_data.items() if r not in detail}, pid_of, base)
+    out += lanes_out
+    problems += lanes_left_out
+    remaining = budget - 2 - INFO_RESERVE - _size(out)
+    order, detailed = sorted(detail), []
+    for index, rank in enumerate(order):
+        events = detail.pop(rank)
+        events += [{"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
+                   for pid in sorted({e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"})]
+        kept, note = _clipped(rank, _encoded(events), remaining // (len(order) - index))  # an even share of what is left
+        detailed += [rank] if kept else []
+        if not kept and rank in lane_data:
+            kept = _encoded(_lanes(rank, pid_of[rank], *lane_data[rank], every, base))
+            kept = kept if _size(kept) <= remaining else []
+        problems += [note] if note else []
+        out += kept
+        remaining -= _size(kept)
+    if not out:
+        return b"", problems
+    out.append(((0, 0.0, 0.0), _info(budget, run, every, len(lane_data), detailed, kind, problems), False))
+    out.sort(key=lambda e: e[0])
+    return b"[" + b",".join(text for _, text, _ in out) + b"]", problems
+
+
+def _all_lanes(lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]]], pid_of: dict[int, int],
+               base: int) -> tuple[int, list[Encoded], list[str]]:
+    """Every rank's lanes within ``LANES_SHARE``, the stride of the steps they keep (1: every step), and the ranks
+    left out where even one step a rank is over it."""
+    every = 1
+    longest = max((len(steps) for steps, _ in lane_data.values()), default=1)
+    while True:
+        per_rank = {rank: _encoded(_lanes(rank, pid_of[rank], steps, communication, every, base)
+                                   + [{"ph": "M", "name": "process_sort_index", "pid": pid_of[rank], "tid": 0, "args": {"sort_index": pid_of[rank]}}])
+                    for rank, (steps, communication) in sorted(lane_data.items())}
+        size = sum(map(_size, per_rank.values()))
+        if size <= LANES_SHARE or every >= longest:
+            break
+        every = min(longest, max(every + 1, math.ceil(every * size / LANES_SHARE)))
+    out: list[Encoded] = []
+    left_out, used = [], 0
+    for rank, encoded in per_rank.items():
+        if used + _size(encoded) > LANES_SHARE:
+            left_out.append(f"rank {rank}: its lanes are past the budget's share for lanes ({LANES_SHARE} bytes)")
+        else:
+            out += encoded
+            used += _size(encoded)
+    return every, out, left_out
+
+
+def _info(budget: int, run: Run, every: int, lane_ranks: int, detail: list[int], kind: str, problems: list[str]) -> bytes:
+    """The ``merged_timeline`` metadata event: the budget, how the lanes were thinned, whose detail is in, what was left out."""
+    lanes = "every step" if every == 1 else f"every {every}th step, its args giving the mean and max step time of the {every} steps it stands for"
+    for shown in range(len(problems), -1, -1):
+        left_out = problems[:shown] + ([f"and {len(problems) - shown} more"] if shown < len(problems) else [])
+        text = orjson.dumps({"ph": "M", "name": DOWNLOAD_INFO, "pid": 1, "tid": 0,
+                             "args": {"budget_bytes": budget, "ranks": len(run.ranks), "lanes": {"ranks": lane_ranks, "steps": lanes},
+                                      "op_detail_ranks": detail, "kind": kind, "left_out": left_out}})
+        if len(text) + 1 <= INFO_RESERVE:
+            return text
+    return text
