@@ -4,7 +4,7 @@ What it holds (``download``):
 - every rank: a ``Rank r: Step Trace`` process with a Steps lane, a Stages lane (Step Interval, where the wait for
   data falls; Forward+Backward; Tail, the optimizer's and what follows backward) and a Communication counter (the
   step's time in collectives, ms), from the rank's step trace and hccl files, so a thousand ranks cost a few
-  events a step each; when the ranks' steps would pass ``LANES_SHARE``, every k-th step is kept, its args giving
+  events a step each; when the ranks' steps would pass their ``LANES_SHARE`` of it, every k-th step is kept, its args giving
   the mean and max step time of the k steps it stands for, and the file's ``merged_timeline`` event says so;
 - the ranks asked for (the Cluster page's default: the slow ranks and the lowest): their own timeline files in place
   of those lanes, with the MindSpore Profiler guide's filters: kind ``detail``, every event; ``summary``, only the
@@ -38,13 +38,13 @@ _GRAPH_THREAD = re.compile(r"graph", re.I)
 # Perfetto's UI parses a JSON trace whole in the browser tab (the text, then its own tables, several times the
 # file's size in the tab's memory): at this size it opens in seconds, past a few hundred MB the tab runs out of memory.
 BUDGET_BYTES = 64_000_000
-LANES_SHARE = 16_000_000  # what every rank's step lanes may take of the budget; the asked ranks' op detail has the rest
+LANES_SHARE = 0.25  # what every rank's step lanes may take of the budget; the asked ranks' op detail has the rest
 INFO_RESERVE = 16_000  # held back for the ``merged_timeline`` event that says what the file holds and left out
 DOWNLOAD_INFO = "merged_timeline"  # that metadata event's name (viewers ignore metadata names they do not know)
 STEP_PROCESS = "Step Trace"  # the rank timelines' names (analysis.timeline): a rank's lanes read as its own file's
 STAGE_SLICES = (("Step Interval", "start", "fp"), ("Forward+Backward", "fp", "bp"), ("Tail", "bp", "end"))
 COMMUNICATION_COUNTER = "Communication (ms)"
-Encoded = tuple[tuple[int, float, float], bytes, bool]  # (sort key: metadata first, then by ts, longer first; its JSON; a slice)
+Encoded = tuple[tuple[int, int, int], bytes, bool]  # (sort key: metadata first, then by ts, longer first, in ns; its JSON; a slice)
 
 
 def _metadata_names(events: list[Any], kind: str) -> dict[Any, str]:
@@ -147,8 +147,9 @@ def default_ranks(run: Run, slow_ranks: Sequence[Any]) -> list[int]:
     return sorted({min(run.ranks), *(r for r in slow_ranks if r in run.ranks)})
 
 
-def _us(ns: int, base: int) -> float:
-    return round((ns - base) / 1000.0, 3)
+def _us(ns: int) -> bytes:
+    """Nanoseconds as the microseconds of a trace, written exactly (``ns`` is never negative: the base is the earliest)."""
+    return b"%d.%03d" % divmod(ns, 1000)
 
 
 def _lane_steps(directory: str, rank: int) -> tuple[list[dict[str, Any]], dict[int, float]] | str:
@@ -170,37 +171,45 @@ def _lane_steps(directory: str, rank: int) -> tuple[list[dict[str, Any]], dict[i
     return steps, communication
 
 
-def _lanes(rank: int, pid: int, steps: list[dict[str, Any]], communication: dict[int, float], every: int, base: int) -> list[dict[str, Any]]:
-    """The rank's Step Trace process: a Steps and a Stages lane and the Communication counter, every ``every``-th step."""
-    events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"Rank {rank}: {STEP_PROCESS}"}},
-                                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": 1, "args": {"name": "Steps"}},
-                                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": 2, "args": {"name": "Stages"}}]
+_STEP = b'{"ph":"X","name":"Step %d","cat":"step","pid":%d,"tid":1,"ts":%s,"dur":%s,"args":{"step":%d%s}}'
+_STAGE = b'{"ph":"X","name":"%s","cat":"stage","pid":%d,"tid":2,"ts":%s,"dur":%s,"args":{"step":%d}}'
+_COUNTER = b'{"ph":"C","name":"%s","pid":%d,"tid":0,"ts":%s,"args":{"ms":%s}}'
+
+
+def _lanes(rank: int, pid: int, steps: list[dict[str, Any]], communication: dict[int, float], every: int, base: int) -> list[Encoded]:
+    """The rank's Step Trace process: a Steps and a Stages lane and the Communication counter, one step in ``every``
+    (formatted from templates, fixed names and numbers only: a thousand ranks' steps are a million events)."""
+    out = _encoded([{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"Rank {rank}: {STEP_PROCESS}"}},
+                    {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}},
+                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": 1, "args": {"name": "Steps"}},
+                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": 2, "args": {"name": "Stages"}}])
     for first in range(0, len(steps), every):
         group = steps[first:first + every]
         step, n = group[0], group[0]["step"]
-        args: dict[str, Any] = {"step": n}
+        start, length = step["start"] - base, step["end"] - step["start"]
+        more = b""
         if every > 1:
             totals = [(s["end"] - s["start"]) / 1e6 for s in group]
-            args.update(stands_for=f"steps {n}-{group[-1]['step']}", mean_ms=round(sum(totals) / len(totals), 3), max_ms=round(max(totals), 3))
-        events.append({"ph": "X", "name": f"Step {n}", "cat": "step", "pid": pid, "tid": 1, "ts": _us(step["start"], base),
-                       "dur": _us(step["end"] - step["start"], 0), "args": args})
+            more = b',"stands_for":"steps %d-%d","mean_ms":%s,"max_ms":%s' % (n, group[-1]["step"], orjson.dumps(round(sum(totals) / len(totals), 3)),
+                                                                             orjson.dumps(round(max(totals), 3)))
+        out.append(((1, start, -length), _STEP % (n, pid, _us(start), _us(length), n, more), True))
         for name, begin, end in STAGE_SLICES:
             if step[begin] is not None and step[end] is not None and step[end] > step[begin]:
-                events.append({"ph": "X", "name": name, "cat": "stage", "pid": pid, "tid": 2, "ts": _us(step[begin], base),
-                               "dur": _us(step[end] - step[begin], 0), "args": {"step": n}})
+                at, span = step[begin] - base, step[end] - step[begin]
+                out.append(((1, at, -span), _STAGE % (name.encode(), pid, _us(at), _us(span), n), True))
         if n in communication:
-            events += [{"ph": "C", "name": COMMUNICATION_COUNTER, "pid": pid, "tid": 0, "ts": _us(step["start"], base), "args": {"ms": communication[n]}},
-                       {"ph": "C", "name": COMMUNICATION_COUNTER, "pid": pid, "tid": 0, "ts": _us(step["end"], base), "args": {"ms": 0}}]
-    return events
+            out.append(((1, start, 0), _COUNTER % (COMMUNICATION_COUNTER.encode(), pid, _us(start), orjson.dumps(communication[n])), False))
+    return out
 
 
 def _encoded(events: list[dict[str, Any]]) -> list[Encoded]:
+    """Events as JSON with their sort keys (times in integer ns)."""
     out = []
     for event in events:
         meta = event.get("ph") == "M"
         ts, dur = event.get("ts"), event.get("dur")
-        key = (0 if meta else 1, float(ts) if isinstance(ts, (int, float)) and not meta else 0.0,
-               -float(dur) if isinstance(dur, (int, float)) else 0.0)
+        key = (0 if meta else 1, round(ts * 1000) if isinstance(ts, (int, float)) and not meta else 0,
+               -round(dur * 1000) if isinstance(dur, (int, float)) else 0)
         out.append((key, orjson.dumps(event), event.get("ph") == "X"))
     return out
 
@@ -225,7 +234,7 @@ def _clipped(rank: int, encoded: list[Encoded], share: int) -> tuple[list[Encode
             break
         room -= len(event[1]) + 1
         taken += 1
-    shortest = f", none shorter than {-slices[taken - 1][0][2]:.3f} us" if taken else ""
+    shortest = f", none shorter than {-slices[taken - 1][0][2] / 1000:.3f} us" if taken else ""
     return kept + slices[:taken], f"rank {rank}: op detail clipped to the budget: kept the longest {taken} of {len(slices)} slices{shortest}"
 
 
@@ -259,7 +268,7 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
             detail[rank], next_pid = _renumbered(rank, rebase(events, own_base, base), kind, merge, next_pid)
         next_pid = max(next_pid, pid_of[rank] + 1)
     out: list[Encoded] = _encoded([time_base_event(base, 1)] if base else [])
-    every, lanes_out, lanes_left_out = _all_lanes({r: d for r, d in lane_data.items() if r not in detail}, pid_of, base)
+    every, lanes_out, lanes_left_out = _all_lanes({r: d for r, d in lane_data.items() if r not in detail}, pid_of, base, int(budget * LANES_SHARE))
     out += lanes_out
     problems += lanes_left_out
     remaining = budget - 2 - INFO_RESERVE - _size(out)
@@ -271,37 +280,39 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
         kept, note = _clipped(rank, _encoded(events), remaining // (len(order) - index))  # an even share of what is left
         detailed += [rank] if kept else []
         if not kept and rank in lane_data:
-            kept = _encoded(_lanes(rank, pid_of[rank], *lane_data[rank], every, base))
+            kept = _lanes(rank, pid_of[rank], *lane_data[rank], every, base)
             kept = kept if _size(kept) <= remaining else []
         problems += [note] if note else []
         out += kept
         remaining -= _size(kept)
     if not out:
         return b"", problems
-    out.append(((0, 0.0, 0.0), _info(budget, run, every, len(lane_data), detailed, kind, problems), False))
+    out.append(((0, 0, 0), _info(budget, run, every, len(lane_data), detailed, kind, problems), False))
     out.sort(key=lambda e: e[0])
     return b"[" + b",".join(text for _, text, _ in out) + b"]", problems
 
 
 def _all_lanes(lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]]], pid_of: dict[int, int],
-               base: int) -> tuple[int, list[Encoded], list[str]]:
-    """Every rank's lanes within ``LANES_SHARE``, the stride of the steps they keep (1: every step), and the ranks
-    left out where even one step a rank is over it."""
+               base: int, share: int) -> tuple[int, list[Encoded], list[str]]:
+    """Every rank's lanes within ``share`` bytes, the stride of the steps they keep (1: every step), and the ranks
+    left out where even one step a rank is over it. The stride is first guessed from one rank's bytes a step."""
     every = 1
     longest = max((len(steps) for steps, _ in lane_data.values()), default=1)
+    sample = next((rank for rank, (steps, _) in sorted(lane_data.items()) if steps), None)
+    if sample is not None:
+        per_step = _size(_lanes(sample, pid_of[sample], *lane_data[sample], 1, base)) / len(lane_data[sample][0])
+        every = min(longest, max(1, math.ceil(per_step * sum(len(steps) for steps, _ in lane_data.values()) / share)))
     while True:
-        per_rank = {rank: _encoded(_lanes(rank, pid_of[rank], steps, communication, every, base)
-                                   + [{"ph": "M", "name": "process_sort_index", "pid": pid_of[rank], "tid": 0, "args": {"sort_index": pid_of[rank]}}])
-                    for rank, (steps, communication) in sorted(lane_data.items())}
+        per_rank = {rank: _lanes(rank, pid_of[rank], steps, communication, every, base) for rank, (steps, communication) in sorted(lane_data.items())}
         size = sum(map(_size, per_rank.values()))
-        if size <= LANES_SHARE or every >= longest:
+        if size <= share or every >= longest:
             break
-        every = min(longest, max(every + 1, math.ceil(every * size / LANES_SHARE)))
+        every = min(longest, max(every + 1, math.ceil(every * size / share)))
     out: list[Encoded] = []
     left_out, used = [], 0
     for rank, encoded in per_rank.items():
-        if used + _size(encoded) > LANES_SHARE:
-            left_out.append(f"rank {rank}: its lanes are past the budget's share for lanes ({LANES_SHARE} bytes)")
+        if used + _size(encoded) > share:
+            left_out.append(f"rank {rank}: its lanes are past the lanes' share of the budget ({share} bytes)")
         else:
             out += encoded
             used += _size(encoded)
@@ -310,11 +321,11 @@ def _all_lanes(lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]
 
 def _info(budget: int, run: Run, every: int, lane_ranks: int, detail: list[int], kind: str, problems: list[str]) -> bytes:
     """The ``merged_timeline`` metadata event: the budget, how the lanes were thinned, whose detail is in, what was left out."""
-    lanes = "every step" if every == 1 else f"every {every}th step, its args giving the mean and max step time of the {every} steps it stands for"
+    lanes = "every step" if every == 1 else f"one step in {every}, its args giving the mean and max step time of the {every} steps it stands for"
     for shown in range(len(problems), -1, -1):
         left_out = problems[:shown] + ([f"and {len(problems) - shown} more"] if shown < len(problems) else [])
         text = orjson.dumps({"ph": "M", "name": DOWNLOAD_INFO, "pid": 1, "tid": 0,
-                             "args": {"budget_bytes": budget, "ranks": len(run.ranks), "lanes": {"ranks": lane_ranks, "steps": lanes},
+                             "args": {"budget_bytes": budget, "ranks": len(run.ranks), "lanes": {"ranks": lane_ranks, "every": every, "steps": lanes},
                                       "op_detail_ranks": detail, "kind": kind, "left_out": left_out}})
         if len(text) + 1 <= INFO_RESERVE:
             return text
