@@ -398,6 +398,25 @@ def test_timeline_download_filters(live, base):
 
 
 @pytest.mark.unit
+def test_the_cluster_page_offers_the_download_of_every_rank_with_the_slow_ones_detail(live):
+    from msprof_agent.viewer.merged_timeline import BUDGET_BYTES, DOWNLOAD_INFO
+
+    page = live.get("/run/cluster?run=cluster&rank=0")[2]
+    assert 'id="cluster-timeline-download"' in page and 'name="ranks" value="0,1"' in page  # rank 1 is the slow one
+    status, headers, body = live.get("/timeline?run=cluster")
+    assert status == 200 and headers["Content-Disposition"] == 'attachment; filename="timeline_detail_0-1.json"'
+    events = json.loads(body)
+    assert len(body.encode()) <= BUDGET_BYTES
+    assert {e["args"]["name"] for e in events if e.get("name") == "process_name"} == {"Rank 0: Step Trace", "Rank 0: CPU ops",
+                                                                                      "Rank 1: Step Trace", "Rank 1: CPU ops"}
+    one = json.loads(live.get("/timeline?run=cluster&ranks=1,")[2])  # the comma form; rank 0 keeps its lanes
+    assert {e["args"]["name"] for e in one if e.get("name") == "process_name"} == {"Rank 0: Step Trace", "Rank 1: Step Trace", "Rank 1: CPU ops"}
+    [info] = [e["args"] for e in one if e.get("name") == DOWNLOAD_INFO]
+    assert info["op_detail_ranks"] == [1] and info["lanes"] == {"ranks": 1, "every": 1, "steps": "every step"} and info["budget_bytes"] == BUDGET_BYTES
+    assert live.get("/timeline?run=cluster&ranks=0,x")[0] == 400
+
+
+@pytest.mark.unit
 def test_static_plotly_is_served_from_the_package(live):
     status, headers, body = live.get("/static/plotly.min.js", raw=True)
     assert status == 200 and b"plotly.js" in body[:200] and "javascript" in headers["Content-Type"]

@@ -268,7 +268,7 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
             detail[rank], next_pid = _renumbered(rank, rebase(events, own_base, base), kind, merge, next_pid)
         next_pid = max(next_pid, pid_of[rank] + 1)
     out: list[Encoded] = _encoded([time_base_event(base, 1)] if base else [])
-    every, lanes_out, lanes_left_out = _all_lanes({r: d for r, d in lane_data.items() if r not in detail}, pid_of, base, int(budget * LANES_SHARE))
+    every, lanes_out, drawn, lanes_left_out = _all_lanes({r: d for r, d in lane_data.items() if r not in detail}, pid_of, base, int(budget * LANES_SHARE))
     out += lanes_out
     problems += lanes_left_out
     remaining = budget - 2 - INFO_RESERVE - _size(out)
@@ -282,20 +282,21 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
         if not kept and rank in lane_data:
             kept = _lanes(rank, pid_of[rank], *lane_data[rank], every, base)
             kept = kept if _size(kept) <= remaining else []
+            drawn += [rank] if kept else []
         problems += [note] if note else []
         out += kept
         remaining -= _size(kept)
     if not out:
         return b"", problems
-    out.append(((0, 0, 0), _info(budget, run, every, len(lane_data), detailed, kind, problems), False))
+    out.append(((0, 0, 0), _info(budget, run, every, len(drawn), detailed, kind, problems), False))
     out.sort(key=lambda e: e[0])
     return b"[" + b",".join(text for _, text, _ in out) + b"]", problems
 
 
 def _all_lanes(lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]]], pid_of: dict[int, int],
-               base: int, share: int) -> tuple[int, list[Encoded], list[str]]:
-    """Every rank's lanes within ``share`` bytes, the stride of the steps they keep (1: every step), and the ranks
-    left out where even one step a rank is over it. The stride is first guessed from one rank's bytes a step."""
+               base: int, share: int) -> tuple[int, list[Encoded], list[int], list[str]]:
+    """Every rank's lanes within ``share`` bytes, the stride of the steps they keep (1: every step), the ranks drawn
+    and why the others were left out (where even one step a rank is over it). The stride is first guessed from one rank's bytes a step."""
     every = 1
     longest = max((len(steps) for steps, _ in lane_data.values()), default=1)
     sample = next((rank for rank, (steps, _) in sorted(lane_data.items()) if steps), None)
@@ -309,14 +310,15 @@ def _all_lanes(lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]
             break
         every = min(longest, max(every + 1, math.ceil(every * size / share)))
     out: list[Encoded] = []
-    left_out, used = [], 0
+    drawn, left_out, used = [], [], 0
     for rank, encoded in per_rank.items():
         if used + _size(encoded) > share:
             left_out.append(f"rank {rank}: its lanes are past the lanes' share of the budget ({share} bytes)")
         else:
             out += encoded
             used += _size(encoded)
-    return every, out, left_out
+            drawn.append(rank)
+    return every, out, drawn, left_out
 
 
 def _info(budget: int, run: Run, every: int, lane_ranks: int, detail: list[int], kind: str, problems: list[str]) -> bytes:
