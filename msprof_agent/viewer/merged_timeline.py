@@ -4,16 +4,18 @@ What it holds (``download``):
 - every rank: a ``Rank r: Step Trace`` process with a Steps lane, a Stages lane (Step Interval, where the wait for
   data falls; Forward+Backward; Tail, the optimizer's and what follows backward) and a Communication counter (the
   step's time in collectives, ms), from the rank's step trace and hccl files, so a thousand ranks cost a few
-  events a step each; when the ranks' steps would pass their ``LANES_SHARE`` of it, every k-th step is kept, its args giving
+  events a step each; when the ranks' steps would pass their ``LANES_SHARE`` of ``BUDGET_BYTES``, one step in k is kept, its args giving
   the mean and max step time of the k steps it stands for, and the file's ``merged_timeline`` event says so;
 - the ranks asked for (the Cluster page's default: the slow ranks and the lowest): their own timeline files in place
   of those lanes, with the MindSpore Profiler guide's filters: kind ``detail``, every event; ``summary``, only the
   step-level processes (those whose ``process_name`` mentions step, overlap, communication, hccl, data or queue);
   merge subgraphs, the step-level threads named after a graph ("graph 0", ...) collapse into one track. They share
   what the lanes leave of ``BUDGET_BYTES``; one that does not fit keeps its longest slices (the steps first).
-Each rank's processes are renumbered in rank order and named ``Rank r: <name>``, so ranks never share a track.
-Each file's times count from its own base (``contract.timebase.time_base_event``); the merged file's count from
-the earliest of them, recorded once, so ranks line up and stay exact.
+Each rank's processes are renumbered in rank order and named ``Rank r: <name>``, so ranks never share a track; the
+metadata comes first, then every event by time. Each file's times count from its own base
+(``contract.timebase.time_base_event``); the merged file's count from the earliest of them (the lanes' from the
+start of the day of the earliest step, as the analysis counts them), recorded once, so ranks line up and stay exact.
+``build`` merges chosen ranks' own timelines whole, for the step timelines the pages draw.
 """
 from __future__ import annotations
 
