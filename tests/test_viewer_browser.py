@@ -219,7 +219,7 @@ def test_download_a_timeline_that_parses(browser, real_live, tmp_path):
         path = tmp_path / "timeline.json"
         info.value.save_as(str(path))
         events = json.load(open(path))
-        assert len(events) == len(source)
+        assert len([e for e in events if e["ph"] != "M"]) == len([e for e in source if e["ph"] != "M"])  # the one rank's every event
         assert sorted(e["name"] for e in events if e.get("ph") == "X") == sorted(e["name"] for e in source if e.get("ph") == "X")
         page.check("input[name=kind][value=summary]")
         with page.expect_download() as info:

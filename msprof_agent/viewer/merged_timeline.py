@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..contract.names import HCCL, STEP_TRACE, rank_file, timeline_file
-from ..contract.readers import read_hccl, read_step_points
+from ..contract.names import timeline_file
 from ..contract.timebase import day_base, rebase, time_base_event, timeline_base
+from .sections import load_section
 
 if TYPE_CHECKING:
     from .sections import Run
@@ -156,21 +156,12 @@ def _us(ns: int) -> bytes:
 
 def _lane_steps(directory: str, rank: int) -> tuple[list[dict[str, Any]], dict[int, float]] | str:
     """The rank's steps (exact ns) and its communication ms by step (none where not recorded), or why not."""
-    path = os.path.join(directory, rank_file(STEP_TRACE, rank))
-    try:
-        with open(path, "rb") as handle:
-            steps = read_step_points(handle.read())
-    except FileNotFoundError:
-        return f"rank {rank}: no step trace"
-    except Exception as exc:
-        return f"rank {rank}: {os.path.basename(path)}: {type(exc).__name__}: {exc}"
-    communication: dict[int, float] = {}
-    try:
-        with open(os.path.join(directory, rank_file(HCCL, rank)), "rb") as handle:
-            communication = {s["step"]: s["communication_ms"] for s in read_hccl(handle.read())["steps"] if s["communication_ms"] is not None}
-    except (OSError, ValueError):
-        pass  # no communication recorded: the lanes go without the counter
-    return steps, communication
+    steps = load_section(directory, rank, "step_points")
+    if steps["status"] != "ok":
+        return f"rank {rank}: {steps['file']}: {steps['error'] or 'missing'}"
+    hccl = load_section(directory, rank, "hccl")
+    communication = {s["step"]: s["communication_ms"] for s in hccl["data"]["steps"] if s["communication_ms"] is not None} if hccl["status"] == "ok" else {}
+    return steps["data"], communication
 
 
 _STEP = b'{"ph":"X","name":"Step %d","cat":"step","pid":%d,"tid":1,"ts":%s,"dur":%s,"args":{"step":%d%s}}'
