@@ -153,6 +153,18 @@ def test_asked_ranks_share_what_the_lanes_leave_and_a_rank_over_its_share_keeps_
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("budget", [40_000, 300_000])
+def test_a_budget_too_small_for_every_rank_is_still_kept_and_names_the_ranks_left_out(job_1024, budget):
+    body, problems = merged_timeline.download(job_1024, [0], budget=budget)
+    events = check_trace(body, budget)
+    drawn = set(processes(events))
+    left_out = {int(p.split(":")[0].split()[1]) for p in problems if "lanes are past" in p}
+    assert drawn and left_out and drawn | left_out == set(range(1024)) and not drawn & left_out
+    info = next(e["args"] for e in events if e["name"] == merged_timeline.DOWNLOAD_INFO)
+    assert info["left_out"][-1].startswith("and ") and info["lanes"]["every"] == 60  # one step a rank, the most it can thin
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("ranks", [8, 128])
 def test_small_jobs_keep_every_step(tmp_path, ranks):
     job = make_job(tmp_path, ranks, 20, {0: 500})

@@ -41,7 +41,7 @@ _GRAPH_THREAD = re.compile(r"graph", re.I)
 # file's size in the tab's memory): at this size it opens in seconds, past a few hundred MB the tab runs out of memory.
 BUDGET_BYTES = 64_000_000
 LANES_SHARE = 0.25  # what every rank's step lanes may take of the budget; the asked ranks' op detail has the rest
-INFO_RESERVE = 16_000  # held back for the ``merged_timeline`` event that says what the file holds and left out
+INFO_RESERVE = 16_000  # held back (at most an eighth of the budget) for the ``merged_timeline`` event: what the file holds and left out
 DOWNLOAD_INFO = "merged_timeline"  # that metadata event's name (viewers ignore metadata names they do not know)
 STEP_PROCESS = "Step Trace"  # the rank timelines' names (analysis.timeline): a rank's lanes read as its own file's
 STAGE_SLICES = (("Step Interval", "start", "fp"), ("Forward+Backward", "fp", "bp"), ("Tail", "bp", "end"))
@@ -264,7 +264,8 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
     every, lanes_out, drawn, lanes_left_out = _all_lanes({r: d for r, d in lane_data.items() if r not in detail}, pid_of, base, int(budget * LANES_SHARE))
     out += lanes_out
     problems += lanes_left_out
-    remaining = budget - 2 - INFO_RESERVE - _size(out)
+    reserve = min(INFO_RESERVE, budget // 8)
+    remaining = budget - 2 - reserve - _size(out)
     order, detailed = sorted(detail), []
     for index, rank in enumerate(order):
         events = detail.pop(rank)
@@ -281,7 +282,7 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
         remaining -= _size(kept)
     if not out:
         return b"", problems
-    out.append(((0, 0, 0), _info(budget, run, every, len(drawn), detailed, kind, problems), False))
+    out.append(((0, 0, 0), _info(budget, reserve, run, every, len(drawn), detailed, kind, problems), False))
     out.sort(key=lambda e: e[0])
     return b"[" + b",".join(text for _, text, _ in out) + b"]", problems
 
@@ -314,7 +315,7 @@ def _all_lanes(lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]
     return every, out, drawn, left_out
 
 
-def _info(budget: int, run: Run, every: int, lane_ranks: int, detail: list[int], kind: str, problems: list[str]) -> bytes:
+def _info(budget: int, reserve: int, run: Run, every: int, lane_ranks: int, detail: list[int], kind: str, problems: list[str]) -> bytes:
     """The ``merged_timeline`` metadata event: the budget, how the lanes were thinned, whose detail is in, what was left out."""
     lanes = "every step" if every == 1 else f"one step in {every}, its args giving the mean and max step time of the {every} steps it stands for"
     for shown in range(len(problems), -1, -1):
@@ -322,6 +323,6 @@ def _info(budget: int, run: Run, every: int, lane_ranks: int, detail: list[int],
         text = orjson.dumps({"ph": "M", "name": DOWNLOAD_INFO, "pid": 1, "tid": 0,
                              "args": {"budget_bytes": budget, "ranks": len(run.ranks), "lanes": {"ranks": lane_ranks, "every": every, "steps": lanes},
                                       "op_detail_ranks": detail, "kind": kind, "left_out": left_out}})
-        if len(text) + 1 <= INFO_RESERVE:
+        if len(text) + 1 <= reserve:
             return text
     return text
