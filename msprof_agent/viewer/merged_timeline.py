@@ -249,7 +249,7 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
             problems += [] if rank in timelines else [lanes]
         else:
             lane_data[rank] = lanes
-    starts = [steps[0]["start"] for steps, _ in lane_data.values() if steps]
+    starts = [min(s["start"] for s in steps) for steps, _ in lane_data.values() if steps]
     base = min([b for _, b in timelines.values()] + ([day_base(min(starts))] if starts else []), default=0)
     pid_of: dict[int, int] = {}
     detail: dict[int, list[dict[str, Any]]] = {}
