@@ -382,14 +382,38 @@ def test_timeline_download_filters(live, base):
     assert len({e["pid"] for e in events}) == 4 and 0 not in {e["pid"] for e in events}
     assert sum(1 for e in events if e.get("ph") == "X") == 2 * 2 * 12
     summary = json.loads(live.get("/timeline?run=cluster&ranks=1&kind=summary")[2])
-    assert {e["args"]["name"] for e in summary if e.get("name") == "process_name"} == {"Rank 1: Step Trace"}
-    assert sum(1 for e in summary if e.get("ph") == "X") == 12
-    assert len({e["tid"] for e in summary if e.get("ph") == "X"}) == 2
+    processes = {e["args"]["name"]: e["pid"] for e in summary if e.get("name") == "process_name"}
+    assert processes == {"Rank 0: Step Trace": 1, "Rank 1: Step Trace": 2}  # rank 0: its lanes, built from its step trace
+    own = [e for e in summary if e.get("pid") == 2]
+    assert sum(1 for e in own if e.get("ph") == "X") == 12
+    assert len({e["tid"] for e in own if e.get("ph") == "X"}) == 2
+    lanes = [e for e in summary if e.get("pid") == 1]
+    assert [e["name"] for e in lanes if e.get("ph") == "X" and e["tid"] == 1] == [f"Step {n}" for n in range(1, 13)]
+    assert {e["name"] for e in lanes if e.get("ph") == "X" and e["tid"] == 2} == {"Step Interval", "Forward+Backward", "Tail"}
     merged = json.loads(live.get("/timeline?run=cluster&ranks=1&kind=summary&merge=1")[2])
-    assert len({e["tid"] for e in merged if e.get("ph") == "X"}) == 1
-    assert sum(1 for e in merged if e.get("name") == "thread_name") == 1
+    assert len({e["tid"] for e in merged if e.get("ph") == "X" and e["pid"] == 2}) == 1
+    assert sum(1 for e in merged if e.get("name") == "thread_name" and e["pid"] == 2) == 1
     assert live.get("/timeline?run=cluster&ranks=5")[0] == 404
     assert live.get("/timeline?run=cluster&kind=bogus")[0] == 400
+
+
+@pytest.mark.unit
+def test_the_cluster_page_offers_the_download_of_every_rank_with_the_slow_ones_detail(live):
+    from msprof_agent.viewer.merged_timeline import BUDGET_BYTES, DOWNLOAD_INFO
+
+    page = live.get("/run/cluster?run=cluster&rank=0")[2]
+    assert 'id="cluster-timeline-download"' in page and 'name="ranks" value="0,1"' in page  # rank 1 is the slow one
+    status, headers, body = live.get("/timeline?run=cluster")
+    assert status == 200 and headers["Content-Disposition"] == 'attachment; filename="timeline_detail_0-1.json"'
+    events = json.loads(body)
+    assert len(body.encode()) <= BUDGET_BYTES
+    assert {e["args"]["name"] for e in events if e.get("name") == "process_name"} == {"Rank 0: Step Trace", "Rank 0: CPU ops",
+                                                                                      "Rank 1: Step Trace", "Rank 1: CPU ops"}
+    one = json.loads(live.get("/timeline?run=cluster&ranks=1,")[2])  # the comma form; rank 0 keeps its lanes
+    assert {e["args"]["name"] for e in one if e.get("name") == "process_name"} == {"Rank 0: Step Trace", "Rank 1: Step Trace", "Rank 1: CPU ops"}
+    [info] = [e["args"] for e in one if e.get("name") == DOWNLOAD_INFO]
+    assert info["op_detail_ranks"] == [1] and info["lanes"] == {"ranks": 1, "every": 1, "steps": "every step"} and info["budget_bytes"] == BUDGET_BYTES
+    assert live.get("/timeline?run=cluster&ranks=0,x")[0] == 400
 
 
 @pytest.mark.unit

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from .columns import AVERAGE_ROW, CPU_BUSY_STATES, FETCH_GET, QUEUE_FETCH, QUEUE_SIZE, STAGES, STEP_TRACE_UNITS_PER_MS
+from .columns import AVERAGE_ROW, CPU_BUSY_STATES, FETCH_GET, QUEUE_FETCH, QUEUE_SIZE, STAGES, STEP_TRACE_UNIT_NS, STEP_TRACE_UNITS_PER_MS
 from .names import CPU_OP_TYPES, rank_file
 
 
@@ -80,6 +80,22 @@ def read_step_trace(raw: bytes) -> dict[str, Any]:
     if average is None and steps:
         raise ValueError("step trace: the average row (step_num '-') is missing; the file may be half-written")
     return {"steps": steps, "average": average}
+
+
+def read_step_points(raw: bytes) -> list[dict[str, Any]]:
+    """The step trace's steps as exact epoch nanoseconds (``start``, ``end``, ``fp``, ``bp``; fp and bp None where
+    absent) and their step number: for instants compared across ranks, which ``read_step_trace``'s float
+    milliseconds hold only to a fraction of a microsecond."""
+    _, rows = _csv_rows(raw)
+    steps = []
+    for row in rows:
+        _need(row, 9, "step trace")
+        if row[0].strip() == AVERAGE_ROW:
+            continue
+        start, end, fp, bp = (None if (value := _int(text)) is None else value * STEP_TRACE_UNIT_NS for text in (row[1], row[2], row[4], row[5]))
+        if start is not None and end is not None:
+            steps.append({"step": int(float(row[0])), "start": start, "end": end, "fp": fp, "bp": bp})
+    return steps
 
 
 def read_op_types(raw: bytes) -> list[dict[str, Any]]:

@@ -169,6 +169,7 @@ SECTIONS: dict[str, tuple[Sequence[str], Parse]] = {
     "info": ((names.PROFILER_INFO,), readers.read_json),
     "summary": ((names.SUMMARY,), readers.read_json),
     "step_trace": ((names.STEP_TRACE,), readers.read_step_trace),
+    "step_points": ((names.STEP_TRACE,), readers.read_step_points),  # the timeline download's lanes: exact instants
     "point_info": ((names.STEP_POINTS,), readers.read_json),
     "op_types": ((names.CPU_OP_TYPES,), readers.read_op_types),
     "op_detail": ((names.CPU_OP_DETAIL,), readers.read_op_detail),

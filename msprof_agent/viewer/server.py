@@ -138,27 +138,36 @@ class Handler(BaseHTTPRequestHandler):
             return 200, ctype, handle.read(), {"Cache-Control": "max-age=3600"}
 
     def timeline(self, query: Query) -> Response:
+        """The budgeted download (``merged_timeline.download``): every rank's lanes, and op detail for ``ranks``
+        (``ranks=0,77`` or ``ranks=0&ranks=77``; none: the slow ranks and the lowest)."""
         run = self.index.get((query.get("run") or [""])[0])
         if run is None:
             raise HTTPError(404, "no such run")
         try:
-            ranks = sorted({int(r) for r in query.get("ranks") or []} or run.ranks)
+            asked = {int(r) for value in query.get("ranks") or [] for r in value.split(",") if r.strip()}
         except ValueError:
             raise HTTPError(400, "ranks must be integers") from None
-        if not set(ranks) <= set(run.ranks):
+        if not asked <= set(run.ranks):
             raise HTTPError(404, "unknown rank")
-        kind = (query.get("kind") or ["summary"])[0]
+        kind = (query.get("kind") or ["detail"])[0]
         if kind not in ("summary", "detail"):
             raise HTTPError(400, "kind is summary or detail")
         merge = (query.get("merge") or ["0"])[0] in ("1", "true", "on")
-        events, problems = merged_timeline.build(run, ranks, kind=kind, merge=merge)
-        if not events and problems:
-            raise HTTPError(404, "; ".join(problems))
-        name = MERGED_TIMELINE.format(kind=kind, ranks="-".join(map(str, ranks)), merged=MERGED_SUFFIX if merge else "")
+        if asked:
+            ranks = sorted(asked)
+        else:
+            cluster = sections.cluster_summary(run)
+            data = cluster["data"] if cluster["status"] == "ok" and isinstance(cluster["data"], dict) else {}
+            ranks = merged_timeline.default_ranks(run, data.get("slow_ranks") or [])
+        body, problems = merged_timeline.download(run, ranks, kind=kind, merge=merge)
+        if not body:
+            raise HTTPError(404, "; ".join(problems) or "nothing to download")
+        shown = "-".join(map(str, ranks[:8])) + (f"-and-{len(ranks) - 8}-more" if len(ranks) > 8 else "")
+        name = MERGED_TIMELINE.format(kind=kind, ranks=shown, merged=MERGED_SUFFIX if merge else "")
         extra = {"Content-Disposition": f'attachment; filename="{name}"'}
         if problems:
             extra["X-Msprof-Left-Out"] = "; ".join(problems).encode("ascii", "replace").decode("ascii")[:1000]
-        return 200, "application/json", merged_timeline.dumps(events), extra
+        return 200, "application/json", body, extra
 
 
 def make_server(summary_base_dir: str, host: str = "127.0.0.1", port: int = 8080, quiet: bool = False) -> ThreadingHTTPServer:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...contract import names
+from ..merged_timeline import BUDGET_BYTES, default_ranks
 from ..render import ok, plot_text, run_url, table
 from .overview import findings_view
 from .steps import timeline_chart
@@ -24,7 +25,8 @@ SLOW_RANK_COLOR, SLOW_NODE_COLOR = "#1f3a5f", "#6a3d9a"
 
 
 def cluster_page(page: Page, run: Run, rank: int | None, loaded: Loaded, report: bool = False) -> dict[str, Any]:
-    """The page's context; ``report``: for cluster_report.html (no rank of its own: ranks link to their reports, no timeline)."""
+    """The page's context; ``report``: for cluster_report.html (no rank of its own: ranks link to their reports, no timeline,
+    no download: a file has no server behind it)."""
     cluster = loaded["cluster_summary"]
     data = cluster["data"] if ok(cluster) and isinstance(cluster["data"], dict) else {}
     slow, nodes = set(data.get("slow_ranks") or []), set(data.get("slow_nodes") or [])
@@ -48,7 +50,9 @@ def cluster_page(page: Page, run: Run, rank: int | None, loaded: Loaded, report:
             "table": table("cluster-ranks", CLUSTER_COLUMNS, rows, search_keys=("rank_id", "host", "slow"),
                            href=lambda row: link(run, row["rank_id"]), page_size=CLUSTER_PAGE_ROWS),
             "heatmaps": heatmaps, "communication": ok(loaded.get("hccl")) or any(r.get("communication_ms") for r in rows),
-            "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"]) if "step_timeline" in loaded else None}
+            "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"]) if "step_timeline" in loaded else None,
+            "download": None if report or not run.ranks else {"run": run.id, "ranks": ",".join(map(str, default_ranks(run, sorted(slow)))),
+                                                              "budget_mb": BUDGET_BYTES // 1_000_000}}
 
 
 def _rank_page(run: Run, rank: int) -> str | None:
