@@ -1,35 +1,19 @@
 """The documented Hugging Face accelerate loop (Accelerator(cpu=True).prepare, accelerator.backward) over a
 DataLoader, for the advisor's third-party scenarios, with one injected cause: a slow ``__getitem__``,
 host work in the loop, a periodic pause, or a real leak (a list keeping each step's output tensor)."""
-import argparse
 import time
 
 import torch
 from accelerate import Accelerator
+from stack_common import Samples, arguments
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--steps", type=int, default=40)
-parser.add_argument("--workers", type=int, default=0)
-parser.add_argument("--sample-ms", type=float, default=0.0, help="__getitem__ sleeps this long per sample")
+parser = arguments(__doc__, 40)
 parser.add_argument("--loop-ms", type=float, default=0.0, help="host work in the loop, per step")
 parser.add_argument("--pause-every", type=int, default=0)
 parser.add_argument("--pause-ms", type=float, default=0.0)
 parser.add_argument("--leak", action="store_true", help="keep each step's output tensor (2 MiB) in a list")
 args = parser.parse_args()
 BATCH, WIDTH = 64, 8192  # the output: 64 x 8192 floats = 2 MiB a step
-
-
-class Samples(torch.utils.data.Dataset):
-    def __init__(self):
-        self.x, self.y = torch.randn(len(self), 32), torch.randn(len(self), 1)
-
-    def __len__(self):
-        return args.steps * BATCH
-
-    def __getitem__(self, index):
-        if args.sample_ms:
-            time.sleep(args.sample_ms / 1000)
-        return self.x[index], self.y[index]
 
 
 def main():
@@ -39,7 +23,8 @@ def main():
     model = torch.nn.Linear(32, WIDTH)
     head = torch.nn.Linear(WIDTH, 1)
     optimizer = torch.optim.SGD(list(model.parameters()) + list(head.parameters()), lr=0.001)
-    loader = torch.utils.data.DataLoader(Samples(), batch_size=BATCH, num_workers=args.workers)
+    samples = Samples((torch.randn(args.steps * BATCH, 32), torch.randn(args.steps * BATCH, 1)), args.sample_ms)
+    loader = torch.utils.data.DataLoader(samples, batch_size=BATCH, num_workers=args.workers)
     model, head, optimizer, loader = accelerator.prepare(model, head, optimizer, loader)
     kept = []
     for step, (x, y) in enumerate(loader, 1):

@@ -1,35 +1,24 @@
 """Lightning's ``Trainer.fit`` on a small LightningModule (an MLP) over a synthetic torch Dataset on the CPU,
 for the advisor's third-party scenarios, with one injected cause: a slow ``__getitem__`` or host work
 in ``on_train_batch_end``."""
-import argparse
 import tempfile
 import time
 import warnings
 
 import torch
 from lightning import LightningModule, Trainer
+from stack_common import Samples, arguments
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--steps", type=int, default=30)
-parser.add_argument("--workers", type=int, default=0)
-parser.add_argument("--sample-ms", type=float, default=0.0, help="__getitem__ sleeps this long per sample")
+parser = arguments(__doc__, 30)
 parser.add_argument("--hook-ms", type=float, default=0.0, help="host work in on_train_batch_end, per step")
 args = parser.parse_args()
 BATCH, WIDTH = 32, 1024
 
 
-class Samples(torch.utils.data.Dataset):
-    def __init__(self):
-        generator = torch.Generator().manual_seed(0)
-        self.x, self.y = torch.randn(len(self), 64, generator=generator), torch.randn(len(self), 1, generator=generator)
-
-    def __len__(self):
-        return args.steps * BATCH
-
-    def __getitem__(self, index):
-        if args.sample_ms:
-            time.sleep(args.sample_ms / 1000)
-        return self.x[index], self.y[index]
+def samples():
+    generator = torch.Generator().manual_seed(0)
+    return Samples((torch.randn(args.steps * BATCH, 64, generator=generator), torch.randn(args.steps * BATCH, 1, generator=generator)),
+                   args.sample_ms)
 
 
 class Model(LightningModule):
@@ -54,7 +43,7 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")  # Lightning's advice on num_workers and logging: not this test's output
-    loader = torch.utils.data.DataLoader(Samples(), batch_size=BATCH, num_workers=args.workers)
+    loader = torch.utils.data.DataLoader(samples(), batch_size=BATCH, num_workers=args.workers)
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(accelerator="cpu", devices=1, max_steps=args.steps, logger=False, enable_checkpointing=False,
                           enable_progress_bar=False, enable_model_summary=False, default_root_dir=out)

@@ -1,36 +1,24 @@
 """Hugging Face ``Trainer`` on a tiny random-init BertForSequenceClassification (2 layers, from a config:
 nothing downloaded) over a synthetic torch Dataset, for the advisor's third-party scenarios, with one
 injected cause: a slow ``__getitem__`` or host work in a ``TrainerCallback.on_step_end``."""
-import argparse
 import os
 import tempfile
 import time
 
 import torch
+from stack_common import Samples, arguments
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainerCallback, TrainingArguments
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--steps", type=int, default=30)
-parser.add_argument("--workers", type=int, default=0)
-parser.add_argument("--sample-ms", type=float, default=0.0, help="__getitem__ sleeps this long per sample")
+parser = arguments(__doc__, 30)
 parser.add_argument("--callback-ms", type=float, default=0.0, help="host work in on_step_end, per step")
 args = parser.parse_args()
 BATCH, LENGTH, VOCAB = 8, 32, 128
 
 
-class Samples(torch.utils.data.Dataset):
-    def __init__(self):
-        generator = torch.Generator().manual_seed(0)
-        self.ids = torch.randint(0, VOCAB, (len(self), LENGTH), generator=generator)
-        self.labels = torch.randint(0, 2, (len(self),), generator=generator)
-
-    def __len__(self):
-        return args.steps * BATCH
-
-    def __getitem__(self, index):
-        if args.sample_ms:
-            time.sleep(args.sample_ms / 1000)
-        return {"input_ids": self.ids[index], "labels": self.labels[index]}
+def samples():
+    generator = torch.Generator().manual_seed(0)
+    return Samples({"input_ids": torch.randint(0, VOCAB, (args.steps * BATCH, LENGTH), generator=generator),
+                    "labels": torch.randint(0, 2, (args.steps * BATCH,), generator=generator)}, args.sample_ms)
 
 
 class HostWork(TrainerCallback):
@@ -48,7 +36,7 @@ def main():
         training = TrainingArguments(output_dir=os.path.join(out, "trainer"), use_cpu=True, report_to=[], max_steps=args.steps,
                                      per_device_train_batch_size=BATCH, dataloader_num_workers=args.workers, logging_strategy="no",
                                      save_strategy="no", disable_tqdm=True, learning_rate=1e-4, seed=0)
-        trainer = Trainer(model=model, args=training, train_dataset=Samples(), callbacks=[HostWork()] if args.callback_ms else [])
+        trainer = Trainer(model=model, args=training, train_dataset=samples(), callbacks=[HostWork()] if args.callback_ms else [])
         result = trainer.train()
     print(f"trained {result.global_step} steps", flush=True)
 
