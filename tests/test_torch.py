@@ -205,6 +205,7 @@ def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives
     sink = Sink()
     device = TorchDeviceSession(steps=None)
     device.options = Options()  # what start() would hand it
+    device._shapes_because = "the window's first session"  # what its first profiler session records with
     device.step_ends, device.wrapped_comm = [250], [(450, 600)]  # step 1 ends at 250; a wrapped call at 450..600
     events = [Event("aten::mm", 100), Event(None, 200), Event("gloo:all_reduce", 300), Event("gloo:all_reduce", 500)]
     device._emit(sink, events, offset=0)

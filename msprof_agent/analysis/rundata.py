@@ -13,6 +13,7 @@ import orjson
 from ..options import Options
 from ..records import BUFFER, COMM, CPU, END, ENTER, FORMAT, HOSTIO, KIND, MEM, META, MSTX, NOTE, OPS, PAUSE, PIPELINE, PROBE, QUEUE, STACK, STEP, WINDOW
 from ..store import rank_raw_dir, raw_lines
+from . import shapefill
 from .opcolumns import OpBatches, split_ops_line
 from .workers import COUNT, Workers
 
@@ -32,6 +33,7 @@ class RunData:
         self.windows, self.notes, self.pauses, self.probes = [], [], [], []
         self.entered = []  # collectives as entered, before they could block (with their group's ranks the first time)
         self.buffers = []  # the framework profiler's sessions: span, events, RSS before and after its stop
+        self.shapes = None  # which profiler sessions recorded shapes, and how the others' ops got theirs (shapefill.fill)
         self.end = None
 
     @property
@@ -143,6 +145,7 @@ def load_rank(profiler_dir, rank):
         data.op_names, data.op_types = data.ops.values["name"], data.ops.values["type"]
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
         data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
+        data.shapes = shapefill.fill(data)
     data.options = Options.from_record(data.meta)
     return data
 

@@ -21,6 +21,16 @@ OPS_CHUNK = 65536
 # sessions of about this many events, handed over between two steps.
 SESSION_EVENTS = 50_000
 FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
+# record_shapes and with_flops make torch.profiler's stop() ~4x slower per event (13.9 us against 3.6 here):
+# shapes are recorded in the first session, then in a short one after every SHAPES_EVERY - 1 sessions
+# without, and in the one after a session whose steps' op sequence or model input shapes were not seen in
+# a session with shapes (a session's shapes setting is fixed at its start). The analysis gives the others'
+# ops the shapes and FLOPs of the op at the same place in a step with the same sequence (analysis/shapefill.py).
+# Every 4th: a shape change that shows in neither the op sequence nor the model's inputs is seen within
+# 3 full sessions (~150 k events), while the sampled events stay ~4 % of all, ~1 % of the training wall.
+SHAPES_EVERY = 4
+SAMPLE_SHARE = 8  # a sampled session lasts 1/8 of a full one's steps (at least SAMPLE_STEPS): one step's shapes fill all like it
+SAMPLE_STEPS = 2
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
 MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
 
@@ -96,10 +106,18 @@ class TorchDeviceSession:
         self._prof = None
         self._sync = None
         self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
+        self._shapes_every = _shapes_every()
+        self._shapes_because = None  # why the running session records shapes; None: it does not
+        self._shapes_next = None  # why the next one must
+        self._without_shapes = 0  # sessions without shapes since the last with them
+        self._seen = set()  # step signatures (op names in order, model input shapes) of sessions with shapes
+        self._names = {}  # op name -> a number kept across sessions, for the signatures
+        self._inputs = []  # [step, model input shapes] where the running session's steps' inputs changed
 
     def start(self, options):
         """Start torch.profiler for a window with the window's OPTIONS."""
         self.options = options
+        self._seen, self._without_shapes, self._shapes_next = set(), 0, "the window's first session"
         self._start_profiler(continuing=False)
 
     def _start_profiler(self, continuing):
@@ -111,13 +129,15 @@ class TorchDeviceSession:
 
         self.cuda = cuda_in_use()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        self._shapes_because = self._shapes_reason() if self.options.record_shapes else None
+        shapes = self._shapes_because is not None
         # with_stack is the agent's own stack sampler (collectors/stacks.py): torch's Python stack events
         # made a 1.7 s training loop take 22 s and named ops after Python objects and their addresses.
-        self._prof = profile(activities=activities, record_shapes=self.options.record_shapes,
-                             profile_memory=self.options.profile_memory, with_flops=self.options.record_shapes)
+        self._prof = profile(activities=activities, record_shapes=shapes,
+                             profile_memory=self.options.profile_memory, with_flops=shapes)
         if not continuing:
             self._mem_base = {"cpu": 0, "cuda": torch.cuda.memory_allocated() if self.cuda and self.options.profile_memory else 0}
-        self.step_ends, self.wrapped_comm = [], []
+        self.step_ends, self.wrapped_comm, self._inputs = [], [], []
         self._steps_in_session = 0
         self._first_step = self._steps.completed + 1
         before = time.time_ns()
@@ -125,9 +145,24 @@ class TorchDeviceSession:
         self._sync = (before, time.time_ns())
         guard_fork_children_against_kineto_exit()
 
+    def _shapes_reason(self) -> str | None:
+        """Why the session starting now records shapes (None: it does not): SHAPES_EVERY's rule."""
+        because, self._shapes_next = self._shapes_next, None
+        if because is None and self._without_shapes + 1 >= self._shapes_every:
+            because = f"every {self._shapes_every}th session" if self._shapes_every > 1 else "every session"
+        self._without_shapes = 0 if because is not None else self._without_shapes + 1
+        return because
+
     @property
     def active(self):
         return self._prof is not None
+
+    def model_inputs(self, args: tuple[object, ...]) -> None:
+        """The shapes of the model's inputs at the step's first forward (its root module's arguments):
+        a change tells of new shapes when the session records none."""
+        text = _input_shapes(args)
+        if not self._inputs or self._inputs[-1][1] != text:
+            self._inputs.append([self._steps.completed + 1, text])
 
     def step_ended(self, now):
         self.step_ends.append(now)
@@ -135,13 +170,17 @@ class TorchDeviceSession:
 
     @property
     def handover_due(self):
-        return self._prof is not None and self._steps_in_session >= self._session_steps
+        steps = self._session_steps
+        if self._shapes_because is not None and steps > 1 and self._shapes_every > 1:  # a sample, short
+            steps = min(steps, max(SAMPLE_STEPS, steps // SAMPLE_SHARE))
+        return self._prof is not None and self._steps_in_session >= steps
 
     def hand_over(self, session):
         """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS."""
         steps = self._steps_in_session
         events = self.stop(session)
-        self._session_steps = max(1, steps * self._session_events // max(events, 1))
+        if events:
+            self._session_steps = max(1, steps * self._session_events // events)
         self._start_profiler(continuing=True)
 
     def stop(self, session):
@@ -156,7 +195,7 @@ class TorchDeviceSession:
         results = prof.profiler.kineto_results
         events = results.events()
         count = len(events)
-        self._emit(session, events, self._clock_offset(results.trace_start_ns()))
+        host = self._emit(session, events, self._clock_offset(results.trace_start_ns()))
         # The profile object sits in reference cycles that only a full garbage collection frees, and
         # with it the C++ events (~10 KB each): drop them now, or every hand-over's stay in memory.
         prof.profiler.kineto_results = None
@@ -165,16 +204,48 @@ class TorchDeviceSession:
         if session.owner is not None:
             session.owner.writer.flush()  # the emitted batches leave memory too before the RSS is read again
         _return_freed_memory()
-        session.record({records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
-                        "rss_after": _rss(), "record_shapes": bool(self.options.record_shapes),
-                        "profile_memory": bool(self.options.profile_memory)})
+        buffer = {records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
+                  "rss_after": _rss(), "record_shapes": self._shapes_because is not None,
+                  "profile_memory": bool(self.options.profile_memory), "first_step": self._first_step,
+                  "steps": self._steps_in_session, "inputs": self._inputs}
+        if self._shapes_because is not None:
+            buffer["shapes_because"] = self._shapes_because
+        session.record(buffer)
+        self._compare_steps(host)
         return count
 
+    def _compare_steps(self, host: list[tuple[list[str], list[int]]]) -> None:
+        """Each step's signature (its host ops' names in start order, its model input shapes): kept from a
+        session with shapes; from one without, a signature never kept makes the next session record them."""
+        if not self.options.record_shapes or self._shapes_every <= 1 or not host:
+            return
+        import numpy as np
+
+        starts = np.concatenate([np.asarray(s, dtype=np.int64) for _, s in host])
+        codes, table = coded([name for names, _ in host for name in names])
+        numbers = np.array([self._names.setdefault(name, len(self._names)) for name in table], dtype=np.int32)
+        order = np.argsort(starts, kind="stable")
+        names, starts = numbers[np.asarray(codes, dtype=np.intp)[order]], starts[order]
+        ends = np.sort(np.array(self.step_ends, dtype=np.int64))
+        bounds = np.searchsorted(starts, ends, side="right").tolist()
+        changes = [step for step, _ in self._inputs]
+        for i, (lo, hi) in enumerate(zip([0] + bounds, bounds)):
+            step = self._first_step + i
+            at = bisect.bisect_right(changes, step) - 1
+            signature = hash((names[lo:hi].tobytes(), self._inputs[at][1] if at >= 0 else None))
+            if self._shapes_because is not None:
+                self._seen.add(signature)
+            elif signature not in self._seen:
+                self._shapes_next = f"step {step}'s op sequence or input shapes were not seen in a session with shapes"
+                return
+
     def _emit(self, session, events, offset):
+        """Write the events as ``ops`` batches (and ``mem`` / ``comm`` records); returns the host batches'
+        (names, starts) for the step signatures."""
         cuda = self.cuda
-        shapes_on = bool(self.options.record_shapes)
+        shapes_on = self._shapes_because is not None
         batches = {}
-        memory, comm = [], []
+        memory, comm, host = [], [], []
         skipped = 0
         for event in events:
             try:  # read the whole row before appending, so a bad event never misaligns the columns
@@ -186,7 +257,7 @@ class TorchDeviceSession:
                     continue
                 on_gpu = cuda and event.device_type().name == "CUDA"
                 row = (name, event.start_ns(), event.duration_ns(),
-                       event.device_index() if on_gpu else event.start_thread_id(), event.flops())
+                       event.device_index() if on_gpu else event.start_thread_id(), event.flops() if shapes_on else 0)
                 stream = event.device_resource_id() if on_gpu else None
                 if name.startswith(COMM_OP_PREFIXES):
                     comm.append((name, row[1], row[2], event.shapes(), event.dtypes()))
@@ -198,11 +269,14 @@ class TorchDeviceSession:
             batch = batches.get(device)
             if batch is None:
                 batch = batches[device] = _new_batch(shapes_on, device)
+                if not on_gpu:
+                    host.append((batch["name"], batch["start"]))
             batch["name"].append(row[0])
             batch["start"].append(row[1])
             batch["dur"].append(row[2])
             batch["tid"].append(row[3])
-            batch["flops"].append(float(row[4]) if row[4] else None)
+            if shapes_on:
+                batch["flops"].append(float(row[4]) if row[4] else None)
             if on_gpu:
                 batch["stream"].append(stream)
             if shapes_on:
@@ -218,6 +292,7 @@ class TorchDeviceSession:
             self._emit_comm(session, comm, offset)
         if skipped:
             session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
+        return host
 
     def _emit_comm(self, session, comm, offset):
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
@@ -300,6 +375,28 @@ def _session_events():
     return SESSION_EVENTS
 
 
+def _shapes_every() -> int:
+    value = os.environ.get(environment.TORCH_SHAPES_EVERY)
+    if value is None:
+        return SHAPES_EVERY
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    log.warn_once(f"{environment.TORCH_SHAPES_EVERY}={value!r} is not a positive whole number of sessions; using {SHAPES_EVERY}")
+    return SHAPES_EVERY
+
+
+def _input_shapes(args: object, depth: int = 0) -> str:
+    """A short text of the shapes and dtypes of the tensors in ``args`` (lists, tuples and dicts two levels deep)."""
+    shape = getattr(args, "shape", None)
+    if shape is not None and hasattr(args, "dtype"):
+        return f"{args.dtype}{list(shape)}"
+    if depth < 2 and isinstance(args, (list, tuple)):
+        return "(" + ",".join(_input_shapes(a, depth + 1) for a in args) + ")"
+    if depth < 2 and isinstance(args, dict):
+        return "{" + ",".join(f"{k}:{_input_shapes(v, depth + 1)}" for k, v in args.items()) + "}"
+    return type(args).__name__
+
+
 def _tensor_bytes(shapes, dtypes):
     """Bytes of a profiled op's tensor inputs from their shapes and dtype names (0 if a dtype is unknown)."""
     total = 0
@@ -317,9 +414,9 @@ def _tensor_bytes(shapes, dtypes):
 
 
 def _new_batch(shapes_on, device):
-    batch = {"name": [], "start": [], "dur": [], "tid": [], "flops": []}
+    batch = {"name": [], "start": [], "dur": [], "tid": []}
     if shapes_on:
-        batch["shape"] = []
+        batch["shape"], batch["flops"] = [], []
     if device == "cuda":
         batch["stream"] = []
     return batch

@@ -164,6 +164,8 @@ class _Integration:
                 return None
             self.steps.mark_fp(time.time_ns())
             self._fp_hook.disarm()
+            if self.device.active:
+                self.device.model_inputs(_args)
         except Exception as exc:
             log.report_error("marking the forward start", exc)
         return None
