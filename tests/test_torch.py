@@ -1,4 +1,6 @@
 """PyTorch integration: real training scripts under the hook, checked through the raw data they leave."""
+import collections
+import csv
 import glob
 import json
 import os
@@ -278,3 +280,65 @@ def test_with_stack_names_carry_no_memory_address(out_dir):
     with open(os.path.join(out_dir, "profiler", "cpu_timeline_display_0.json"), "rb") as handle:
         names += [event.get("name", "") for event in json.load(handle)]
     assert not [name for name in names if re.search("0x[0-9a-f]+", name)]
+
+
+BATCH_CHANGES = """
+import sys
+import torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+steps, change = int(sys.argv[1]), int(sys.argv[2])
+for step in range(1, steps + 1):
+    model(torch.randn(8 if step < change else 4, 3, 8, 8)).sum().backward()  # the batch shrinks from step CHANGE on
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_shapes_sampled_in_some_sessions_fill_the_rest(out_dir, tmp_path):
+    """Short profiler sessions (~20 steps, many hand-overs): shapes in a sample of them; the others' ops
+    take shapes and FLOPs from a step like theirs, within 2 % of a run with shapes in every session; the
+    batch shrinking in a session without shapes makes the next one record them."""
+    script = tmp_path / "batch_changes.py"
+    script.write_text(BATCH_CHANGES)
+    steps, change = 200, 121
+    every = str(tmp_path / "every")
+    for into, shapes_every in ((out_dir, None), (every, "1")):
+        extra = {"MSPROF_TORCH_SESSION_EVENTS": "1000"}
+        if shapes_every:
+            extra["MSPROF_TORCH_SHAPES_EVERY"] = shapes_every
+        check_ok(run_script([str(script), str(steps), str(change)], profile_into(into), extra_env=extra, timeout=300))
+    sampled, reference = (json.load(open(os.path.join(d, "profiler", "summary_0.json"))) for d in (out_dir, every))
+    assert reference["shapes"] is None  # every session had shapes: nothing filled
+    shapes = sampled["shapes"]
+    sessions = [r for r in read_records(os.path.join(out_dir, "profiler"), 0) if r["k"] == "buffer"]
+    assert shapes["sessions"] == len(sessions) >= 10
+    with_shapes = [s for s in sessions if s["record_shapes"]]
+    assert 3 <= len(with_shapes) <= len(sessions) // 2, sessions
+    assert shapes["steps_filled"] + sum(s["steps"] for s in with_shapes) == steps and shapes["steps_not_filled"] == []
+    holder = next(i for i, s in enumerate(sessions) if s["first_step"] <= change < s["first_step"] + s["steps"])
+    assert not sessions[holder]["record_shapes"], sessions  # the change falls in a session without shapes ...
+    after = sessions[holder + 1]  # ... so the next records them, saying why
+    assert after["record_shapes"] and after["shapes_because"].startswith(f"step {change}'s"), after
+    assert sampled["flops"]["mflops_per_step"] == pytest.approx(reference["flops"]["mflops_per_step"], rel=0.02)
+    mfu_flops = []  # MFU with each run's own step time taken out: MFU x mean steady step time = FLOPs per step / peak
+    for summary in (sampled, reference):
+        warm, per_step = {w["step"] for w in summary["warmup_steps"]}, summary["per_step_ms"]
+        steady = [t for n, t in zip(per_step["step"], per_step["total"]) if n not in warm]
+        mfu_flops.append(summary["flops"]["mfu"]["ratio"] * sum(steady) / len(steady))
+    assert mfu_flops[0] == pytest.approx(mfu_flops[1], rel=0.02)
+
+    def by_shape(directory):
+        with open(os.path.join(directory, "profiler", "cpu_op_shape_info_0.csv")) as handle:
+            return {(r["op_name"], r["input_shape"]): int(r["op_occurrences"]) for r in csv.DictReader(handle)}
+    got, expected = by_shape(out_dir), by_shape(every)
+    assert set(got) == set(expected)
+    calls = collections.Counter()
+    for (op, _), count in expected.items():
+        calls[op] += count
+    assert all(abs(got[key] - count) <= 0.02 * calls[key[0]] for key, count in expected.items())
+    linear = {r["input_shape"] for r in csv.DictReader(open(os.path.join(out_dir, "profiler", "cpu_op_shape_info_0.csv")))
+              if r["op_name"] == "aten::linear"}
+    assert {shape.split("]")[0] for shape in linear} == {"[[8,144", "[[4,144"}  # both batch sizes, the later one filled too
