@@ -8,6 +8,7 @@ import bisect
 import os
 import re
 import time
+from typing import Any
 
 import orjson
 
@@ -22,8 +23,9 @@ OPS_CHUNK = 65536
 SESSION_EVENTS = 50_000
 FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
 # record_shapes and with_flops make torch.profiler's stop() ~4x slower per event (13.9 us against 3.6 here):
-# shapes are recorded in the first session, then in a short one after every SHAPES_EVERY - 1 sessions
-# without, and in the one after a session whose steps' op sequence or model input shapes were not seen in
+# shapes are recorded in the first session and a short second one (the first's one step, the window's first,
+# often differs from the rest: the optimizer's state is made there), then in a short one after every
+# SHAPES_EVERY - 1 sessions without, and in the one after a session whose steps' op sequence or model input shapes were not seen in
 # a session with shapes (a session's shapes setting is fixed at its start). The analysis gives the others'
 # ops the shapes and FLOPs of the op at the same place in a step with the same sequence (analysis/shapefill.py).
 # Every 4th: a shape change that shows in neither the op sequence nor the model's inputs is seen within
@@ -110,6 +112,7 @@ class TorchDeviceSession:
         self._shapes_because = None  # why the running session records shapes; None: it does not
         self._shapes_next = None  # why the next one must
         self._without_shapes = 0  # sessions without shapes since the last with them
+        self._sessions = 0
         self._seen = set()  # step signatures (op names in order, model input shapes) of sessions with shapes
         self._names = {}  # op name -> a number kept across sessions, for the signatures
         self._inputs = []  # [step, model input shapes] where the running session's steps' inputs changed
@@ -118,6 +121,7 @@ class TorchDeviceSession:
         """Start torch.profiler for a window with the window's OPTIONS."""
         self.options = options
         self._seen, self._without_shapes, self._shapes_next = set(), 0, "the window's first session"
+        self._sessions = 0  # profiler sessions started in the window
         self._start_profiler(continuing=False)
 
     def _start_profiler(self, continuing):
@@ -148,6 +152,9 @@ class TorchDeviceSession:
     def _shapes_reason(self) -> str | None:
         """Why the session starting now records shapes (None: it does not): SHAPES_EVERY's rule."""
         because, self._shapes_next = self._shapes_next, None
+        self._sessions += 1
+        if because is None and self._sessions == 2:  # the first one's step, the window's first, is often unlike the rest
+            because = "the window's second session"
         if because is None and self._without_shapes + 1 >= self._shapes_every:
             because = f"every {self._shapes_every}th session" if self._shapes_every > 1 else "every session"
         self._without_shapes = 0 if because is not None else self._without_shapes + 1
@@ -244,6 +251,13 @@ class TorchDeviceSession:
         (names, starts) for the step signatures."""
         cuda = self.cuda
         shapes_on = self._shapes_because is not None
+        if not cuda and not self.options.profile_memory and len(events):
+            try:
+                columns = _host_columns(events, shapes_on)
+            except Exception:  # an event that cannot be read: one by one below, skipping only it
+                columns = None
+            if columns is not None:
+                return self._emit_host(session, columns, offset)
         batches = {}
         memory, comm, host = [], [], []
         skipped = 0
@@ -293,6 +307,16 @@ class TorchDeviceSession:
         if skipped:
             session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
         return host
+
+    def _emit_host(self, session: Any, columns: dict[str, Any], offset: int) -> list[tuple[list[str], list[int]]]:
+        """``_emit`` for host-only events read as whole columns (``_host_columns``)."""
+        comm = columns.pop("comm")
+        count = len(columns["start"])
+        for lo in range(0, count, OPS_CHUNK):
+            _flush_batch(session, {k: v[lo:lo + OPS_CHUNK] if count > OPS_CHUNK else v for k, v in columns.items()}, offset)
+        if comm:
+            self._emit_comm(session, comm, offset)
+        return [(columns["name"], columns["start"])]
 
     def _emit_comm(self, session, comm, offset):
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
@@ -373,6 +397,33 @@ def _session_events():
         return int(value)
     log.warn_once(f"{environment.TORCH_SESSION_EVENTS}={value!r} is not a positive whole number of events; using {SESSION_EVENTS}")
     return SESSION_EVENTS
+
+
+def _host_columns(events: Any, shapes_on: bool) -> dict[str, Any]:
+    """The host events' columns, each read by one ``map`` over the events (the per-event Python loop costs
+    as much again as torch's own stop() without shapes): name, start, dur, tid, with shape and flops when
+    ``shapes_on``, and ``comm``, the collectives' rows. Raises where an event cannot be read."""
+    import numpy as np
+
+    kind = type(events[0])
+    names = list(map(kind.name, events))
+    drop = {n for n in set(names) if n.startswith(ANNOTATIONS_NOT_OPS) or n in ("[OutOfMemory]", "[memory]")}
+    skip = np.fromiter(map(kind.is_hidden_event, events), dtype=bool, count=len(events))
+    if drop:
+        skip |= np.fromiter(map(drop.__contains__, names), dtype=bool, count=len(names))
+    keep = np.flatnonzero(~skip).tolist() if skip.any() else None
+    if keep is not None:
+        events = [events[i] for i in keep]
+        names = [names[i] for i in keep]
+    columns: dict[str, Any] = {"name": names, "start": list(map(kind.start_ns, events)), "dur": list(map(kind.duration_ns, events)),
+                               "tid": list(map(kind.start_thread_id, events))}
+    if shapes_on:
+        columns["shape"] = [orjson.dumps(shape).decode() for shape in map(kind.shapes, events)]
+        columns["flops"] = [float(f) if f else None for f in map(kind.flops, events)]
+    comm_names = {n for n in set(names) if n.startswith(COMM_OP_PREFIXES)}
+    columns["comm"] = [(names[i], columns["start"][i], columns["dur"][i], events[i].shapes(), events[i].dtypes())
+                       for i in range(len(names)) if names[i] in comm_names] if comm_names else []
+    return columns
 
 
 def _shapes_every() -> int:
