@@ -22,16 +22,16 @@ OPS_CHUNK = 65536
 # sessions of about this many events, handed over between two steps.
 SESSION_EVENTS = 50_000
 FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
-# record_shapes and with_flops make torch.profiler's stop() ~4x slower per event (13.9 us against 3.6 here):
+# record_shapes and with_flops make torch.profiler's stop() ~4x slower per event (13.9 us against 3.6, issue 27):
 # shapes are recorded in the first session and a short second one (the first's one step, the window's first,
 # often differs from the rest: the optimizer's state is made there), then in a short one after every
 # SHAPES_EVERY - 1 sessions without, and in the one after a session whose steps' op sequence or model input shapes were not seen in
 # a session with shapes (a session's shapes setting is fixed at its start). The analysis gives the others'
 # ops the shapes and FLOPs of the op at the same place in a step with the same sequence (analysis/shapefill.py).
 # Every 4th: a shape change that shows in neither the op sequence nor the model's inputs is seen within
-# 3 full sessions (~150 k events), while the sampled events stay ~4 % of all, ~1 % of the training wall.
+# 3 full sessions (~150 k events), while the sampled events stay ~1 % of all.
 SHAPES_EVERY = 4
-SAMPLE_SHARE = 8  # a sampled session lasts 1/8 of a full one's steps (at least SAMPLE_STEPS): one step's shapes fill all like it
+SAMPLE_SHARE = 32  # a sampled session lasts 1/32 of a full one's steps (at least SAMPLE_STEPS): one step's shapes fill all like it
 SAMPLE_STEPS = 2
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
 MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
