@@ -74,8 +74,9 @@ def test_dataloader_workers_write_nothing_and_wait_is_seen(out_dir, workers, con
 
 
 def test_op_counts_match_torch_profiler(out_dir, tmp_path):
-    """Also across a profiler hand-over: the first torch.profiler session holds 1 step (a probe of the
-    events per step), the next, sized to ~50k events, the rest."""
+    """Also across profiler hand-overs: the first torch.profiler session holds 1 step (a probe of the
+    events per step), the second, with shapes, 1/32 of a full one's steps, the next, sized to ~50k
+    events and without shapes, the rest (their ops' shapes and FLOPs filled from the second's)."""
     steps = 10
     reference = str(tmp_path / "reference.json")
     proc = run_script([CNN, "--steps", str(steps), "--torch-profiler", reference], hook=False, timeout=120)
@@ -98,12 +99,13 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
     assert data.mem and all(window[0] - 10**9 < m["ts"] < window[1] + 10**9 for m in data.mem)
 
     pauses = [r for r in read_records(os.path.join(out_dir, "profiler"), 0) if r["k"] == "pause"]
-    assert [p["what"] for p in pauses] == ["profiler start-up", "torch.profiler hand-over"]
+    assert [p["what"] for p in pauses] == ["profiler start-up", "torch.profiler hand-over", "torch.profiler hand-over"]
     before, after = data.steps[0], data.steps[1]  # handed over between steps 1 and 2, in no step's time
     assert before["end"] <= pauses[1]["start"] <= pauses[1]["end"] <= after["start"]
     assert before["start"] <= pauses[0]["start"] <= pauses[0]["end"] <= before["end"]  # the start-up: ours, in step 1
     summary = json.load(open(os.path.join(out_dir, "profiler", "summary_0.json")))
-    assert any(note.startswith("torch.profiler hand-over x1:") for note in summary["notes"])
+    assert any(note.startswith("torch.profiler hand-over x2:") for note in summary["notes"])
+    assert summary["shapes"]["steps_filled"] > 0 and summary["shapes"]["steps_not_filled"] == []
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["all_reduce", "ddp"])
