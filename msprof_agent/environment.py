@@ -13,5 +13,6 @@ BP_END = "PROFILING_BP_END"  # the op that ends backward propagation
 # A process the agent starts for itself (a window's background analysis) runs without these: the hook stays off there.
 AGENT_STARTS = (OPTIONS, DYNAMIC_CFG)
 TORCH_SESSION_EVENTS = "MSPROF_TORCH_SESSION_EVENTS"  # a smaller torch.profiler session size, for tests of the hand-over
+TORCH_SHAPES_EVERY = "MSPROF_TORCH_SHAPES_EVERY"  # shapes in every Nth torch.profiler session (1: all), for tests and benches
 KINETO_LOG_LEVEL = "KINETO_LOG_LEVEL"  # set to quiet Kineto's start-up lines unless the user chose a level
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"  # compare's Markdown table, under GitHub Actions

@@ -258,8 +258,12 @@ if TYPE_CHECKING:
         rss_after: int
         heap_before: NotRequired[int]  # the C heap's bytes in use before the stop and after the events were freed
         heap_after: NotRequired[int]
-        record_shapes: bool
+        record_shapes: bool  # this session's setting: shapes and FLOPs are sampled (frameworks/torch/device.py)
         profile_memory: bool
+        first_step: NotRequired[int]  # the session's steps: first_step .. first_step + steps - 1
+        steps: NotRequired[int]
+        inputs: NotRequired[list[tuple[int, str]]]  # [step, the model's input shapes] where they changed in the session
+        shapes_because: NotRequired[str]  # why the session recorded shapes
 
 
     class End(TypedDict, total=False):

@@ -1,4 +1,6 @@
 """PyTorch integration: real training scripts under the hook, checked through the raw data they leave."""
+import collections
+import csv
 import glob
 import json
 import os
@@ -72,8 +74,9 @@ def test_dataloader_workers_write_nothing_and_wait_is_seen(out_dir, workers, con
 
 
 def test_op_counts_match_torch_profiler(out_dir, tmp_path):
-    """Also across a profiler hand-over: the first torch.profiler session holds 1 step (a probe of the
-    events per step), the next, sized to ~50k events, the rest."""
+    """Also across profiler hand-overs: the first torch.profiler session holds 1 step (a probe of the
+    events per step), the second, with shapes, 1/32 of a full one's steps, the next, sized to ~50k
+    events and without shapes, the rest (their ops' shapes and FLOPs filled from the second's)."""
     steps = 10
     reference = str(tmp_path / "reference.json")
     proc = run_script([CNN, "--steps", str(steps), "--torch-profiler", reference], hook=False, timeout=120)
@@ -96,12 +99,13 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
     assert data.mem and all(window[0] - 10**9 < m["ts"] < window[1] + 10**9 for m in data.mem)
 
     pauses = [r for r in read_records(os.path.join(out_dir, "profiler"), 0) if r["k"] == "pause"]
-    assert [p["what"] for p in pauses] == ["profiler start-up", "torch.profiler hand-over"]
+    assert [p["what"] for p in pauses] == ["profiler start-up", "torch.profiler hand-over", "torch.profiler hand-over"]
     before, after = data.steps[0], data.steps[1]  # handed over between steps 1 and 2, in no step's time
     assert before["end"] <= pauses[1]["start"] <= pauses[1]["end"] <= after["start"]
     assert before["start"] <= pauses[0]["start"] <= pauses[0]["end"] <= before["end"]  # the start-up: ours, in step 1
     summary = json.load(open(os.path.join(out_dir, "profiler", "summary_0.json")))
-    assert any(note.startswith("torch.profiler hand-over x1:") for note in summary["notes"])
+    assert any(note.startswith("torch.profiler hand-over x2:") for note in summary["notes"])
+    assert summary["shapes"]["steps_filled"] > 0 and summary["shapes"]["steps_not_filled"] == []
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["all_reduce", "ddp"])
@@ -205,6 +209,7 @@ def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives
     sink = Sink()
     device = TorchDeviceSession(steps=None)
     device.options = Options()  # what start() would hand it
+    device._shapes_because = "the window's first session"  # what its first profiler session records with
     device.step_ends, device.wrapped_comm = [250], [(450, 600)]  # step 1 ends at 250; a wrapped call at 450..600
     events = [Event("aten::mm", 100), Event(None, 200), Event("gloo:all_reduce", 300), Event("gloo:all_reduce", 500)]
     device._emit(sink, events, offset=0)
@@ -277,3 +282,65 @@ def test_with_stack_names_carry_no_memory_address(out_dir):
     with open(os.path.join(out_dir, "profiler", "cpu_timeline_display_0.json"), "rb") as handle:
         names += [event.get("name", "") for event in json.load(handle)]
     assert not [name for name in names if re.search("0x[0-9a-f]+", name)]
+
+
+BATCH_CHANGES = """
+import sys
+import torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+steps, change = int(sys.argv[1]), int(sys.argv[2])
+for step in range(1, steps + 1):
+    model(torch.randn(8 if step < change else 4, 3, 8, 8)).sum().backward()  # the batch shrinks from step CHANGE on
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_shapes_sampled_in_some_sessions_fill_the_rest(out_dir, tmp_path):
+    """Short profiler sessions (~20 steps, many hand-overs): shapes in a sample of them; the others' ops
+    take shapes and FLOPs from a step like theirs, within 2 % of a run with shapes in every session; the
+    batch shrinking in a session without shapes makes the next one record them."""
+    script = tmp_path / "batch_changes.py"
+    script.write_text(BATCH_CHANGES)
+    steps, change = 200, 121
+    every = str(tmp_path / "every")
+    for into, shapes_every in ((out_dir, None), (every, "1")):
+        extra = {"MSPROF_TORCH_SESSION_EVENTS": "1000"}
+        if shapes_every:
+            extra["MSPROF_TORCH_SHAPES_EVERY"] = shapes_every
+        check_ok(run_script([str(script), str(steps), str(change)], profile_into(into), extra_env=extra, timeout=300))
+    sampled, reference = (json.load(open(os.path.join(d, "profiler", "summary_0.json"))) for d in (out_dir, every))
+    assert reference["shapes"] is None  # every session had shapes: nothing filled
+    shapes = sampled["shapes"]
+    sessions = [r for r in read_records(os.path.join(out_dir, "profiler"), 0) if r["k"] == "buffer"]
+    assert shapes["sessions"] == len(sessions) >= 10
+    with_shapes = [s for s in sessions if s["record_shapes"]]
+    assert 3 <= len(with_shapes) <= len(sessions) // 2, sessions
+    assert shapes["steps_filled"] + sum(s["steps"] for s in with_shapes) == steps and shapes["steps_not_filled"] == []
+    holder = next(i for i, s in enumerate(sessions) if s["first_step"] <= change < s["first_step"] + s["steps"])
+    assert not sessions[holder]["record_shapes"], sessions  # the change falls in a session without shapes ...
+    after = sessions[holder + 1]  # ... so the next records them, saying why
+    assert after["record_shapes"] and after["shapes_because"].startswith(f"step {change}'s"), after
+    assert sampled["flops"]["mflops_per_step"] == pytest.approx(reference["flops"]["mflops_per_step"], rel=0.02)
+    mfu_flops = []  # MFU with each run's own step time taken out: MFU x mean steady step time = FLOPs per step / peak
+    for summary in (sampled, reference):
+        warm, per_step = {w["step"] for w in summary["warmup_steps"]}, summary["per_step_ms"]
+        steady = [t for n, t in zip(per_step["step"], per_step["total"]) if n not in warm]
+        mfu_flops.append(summary["flops"]["mfu"]["ratio"] * sum(steady) / len(steady))
+    assert mfu_flops[0] == pytest.approx(mfu_flops[1], rel=0.02)
+
+    def by_shape(directory):
+        with open(os.path.join(directory, "profiler", "cpu_op_shape_info_0.csv")) as handle:
+            return {(r["op_name"], r["input_shape"]): int(r["op_occurrences"]) for r in csv.DictReader(handle)}
+    got, expected = by_shape(out_dir), by_shape(every)
+    assert set(got) == set(expected)
+    calls = collections.Counter()
+    for (op, _), count in expected.items():
+        calls[op] += count
+    assert all(abs(got[key] - count) <= 0.02 * calls[key[0]] for key, count in expected.items())
+    linear = {r["input_shape"] for r in csv.DictReader(open(os.path.join(out_dir, "profiler", "cpu_op_shape_info_0.csv")))
+              if r["op_name"] == "aten::linear"}
+    assert {shape.split("]")[0] for shape in linear} == {"[[8,144", "[[4,144"}  # both batch sizes, the later one filled too

@@ -102,6 +102,10 @@ def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
         lines.append(f"{names[code]}, {cube_f / count / 1e6:.6f}, {cube_f / seconds / 1e9:.6f}, {vec_f / count / 1e6:.6f}, {vec_f / seconds / 1e9:.6f}")
     write_text(ctx.path(FLOPS), lines)
     steps = warmup.steady(data.window_steps, ctx.warmup)
+    unfilled = (getattr(data, "shapes", None) or {}).get("steps_not_filled")
+    if unfilled:  # steps of profiler sessions without shapes that no sampled step matched: their FLOPs are unknown
+        unknown = {n for first, last in unfilled for n in range(first, last + 1)}
+        steps = [s for s in steps if s["n"] not in unknown] or steps
     figures = model_flops(data, steps, data.ops["step"][mask][known], values, durs)
     summary = {"FLOPs": figures["mflops_per_step"], "FLOPS": figures["gflops_per_s"],
                "FLOPS_Utilization": round(100.0 * figures["mfu"]["ratio"], 4) if figures["mfu"] else 0.0,

@@ -17,6 +17,7 @@ import orjson
 from ..options import Options
 from ..records import BUFFER, COMM, CPU, END, ENTER, FORMAT, HOSTIO, KIND, MEM, META, MSTX, NOTE, OPS, PAUSE, PIPELINE, PROBE, QUEUE, STACK, STEP, WINDOW
 from ..store import rank_raw_dir, raw_lines
+from . import shapefill
 from .opcolumns import OpBatches, OpColumns, split_ops_line
 from .workers import COUNT, Job, Workers
 
@@ -50,6 +51,7 @@ class RunData:
         self.probes: list[Probe] = []
         self.entered: list[Enter] = []  # collectives as entered, before they could block (with their group's ranks the first time)
         self.buffers: list[Buffer] = []  # the framework profiler's sessions: span, events, RSS before and after its stop
+        self.shapes: dict[str, Any] | None = None  # which profiler sessions recorded shapes, and how the others' ops got theirs (shapefill.fill)
         self.end: End | None = None
 
     @property
@@ -163,6 +165,7 @@ def load_rank(profiler_dir: str, rank: int) -> RunData:
         data.op_names, data.op_types = data.ops.code_values["name"], data.ops.code_values["type"]
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
         data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
+        data.shapes = shapefill.fill(data)
     data.options = Options.from_record(data.meta)
     return data
 

@@ -78,7 +78,7 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
         "step_points": {key: results["step_trace"][key] for key in ("fp_start", "bp_end", "fp_rule", "bp_rule")},
         "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
-        "ops_recorded": data.op_count, "flops": results.get("flops"), "memory": results.get("memory"), "cpu": results.get("cpu"),
+        "ops_recorded": data.op_count, "flops": results.get("flops"), "shapes": data.shapes, "memory": results.get("memory"), "cpu": results.get("cpu"),
         "communication": comm, "verdict": advice["verdict"], "findings": advice["findings"],
         "suggestions": advisor.suggestions(advice["findings"]),
         "step_breakdown_ms": advice["breakdown_ms"], "step_breakdown_mean_ms": advice["breakdown_mean_ms"], "python_hot_spots": advice["hot_spots"],

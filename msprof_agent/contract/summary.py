@@ -52,6 +52,9 @@ class Summary(TypedDict, total=False):
     top_op_types: list[dict[str, Any]]  # op_type, total_ms, percent: the 20 largest
     ops_recorded: int
     flops: dict[str, Any] | None
+    # torch: sessions (the profiler sessions), sessions_with_shapes (steps, events, because), steps_filled,
+    # steps_not_filled ([first, last] runs) and the fill rule (analysis/shapefill.py); None where every session had shapes
+    shapes: dict[str, Any] | None
     memory: dict[str, Any] | None
     cpu: dict[str, Any] | None
     communication: dict[str, Any] | None

@@ -10,6 +10,7 @@ import bisect
 import os
 import re
 import time
+from typing import Any
 
 import orjson
 
@@ -21,10 +22,7 @@ from .fork_guard import guard_fork_children_against_kineto_exit
 
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
-    from collections.abc import Iterable
     from typing import Any
-
-    from torch._C._autograd import _KinetoEvent
 
     from ...collectors.steps import StepRecorder
     from ...session import Session
@@ -38,6 +36,17 @@ OPS_CHUNK = 65536
 # sessions of about this many events, handed over between two steps.
 SESSION_EVENTS = 50_000
 FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
+# record_shapes and with_flops make torch.profiler's stop() ~4x slower per event (13.9 us against 3.6, issue 27):
+# shapes are recorded in the first session and a short second one (the first's one step, the window's first,
+# often differs from the rest: the optimizer's state is made there), then in a short one after every
+# SHAPES_EVERY - 1 sessions without, and in the one after a session whose steps' op sequence or model input shapes were not seen in
+# a session with shapes (a session's shapes setting is fixed at its start). The analysis gives the others'
+# ops the shapes and FLOPs of the op at the same place in a step with the same sequence (analysis/shapefill.py).
+# Every 4th: a shape change that shows in neither the op sequence nor the model's inputs is seen within
+# 3 full sessions (~150 k events), while the sampled events stay ~1 % of all.
+SHAPES_EVERY = 4
+SAMPLE_SHARE = 32  # a sampled session lasts 1/32 of a full one's steps (at least SAMPLE_STEPS): one step's shapes fill all like it
+SAMPLE_STEPS = 2
 MEM_BUCKET_NS = 1_000_000  # at most one memory sample per millisecond and device,
 MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on long windows)
 
@@ -114,10 +123,20 @@ class TorchDeviceSession:
         self._prof: Any = None  # torch.profiler.profile: stop() reads and clears its internals (profiler.kineto_results)
         self._sync = (0, 0)  # time.time_ns() before and after the profiler session started, for its clock
         self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
+        self._shapes_every = _shapes_every()
+        self._shapes_because: str | None = None  # why the running session records shapes; None: it does not
+        self._shapes_next: str | None = None  # why the next one must
+        self._without_shapes = 0  # sessions without shapes since the last with them
+        self._sessions = 0
+        self._seen: set[int] = set()  # step signatures (op names in order, model input shapes) of sessions with shapes
+        self._names: dict[str, int] = {}  # op name -> a number kept across sessions, for the signatures
+        self._inputs: list[list[Any]] = []  # [step, model input shapes] where the running session's steps' inputs changed
 
     def start(self, options: Options) -> None:
         """Start torch.profiler for a window with the window's OPTIONS."""
         self.options = options
+        self._seen, self._without_shapes, self._shapes_next = set(), 0, "the window's first session"
+        self._sessions = 0  # profiler sessions started in the window
         self._start_profiler(continuing=False)
 
     def _start_profiler(self, continuing: bool) -> None:
@@ -129,13 +148,15 @@ class TorchDeviceSession:
 
         self.cuda = cuda_in_use()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        self._shapes_because = self._shapes_reason() if self.options.record_shapes else None
+        shapes = self._shapes_because is not None
         # with_stack is the agent's own stack sampler (collectors/stacks.py): torch's Python stack events
         # made a 1.7 s training loop take 22 s and named ops after Python objects and their addresses.
-        self._prof = profile(activities=activities, record_shapes=self.options.record_shapes,
-                             profile_memory=self.options.profile_memory, with_flops=self.options.record_shapes)
+        self._prof = profile(activities=activities, record_shapes=shapes,
+                             profile_memory=self.options.profile_memory, with_flops=shapes)
         if not continuing:
             self._mem_base = {"cpu": 0, "cuda": torch.cuda.memory_allocated() if self.cuda and self.options.profile_memory else 0}
-        self.step_ends, self.wrapped_comm = [], []
+        self.step_ends, self.wrapped_comm, self._inputs = [], [], []
         self._steps_in_session = 0
         self._first_step = self._steps.completed + 1
         before = time.time_ns()
@@ -143,9 +164,27 @@ class TorchDeviceSession:
         self._sync = (before, time.time_ns())
         guard_fork_children_against_kineto_exit()
 
+    def _shapes_reason(self) -> str | None:
+        """Why the session starting now records shapes (None: it does not): SHAPES_EVERY's rule."""
+        because, self._shapes_next = self._shapes_next, None
+        self._sessions += 1
+        if because is None and self._sessions == 2:  # the first one's step, the window's first, is often unlike the rest
+            because = "the window's second session"
+        if because is None and self._without_shapes + 1 >= self._shapes_every:
+            because = f"every {self._shapes_every}th session" if self._shapes_every > 1 else "every session"
+        self._without_shapes = 0 if because is not None else self._without_shapes + 1
+        return because
+
     @property
     def active(self) -> bool:
         return self._prof is not None
+
+    def model_inputs(self, args: tuple[object, ...]) -> None:
+        """The shapes of the model's inputs at the step's first forward (its root module's arguments):
+        a change tells of new shapes when the session records none."""
+        text = _input_shapes(args)
+        if not self._inputs or self._inputs[-1][1] != text:
+            self._inputs.append([self._steps.completed + 1, text])
 
     def step_ended(self, now: int) -> None:
         self.step_ends.append(now)
@@ -153,13 +192,17 @@ class TorchDeviceSession:
 
     @property
     def handover_due(self) -> bool:
-        return self._prof is not None and self._steps_in_session >= self._session_steps
+        steps = self._session_steps
+        if self._shapes_because is not None and steps > 1 and self._shapes_every > 1:  # a sample, short
+            steps = min(steps, max(SAMPLE_STEPS, steps // SAMPLE_SHARE))
+        return self._prof is not None and self._steps_in_session >= steps
 
     def hand_over(self, session: Session) -> None:
         """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS."""
         steps = self._steps_in_session
         events = self.stop(session)
-        self._session_steps = max(1, steps * self._session_events // max(events, 1))
+        if events:
+            self._session_steps = max(1, steps * self._session_events // events)
         self._start_profiler(continuing=True)
 
     def stop(self, session: Session) -> int:
@@ -175,7 +218,7 @@ class TorchDeviceSession:
         results = prof.profiler.kineto_results
         events = results.events()
         count: int = len(events)
-        self._emit(session, events, self._clock_offset(results.trace_start_ns()))
+        host = self._emit(session, events, self._clock_offset(results.trace_start_ns()))
         # The profile object sits in reference cycles that only a full garbage collection frees, and
         # with it the C++ events (~10 KB each): drop them now, or every hand-over's stay in memory.
         prof.profiler.kineto_results = None
@@ -184,33 +227,72 @@ class TorchDeviceSession:
         if session.owner is not None:
             session.owner.writer.flush()  # the emitted batches leave memory too before the RSS is read again
         _return_freed_memory()
-        record = {records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
-                  "rss_after": _rss(), "record_shapes": bool(self.options.record_shapes), "profile_memory": bool(self.options.profile_memory)}
+        buffer: dict[str, Any] = {records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
+                  "rss_after": _rss(), "record_shapes": self._shapes_because is not None,
+                  "profile_memory": bool(self.options.profile_memory), "first_step": self._first_step,
+                  "steps": self._steps_in_session, "inputs": self._inputs}
+        if self._shapes_because is not None:
+            buffer["shapes_because"] = self._shapes_because
         heap_freed = heap.in_use()
         if heap_held is not None and heap_freed is not None:  # exact: bytes in use, whatever the heap kept of the freed
-            record.update(heap_before=heap_held, heap_after=heap_freed)
-        session.record(record)
+            buffer.update(heap_before=heap_held, heap_after=heap_freed)
+        session.record(buffer)
+        self._compare_steps(host)
         return count
 
-    def _emit(self, session: Session, events: Iterable[_KinetoEvent], offset: int) -> None:
+    def _compare_steps(self, host: list[tuple[list[str], list[int]]]) -> None:
+        """Each step's signature (its host ops' names in start order, its model input shapes): kept from a
+        session with shapes; from one without, a signature never kept makes the next session record them."""
+        if not self.options.record_shapes or self._shapes_every <= 1 or not host:
+            return
+        import numpy as np
+
+        starts = np.concatenate([np.asarray(s, dtype=np.int64) for _, s in host])
+        codes, table = coded([name for names, _ in host for name in names])
+        numbers = np.array([self._names.setdefault(name, len(self._names)) for name in table], dtype=np.int32)
+        order = np.argsort(starts, kind="stable")
+        names, starts = numbers[np.asarray(codes, dtype=np.intp)[order]], starts[order]
+        ends = np.sort(np.array(self.step_ends, dtype=np.int64))
+        bounds = np.searchsorted(starts, ends, side="right").tolist()
+        changes = [step for step, _ in self._inputs]
+        for i, (lo, hi) in enumerate(zip([0] + bounds, bounds)):
+            step = self._first_step + i
+            at = bisect.bisect_right(changes, step) - 1
+            signature = hash((names[lo:hi].tobytes(), self._inputs[at][1] if at >= 0 else None))
+            if self._shapes_because is not None:
+                self._seen.add(signature)
+            elif signature not in self._seen:
+                self._shapes_next = f"step {step}'s op sequence or input shapes were not seen in a session with shapes"
+                return
+
+    def _emit(self, session: Session, events: Any, offset: int) -> list[tuple[list[str], list[int]]]:
+        """Write the events as ``ops`` batches (and ``mem`` / ``comm`` records); returns the host batches'
+        (names, starts) for the step signatures."""
         cuda = self.cuda
-        shapes_on = bool(self.options.record_shapes)
+        shapes_on = self._shapes_because is not None
+        if not cuda and not self.options.profile_memory and len(events):
+            try:
+                columns = _host_columns(events, shapes_on)
+            except Exception:  # an event that cannot be read: one by one below, skipping only it
+                columns = None
+            if columns is not None:
+                return self._emit_host(session, columns, offset)
         batches: dict[str, Batch] = {}
         memory: list[tuple[int, int, bool]] = []  # (ts, bytes allocated (negative: freed), on the GPU)
         comm: list[Collective] = []
+        host: list[tuple[list[str], list[int]]] = []  # each host batch's (names, starts), for the step signatures
         skipped = 0
         for event in events:
             try:  # read the whole row before appending, so a bad event never misaligns the columns
                 name = event.name()
                 if name == "[memory]":
-                    # nbytes: a [memory] event's, missing from torch's _KinetoEvent stub
-                    memory.append((event.start_ns(), event.nbytes(), cuda and event.device_type().name == "CUDA"))  # type: ignore[attr-defined]
+                    memory.append((event.start_ns(), event.nbytes(), cuda and event.device_type().name == "CUDA"))
                     continue
                 if event.is_hidden_event() or name.startswith(ANNOTATIONS_NOT_OPS) or name == "[OutOfMemory]":
                     continue
                 on_gpu = cuda and event.device_type().name == "CUDA"
                 row = (name, event.start_ns(), event.duration_ns(),
-                       event.device_index() if on_gpu else event.start_thread_id(), event.flops())
+                       event.device_index() if on_gpu else event.start_thread_id(), event.flops() if shapes_on else 0)
                 stream = event.device_resource_id() if on_gpu else None
                 if name.startswith(COMM_OP_PREFIXES):
                     comm.append((name, row[1], row[2], event.shapes(), event.dtypes()))
@@ -222,11 +304,14 @@ class TorchDeviceSession:
             batch = batches.get(device)
             if batch is None:
                 batch = batches[device] = _new_batch(shapes_on, device)
+                if not on_gpu:
+                    host.append((batch["name"], batch["start"]))
             batch["name"].append(row[0])
             batch["start"].append(row[1])
             batch["dur"].append(row[2])
             batch["tid"].append(row[3])
-            batch["flops"].append(float(row[4]) if row[4] else None)
+            if shapes_on:
+                batch["flops"].append(float(row[4]) if row[4] else None)
             if on_gpu:
                 batch["stream"].append(stream)
             if shapes_on:
@@ -242,6 +327,17 @@ class TorchDeviceSession:
             self._emit_comm(session, comm, offset)
         if skipped:
             session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
+        return host
+
+    def _emit_host(self, session: Any, columns: dict[str, Any], offset: int) -> list[tuple[list[str], list[int]]]:
+        """``_emit`` for host-only events read as whole columns (``_host_columns``)."""
+        comm = columns.pop("comm")
+        count = len(columns["start"])
+        for lo in range(0, count, OPS_CHUNK):
+            _flush_batch(session, {k: v[lo:lo + OPS_CHUNK] if count > OPS_CHUNK else v for k, v in columns.items()}, offset)
+        if comm:
+            self._emit_comm(session, comm, offset)
+        return [(columns["name"], columns["start"])]
 
     def _emit_comm(self, session: Session, comm: list[Collective], offset: int) -> None:
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
@@ -325,6 +421,55 @@ def _session_events() -> int:
     return SESSION_EVENTS
 
 
+def _host_columns(events: Any, shapes_on: bool) -> dict[str, Any]:
+    """The host events' columns, each read by one ``map`` over the events (the per-event Python loop costs
+    as much again as torch's own stop() without shapes): name, start, dur, tid, with shape and flops when
+    ``shapes_on``, and ``comm``, the collectives' rows. Raises where an event cannot be read."""
+    import numpy as np
+
+    kind = type(events[0])
+    names = list(map(kind.name, events))
+    drop = {n for n in set(names) if n.startswith(ANNOTATIONS_NOT_OPS) or n in ("[OutOfMemory]", "[memory]")}
+    skip = np.fromiter(map(kind.is_hidden_event, events), dtype=bool, count=len(events))
+    if drop:
+        skip |= np.fromiter(map(drop.__contains__, names), dtype=bool, count=len(names))
+    keep = np.flatnonzero(~skip).tolist() if skip.any() else None
+    if keep is not None:
+        events = [events[i] for i in keep]
+        names = [names[i] for i in keep]
+    columns: dict[str, Any] = {"name": names, "start": list(map(kind.start_ns, events)), "dur": list(map(kind.duration_ns, events)),
+                               "tid": list(map(kind.start_thread_id, events))}
+    if shapes_on:
+        columns["shape"] = [orjson.dumps(shape).decode() for shape in map(kind.shapes, events)]
+        columns["flops"] = [float(f) if f else None for f in map(kind.flops, events)]
+    comm_names = {n for n in set(names) if n.startswith(COMM_OP_PREFIXES)}
+    columns["comm"] = [(names[i], columns["start"][i], columns["dur"][i], events[i].shapes(), events[i].dtypes())
+                       for i in range(len(names)) if names[i] in comm_names] if comm_names else []
+    return columns
+
+
+def _shapes_every() -> int:
+    value = os.environ.get(environment.TORCH_SHAPES_EVERY)
+    if value is None:
+        return SHAPES_EVERY
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    log.warn_once(f"{environment.TORCH_SHAPES_EVERY}={value!r} is not a positive whole number of sessions; using {SHAPES_EVERY}")
+    return SHAPES_EVERY
+
+
+def _input_shapes(args: object, depth: int = 0) -> str:
+    """A short text of the shapes and dtypes of the tensors in ``args`` (lists, tuples and dicts two levels deep)."""
+    shape = getattr(args, "shape", None)
+    if shape is not None and hasattr(args, "dtype"):
+        return f"{args.dtype}{list(shape)}"
+    if depth < 2 and isinstance(args, (list, tuple)):
+        return "(" + ",".join(_input_shapes(a, depth + 1) for a in args) + ")"
+    if depth < 2 and isinstance(args, dict):
+        return "{" + ",".join(f"{k}:{_input_shapes(v, depth + 1)}" for k, v in args.items()) + "}"
+    return type(args).__name__
+
+
 def _tensor_bytes(shapes: list[list[int]], dtypes: list[str]) -> int:
     """Bytes of a profiled op's tensor inputs from their shapes and dtype names (0 if a dtype is unknown)."""
     total = 0
@@ -342,9 +487,9 @@ def _tensor_bytes(shapes: list[list[int]], dtypes: list[str]) -> int:
 
 
 def _new_batch(shapes_on: bool, device: str) -> Batch:
-    batch: Batch = {"name": [], "start": [], "dur": [], "tid": [], "flops": []}
+    batch: Batch = {"name": [], "start": [], "dur": [], "tid": []}
     if shapes_on:
-        batch["shape"] = []
+        batch["shape"], batch["flops"] = [], []
     if device == "cuda":
         batch["stream"] = []
     return batch

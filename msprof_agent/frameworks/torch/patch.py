@@ -180,6 +180,8 @@ class _Integration:
             self.steps.mark_fp(time.time_ns())
             if self._fp_hook is not None:  # set by install(), before any hook can run
                 self._fp_hook.disarm()
+            if self.device.active:
+                self.device.model_inputs(_args)
         except Exception as exc:
             log.report_error("marking the forward start", exc)
         return None
