@@ -133,7 +133,7 @@ def test_cpu_samples_become_integer_percent_series(analysed):
     assert cpu["process_info"] == {"user_utilization": [30, 31, 32, 33], "sys_utilization": [3, 3, 3, 3]}
     # contract.readers.cpu_means of the written (integer percent) series, time-weighted: the figures report and viewer show
     assert summary["cpu"] == {"machine_busy_mean": 46.5, "machine_user_mean": 41.5, "machine_sys_mean": 5.0, "machine_iowait_mean": 0.0,
-                              "machine_nice_mean": 0.0, "machine_steal_mean": 0.0,
+                              "machine_nice_mean": 0.0, "machine_steal_mean": 0.0, "machine_irq_mean": 0.0,
                               "process_user_mean": 31.5, "process_sys_mean": 3.0, "agent_mean": 0.0, "samples": 4}
 
 

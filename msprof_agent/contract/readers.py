@@ -246,8 +246,11 @@ def cpu_means(utilization: Mapping[str, Any]) -> dict[str, Any]:
 
     machine, process = utilization.get("device_info") or {}, utilization.get("process_info") or {}
     idle = mean(machine.get("idle_utilization"))
-    return {"machine_busy_mean": None if idle is None else round(100 - idle, 2),
-            **{f"machine_{state}_mean": mean(machine.get(key)) for key, state in CPU_BUSY_STATES.items()},
+    states = {f"machine_{state}_mean": mean(machine.get(key)) for key, state in CPU_BUSY_STATES.items()}
+    busy = None if idle is None else round(100 - idle, 2)
+    # the kernel's irq and softirq time, which the sampler does not record: what busy holds beyond the states
+    rest = None if busy is None else round(max(0.0, busy - sum(v for v in states.values() if v is not None)), 2)
+    return {"machine_busy_mean": busy, **states, "machine_irq_mean": rest,
             "process_user_mean": mean(process.get("user_utilization")), "process_sys_mean": mean(process.get("sys_utilization")),
             "agent_mean": mean((utilization.get("agent_info") or {}).get("utilization")), "samples": len(stamps)}
 
