@@ -372,3 +372,26 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
         assert path.stat().st_size <= limit_mb * 1_000_000 and summary["timeline"]["truncated"]
         dropped = expected - set(got)
         assert dropped and min(d for *_, d in got) >= max(d for *_, d in dropped)
+
+
+@pytest.mark.unit
+def test_small_blocks_formatted_row_by_row_match_the_vectorised_fill():
+    """A block of a few rows is formatted in Python; its bytes are the vectorised fill's, negative
+    times (a skewed clock) and mixed heads included."""
+    import numpy as np
+
+    from msprof_agent.analysis import opevents
+
+    events = opevents.OpEvents.__new__(opevents.OpEvents)
+    events.heads = opevents._Texts([b',{"ph":"X","name":"a","ts":', b',{"ph":"X","name":"b","ts":'])
+    events.tails = opevents._Texts([b"}}", b',"shape":"[1]"}}'])
+    cases = [(0, [-12_345], [7], [1]), (1, [-500], [1_000], [2]), (np.array([0, 0]), [3_001_234, 3_009_999], [99_999, 10_000], [30, 31])]
+    for texts, *numbers in cases:
+        start, dur, step = (np.array(values, dtype=np.int64) for values in numbers)
+        code = texts if np.ndim(texts) == 0 else texts[0]
+        layout = [len(events.heads.texts[code]), len(events.tails.texts[code]), int(opevents._micros_width(start).max()),
+                  int(opevents._micros_width(dur).max()), int(opevents._integer_width(step).max())]
+        width = sum(layout) + len(opevents._DUR) + len(opevents._STEP)
+        rows = events._fill(np.zeros((len(start), width), dtype=np.uint8), layout, np.int64(texts) if np.ndim(texts) == 0 else texts, start, dur, step)
+        columns = events._fill_columns(np.zeros_like(rows), layout, np.int64(texts) if np.ndim(texts) == 0 else texts, start, dur, step)
+        assert rows.tobytes() == columns.tobytes(), rows.tobytes()
