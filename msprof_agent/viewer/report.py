@@ -13,6 +13,7 @@ without the viewer extra (jinja2 renders it, plotly draws it) ``write_report`` r
 """
 from __future__ import annotations
 
+import functools
 import os
 
 from ..contract import names
@@ -69,5 +70,11 @@ def _plotly_js(skipped: str) -> str:
     if missing or js_path is None:
         verb = "is" if len(missing) == 1 else "are"
         raise ViewerExtraMissing(f"{skipped}: {' and '.join(missing)} {verb} not installed ({INSTALL_VIEWER})")
-    with open(js_path, encoding="utf-8") as handle:
+    return _text_of(js_path)
+
+
+@functools.cache
+def _text_of(path: str) -> str:
+    """A file's text, read once a process: a worker analysing many ranks inlines the same 4.6 MB of plotly.min.js in each report."""
+    with open(path, encoding="utf-8") as handle:
         return handle.read()
