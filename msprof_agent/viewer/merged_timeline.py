@@ -83,9 +83,11 @@ def build(run: Run, ranks: list[int], kind: str = "summary", merge: bool = False
     base = min((b for *_, b in loaded), default=0)
     out = [time_base_event(base, 1)] if base else []
     for rank, events, own_base in loaded:
-        events = rebase(events, own_base, base)
         names = _metadata_names(events, "process_name")
         summary_pids = {pid for pid, pname in names.items() if _SUMMARY_PROCESS.search(pname)}
+        if kind == "summary":  # the op events, nearly all of a timeline, are dropped before they are re-counted
+            events = [e for e in events if isinstance(e, dict) and e.get("pid") in summary_pids]
+        events = rebase(events, own_base, base)
         merged = _graph_tracks(events, summary_pids) if merge else {}
         pid_map: dict[Any, int] = {}  # the rank's pid -> its pid in the merged file
         for event in events:
