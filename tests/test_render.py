@@ -115,3 +115,21 @@ def test_analysis_skips_the_report_without_the_viewer_extra(tmp_path, hidden):
         assert "report_0.html" not in files and "failed" not in proc.stderr
     else:
         assert not notes and "report_0.html" in files and loaded == ["jinja2"]
+
+
+def test_table_rows_escape_their_cells_link_the_first_and_hide_past_the_page():
+    """The rows render.table draws in Python: what a template prints for each cell (None as nothing, text
+    escaped as markupsafe does, Markup as it is), the first column's link, and rows past a page hidden."""
+    from markupsafe import Markup
+
+    from msprof_agent.viewer import render
+
+    rows = [{"name": "a<b>&'\"", "ms": 1.5}, {"name": None, "ms": None}, {"name": Markup("<i>m</i>"), "ms": 2}]
+    table = render.table("t", (("name", "Name", "text"), ("ms", "Time", "num")), rows, ("name",),
+                         href=lambda row: "/r?a=1&b=2" if row["ms"] else None, page_size=2)
+    assert table["rows"] == [
+        '<tr data-search="a&lt;b&gt;&amp;&#39;&#34;"><td data-col="name" data-v="a&lt;b&gt;&amp;&#39;&#34;"><a href="/r?a=1&amp;b=2">'
+        'a&lt;b&gt;&amp;&#39;&#34;</a></td><td data-col="ms" data-v="1.5">1.500</td></tr>',
+        '<tr data-search=""><td data-col="name" data-v=""></td><td data-col="ms" data-v="">—</td></tr>',
+        '<tr data-search="&lt;i&gt;m&lt;/i&gt;" hidden><td data-col="name" data-v="<i>m</i>"><a href="/r?a=1&amp;b=2"><i>m</i></a></td>'
+        '<td data-col="ms" data-v="2.0">2</td></tr>']

@@ -223,27 +223,23 @@ def table(table_id: str, columns: Sequence[Column], rows: Sequence[Mapping[str, 
 _HTML_SPECIAL = re.compile("[&<>'\"]")
 
 
-def _html(value: object) -> str:
-    """``value`` as a template prints it (None as nothing, escaped), without building a Markup for the
-    plain text most cells are: a table of thousands of cells otherwise spends most of its time there."""
-    from markupsafe import escape
-
-    if value is None:
-        return ""
-    text = value if type(value) is str else None
-    if text is None or _HTML_SPECIAL.search(text):
-        return str(escape(value))
-    return text
-
-
 def _table_row(search: str, cells: list[tuple[str, Any, Any, str | None]], hidden: bool) -> Markup:
-    """One row of a sortable table, as macros.html's sortable_table drew it cell by cell, in one string."""
-    from markupsafe import Markup
+    """One row of a sortable table, as macros.html's sortable_table drew it cell by cell, in one string:
+    a table of thousands of cells otherwise spends most of its time building a Markup for each."""
+    from markupsafe import Markup, escape
 
-    tds = "".join(f'<td data-col="{_html(key)}" data-v="{_html(sort_value)}">'
-                  + (f'<a href="{_html(href)}">{_html(shown)}</a>' if href else _html(shown)) + "</td>"
+    def text(value: object) -> str:
+        """``value`` as a template prints it: None as nothing, escaped (plain text, most cells, as it is)."""
+        if value is None:
+            return ""
+        if type(value) is str and not _HTML_SPECIAL.search(value):
+            return value
+        return str(escape(value))
+
+    tds = "".join(f'<td data-col="{text(key)}" data-v="{text(sort_value)}">'
+                  + (f'<a href="{text(href)}">{text(shown)}</a>' if href else text(shown)) + "</td>"
                   for key, sort_value, shown, href in cells)
-    return Markup(f'<tr data-search="{_html(search)}"{" hidden" if hidden else ""}>{tds}</tr>')
+    return Markup(f'<tr data-search="{text(search)}"{" hidden" if hidden else ""}>{tds}</tr>')
 
 
 # ---- charts shared by pages -------------------------------------------------------------------------
