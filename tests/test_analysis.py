@@ -395,3 +395,36 @@ def test_small_blocks_formatted_row_by_row_match_the_vectorised_fill():
         rows = events._fill(np.zeros((len(start), width), dtype=np.uint8), layout, np.int64(texts) if np.ndim(texts) == 0 else texts, start, dur, step)
         columns = events._fill_columns(np.zeros_like(rows), layout, np.int64(texts) if np.ndim(texts) == 0 else texts, start, dur, step)
         assert rows.tobytes() == columns.tobytes(), rows.tobytes()
+
+
+@pytest.mark.unit
+def test_self_durations_match_a_stack_of_open_ops():
+    """Vectorised self times equal the stack walk they replace, on nested, overlapping, touching and
+    equal-start ops over several threads."""
+    import random
+
+    import numpy as np
+
+    from msprof_agent.analysis.opcolumns import OpColumns
+    from msprof_agent.analysis.rundata import _self_durations
+
+    def by_stack(tids, starts, durs):
+        own, stacks = list(durs), {}
+        for i, (tid, start, dur) in enumerate(zip(tids, starts, durs)):
+            stack = stacks.setdefault(tid, [])
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            if stack:
+                own[stack[-1][1]] -= dur
+            stack.append((start + dur, i))
+        return [max(o, 0) for o in own]
+
+    chance = random.Random(7)
+    for _ in range(50):
+        count = chance.randint(1, 400)
+        starts = sorted(chance.randint(0, 2_000) for _ in range(count))
+        durs = [chance.choice([0, 1, 5, 50, 300, 1_500]) + chance.randint(0, 3) for _ in range(count)]
+        tids = [chance.randint(0, 2) for _ in range(count)]
+        ops = OpColumns({"start": np.array(starts, dtype=np.int64), "dur": np.array(durs, dtype=np.int64),
+                         "tid_id": np.array(tids, dtype=np.int32)}, {})
+        assert _self_durations(ops).tolist() == by_stack(tids, starts, durs)
