@@ -372,3 +372,59 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
         assert path.stat().st_size <= limit_mb * 1_000_000 and summary["timeline"]["truncated"]
         dropped = expected - set(got)
         assert dropped and min(d for *_, d in got) >= max(d for *_, d in dropped)
+
+
+@pytest.mark.unit
+def test_small_blocks_formatted_row_by_row_match_the_vectorised_fill():
+    """A block of a few rows is formatted in Python; its bytes are the vectorised fill's, negative
+    times (a skewed clock) and mixed heads included."""
+    import numpy as np
+
+    from msprof_agent.analysis import opevents
+
+    events = opevents.OpEvents.__new__(opevents.OpEvents)
+    events.heads = opevents._Texts([b',{"ph":"X","name":"a","ts":', b',{"ph":"X","name":"b","ts":'])
+    events.tails = opevents._Texts([b"}}", b',"shape":"[1]"}}'])
+    cases = [(0, [-12_345], [7], [1]), (1, [-500], [1_000], [2]), (np.array([0, 0]), [3_001_234, 3_009_999], [99_999, 10_000], [30, 31])]
+    for texts, *numbers in cases:
+        start, dur, step = (np.array(values, dtype=np.int64) for values in numbers)
+        code = texts if np.ndim(texts) == 0 else texts[0]
+        layout = [len(events.heads.texts[code]), len(events.tails.texts[code]), int(opevents._micros_width(start).max()),
+                  int(opevents._micros_width(dur).max()), int(opevents._integer_width(step).max())]
+        width = sum(layout) + len(opevents._DUR) + len(opevents._STEP)
+        rows = events._fill(np.zeros((len(start), width), dtype=np.uint8), layout, np.int64(texts) if np.ndim(texts) == 0 else texts, start, dur, step)
+        columns = events._fill_columns(np.zeros_like(rows), layout, np.int64(texts) if np.ndim(texts) == 0 else texts, start, dur, step)
+        assert rows.tobytes() == columns.tobytes(), rows.tobytes()
+
+
+@pytest.mark.unit
+def test_self_durations_match_a_stack_of_open_ops():
+    """Vectorised self times equal the stack walk they replace, on nested, overlapping, touching and
+    equal-start ops over several threads."""
+    import random
+
+    import numpy as np
+
+    from msprof_agent.analysis.opcolumns import OpColumns
+    from msprof_agent.analysis.rundata import _self_durations
+
+    def by_stack(tids, starts, durs):
+        own, stacks = list(durs), {}
+        for i, (tid, start, dur) in enumerate(zip(tids, starts, durs)):
+            stack = stacks.setdefault(tid, [])
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            if stack:
+                own[stack[-1][1]] -= dur
+            stack.append((start + dur, i))
+        return [max(o, 0) for o in own]
+
+    chance = random.Random(7)
+    for _ in range(50):
+        count = chance.randint(1, 400)
+        starts = sorted(chance.randint(0, 2_000) for _ in range(count))
+        durs = [chance.choice([0, 1, 5, 50, 300, 1_500]) + chance.randint(0, 3) for _ in range(count)]
+        tids = [chance.randint(0, 2) for _ in range(count)]
+        ops = OpColumns({"start": np.array(starts, dtype=np.int64), "dur": np.array(durs, dtype=np.int64),
+                         "tid_id": np.array(tids, dtype=np.int32)}, {})
+        assert _self_durations(ops).tolist() == by_stack(tids, starts, durs)

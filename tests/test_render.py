@@ -66,8 +66,8 @@ def test_an_op_type_has_one_share_of_all_op_time_in_pie_bar_and_table():
     page = render.Page()
     pie, bar = render.op_type_charts(page, "t-", types, limit=20)
     [slices], [bars] = page.charts[pie]["data"], page.charts[bar]["data"]
-    cell = render.table("t", TYPE_COLUMNS, types, ("op_type",))["rows"][0][1]
-    assert slices["text"][0] == render.pct(types[0]["percent"]) == "6.5%" and "6.5%" in str(cell)
+    first_row = render.table("t", TYPE_COLUMNS, types, ("op_type",))["rows"][0]
+    assert slices["text"][0] == render.pct(types[0]["percent"]) == "6.5%" and ">6.5%</td>" in first_row
     assert slices["labels"][-1] == "10 other types" and sum(slices["values"]) == sum(t["total_ms"] for t in types)
     assert slices["textinfo"] == "text" and bars["text"][-1] == "6.5%"
 
@@ -115,3 +115,21 @@ def test_analysis_skips_the_report_without_the_viewer_extra(tmp_path, hidden):
         assert "report_0.html" not in files and "failed" not in proc.stderr
     else:
         assert not notes and "report_0.html" in files and loaded == ["jinja2"]
+
+
+def test_table_rows_escape_their_cells_link_the_first_and_hide_past_the_page():
+    """The rows render.table draws in Python: what a template prints for each cell (None as nothing, text
+    escaped as markupsafe does, Markup as it is), the first column's link, and rows past a page hidden."""
+    from markupsafe import Markup
+
+    from msprof_agent.viewer import render
+
+    rows = [{"name": "a<b>&'\"", "ms": 1.5}, {"name": None, "ms": None}, {"name": Markup("<i>m</i>"), "ms": 2}]
+    table = render.table("t", (("name", "Name", "text"), ("ms", "Time", "num")), rows, ("name",),
+                         href=lambda row: "/r?a=1&b=2" if row["ms"] else None, page_size=2)
+    assert table["rows"] == [
+        '<tr data-search="a&lt;b&gt;&amp;&#39;&#34;"><td data-col="name" data-v="a&lt;b&gt;&amp;&#39;&#34;"><a href="/r?a=1&amp;b=2">'
+        'a&lt;b&gt;&amp;&#39;&#34;</a></td><td data-col="ms" data-v="1.5">1.500</td></tr>',
+        '<tr data-search=""><td data-col="name" data-v=""></td><td data-col="ms" data-v="">—</td></tr>',
+        '<tr data-search="&lt;i&gt;m&lt;/i&gt;" hidden><td data-col="name" data-v="<i>m</i>"><a href="/r?a=1&amp;b=2"><i>m</i></a></td>'
+        '<td data-col="ms" data-v="2.0">2</td></tr>']

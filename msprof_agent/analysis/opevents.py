@@ -37,6 +37,7 @@ _BLOCK_BYTES = 1 << 20  # a block stays in cache while its columns are filled
 _WRITERS = 4  # stretches written at once: some format while others wait for the disk, even on one or two cores
 _CHUNK, _PAGE = 4 << 20, 4096  # what one pwrite writes; chunks start at multiples of the page size
 _TABLE_LIMIT = 1 << 22  # combinations numbered by a presence table up to this many, by sorting beyond
+_SMALL_BLOCK_ROWS = 128  # fewer rows than this are formatted one by one (~1.5 us a row) rather than vectorised (~300 us a block)
 
 
 class OpEvents:
@@ -152,8 +153,18 @@ class OpEvents:
 
     def _fill(self, block: np.ndarray, layout: list[int], texts: np.ndarray, start: np.ndarray, dur: np.ndarray,
               step: np.ndarray) -> np.ndarray:
-        """Fill the block: one template row holding all the text its rows share, then what differs.
-        ``texts``: each row's head-and-tail code, or the one code (a numpy scalar) every row has."""
+        """Fill the block with its rows' events. ``texts``: each row's head-and-tail code, or the one code (a
+        numpy scalar) every row has. A block of a few rows (torch's many op names make many small layouts)
+        is formatted row by row: the vectorised fill costs a fixed third of a millisecond whatever the rows."""
+        if len(block) >= _SMALL_BLOCK_ROWS:
+            return self._fill_columns(block, layout, texts, start, dur, step)
+        codes = texts.tolist() if np.ndim(texts) > 0 else [int(texts)] * len(block)
+        block.reshape(-1)[:] = np.frombuffer(self._rows(codes, start, dur, step), dtype=np.uint8)
+        return block
+
+    def _fill_columns(self, block: np.ndarray, layout: list[int], texts: np.ndarray, start: np.ndarray, dur: np.ndarray,
+                      step: np.ndarray) -> np.ndarray:
+        """``_fill`` vectorised: one template row holding all the text its rows share, then what differs."""
         mixed = np.ndim(texts) > 0
         sample = texts[0] if mixed else texts
         parts, patches, signs, column = [self.heads.texts[sample]], [], [], layout[0]
@@ -174,6 +185,17 @@ class OpEvents:
         for at, negative in signs:
             block[negative, at] = ord("-")
         return block
+
+    def _rows(self, texts: list[int], start: np.ndarray, dur: np.ndarray, step: np.ndarray) -> bytes:
+        """The events of a few ops, each formatted as the vectorised fill would."""
+        heads, tails = self.heads.texts, self.tails.texts
+        return b"".join(heads[t] + _micros(s) + _DUR + _micros(d) + _STEP + b"%d" % n + tails[t]
+                        for t, s, d, n in zip(texts, start.tolist(), dur.tolist(), step.tolist()))
+
+
+def _micros(ns: int) -> bytes:
+    """ns as microseconds with three decimals, exactly ("-12.345")."""
+    return b"%s%d.%03d" % (b"-" if ns < 0 else b"", *divmod(abs(ns), 1000))
 
 
 def _aligned(size: int) -> np.ndarray:

@@ -95,6 +95,13 @@ def _load_rank(run: Run, rank: int) -> tuple[list[Any], int] | str:
     return events, timeline_base(events)
 
 
+def _summary_events(events: list[Any]) -> list[Any]:
+    """The events of the timeline's step-level processes (its metadata names them), without its ops."""
+    names = _metadata_names(events, "process_name")
+    summary_pids = {pid for pid, pname in names.items() if _SUMMARY_PROCESS.search(pname)}
+    return [e for e in events if isinstance(e, dict) and e.get("pid") in summary_pids]
+
+
 def _renumbered(rank: int, events: list[Any], kind: str, merge: bool, first_pid: int) -> tuple[list[dict[str, Any]], int]:
     """The rank's (rebased) events with its processes renumbered from ``first_pid`` and named ``Rank r: <name>``,
     filtered by ``kind`` and with its graph threads merged if asked; returns them and the next free pid."""
@@ -139,6 +146,8 @@ def build(run: Run, ranks: list[int], kind: str = "summary", merge: bool = False
     out: list[Any] = [time_base_event(base, 1)] if base else []
     next_pid = 1  # Perfetto treats pid 0 as the kernel's idle task
     for rank, events, own_base in loaded:
+        if kind == "summary":  # the op events, nearly all of a timeline, are dropped before they are rebased
+            events = _summary_events(events)
         renumbered, next_pid = _renumbered(rank, rebase(events, own_base, base), kind, merge, next_pid)
         out += renumbered
     return out, problems

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import html
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -197,12 +198,13 @@ def ok(section: Section | None) -> TypeGuard[Section]:
 
 def table(table_id: str, columns: Sequence[Column], rows: Sequence[Mapping[str, Any]], search_keys: Iterable[str] = (),
           limit: int | None = None, href: Callable[[Mapping[str, Any]], str | None] | None = None, page_size: int | None = None) -> dict[str, Any]:
-    """A sortable table's cells: columns (key, title, kind) with kind 'text'|'num'|'count'|'pct'; rows: dicts.
-    Each cell carries its sort value (data-v), its shown text and a link (``href(row)`` on the first column);
-    the page holds the first ``limit`` rows (default MAX_TABLE_ROWS), viewer.js shows ``page_size`` at a time."""
+    """A sortable table: columns (key, title, kind) with kind 'text'|'num'|'count'|'pct'; rows: dicts, each
+    drawn as its HTML row (``_table_row``). Each cell carries its sort value (data-v), its shown text and a link
+    (``href(row)`` on the first column); the page holds the first ``limit`` rows (default MAX_TABLE_ROWS),
+    viewer.js shows ``page_size`` at a time."""
     limit = MAX_TABLE_ROWS if limit is None else limit
     shown_rows = []
-    for row in rows[:limit]:
+    for number, row in enumerate(rows[:limit], 1):
         cells = []
         for i, (key, _, kind) in enumerate(columns):
             value = row.get(key)
@@ -213,9 +215,31 @@ def table(table_id: str, columns: Sequence[Column], rows: Sequence[Mapping[str, 
             shown = pct(value) if kind == "pct" else count(value) if kind == "count" else fmt(value)
             cells.append((key, "" if value is None else repr(float(value)), shown, link))
         search = " ".join("" if row.get(k) is None else str(row.get(k)) for k in search_keys).lower()
-        shown_rows.append((search, cells))
+        shown_rows.append(_table_row(search, cells, bool(page_size) and number > (page_size or 0)))
     return {"id": table_id, "columns": [(key, title, "text" if kind == "text" else "num") for key, title, kind in columns],
             "rows": shown_rows, "total": len(rows), "limit": limit, "page_size": page_size}
+
+
+_HTML_SPECIAL = re.compile("[&<>'\"]")
+
+
+def _table_row(search: str, cells: list[tuple[str, Any, Any, str | None]], hidden: bool) -> Markup:
+    """One row of a sortable table, as macros.html's sortable_table drew it cell by cell, in one string:
+    a table of thousands of cells otherwise spends most of its time building a Markup for each."""
+    from markupsafe import Markup, escape
+
+    def text(value: object) -> str:
+        """``value`` as a template prints it: None as nothing, escaped (plain text, most cells, as it is)."""
+        if value is None:
+            return ""
+        if type(value) is str and not _HTML_SPECIAL.search(value):
+            return value
+        return str(escape(value))
+
+    tds = "".join(f'<td data-col="{text(key)}" data-v="{text(sort_value)}">'
+                  + (f'<a href="{text(href)}">{text(shown)}</a>' if href else text(shown)) + "</td>"
+                  for key, sort_value, shown, href in cells)
+    return Markup(f'<tr data-search="{text(search)}"{" hidden" if hidden else ""}>{tds}</tr>')
 
 
 # ---- charts shared by pages -------------------------------------------------------------------------

@@ -13,6 +13,7 @@ without the viewer extra (jinja2 renders it, plotly draws it) ``write_report`` r
 """
 from __future__ import annotations
 
+import functools
 import os
 
 from ..contract import names
@@ -40,9 +41,9 @@ def write_report(profiler_dir: str, rank: int | str) -> str:
         loaded = {name: sections.load_page(run, rank, name) for name in render.report_pages(run)}
     summary = loaded["overview"]["summary"]
     rank_size = int(summary["data"].get("rank_size") or 1) if render.ok(summary) and isinstance(summary["data"], dict) else 1
-    text = render.report(run, rank, loaded, plotly_js, cluster_href=names.cluster_report_href(directory) if rank_size > 1 else None)
+    text = render.report(run, rank, loaded, _PLOTLY_SLOT, cluster_href=names.cluster_report_href(directory) if rank_size > 1 else None)
     path = os.path.join(directory, REPORT_NAME.format(rank=rank))
-    write_bytes(path, text.encode("utf-8"))
+    write_bytes(path, _with_plotly(text, plotly_js))
     return path
 
 
@@ -55,19 +56,37 @@ def write_cluster_report(cluster: str) -> str:
     cluster = os.path.abspath(cluster)
     ranks = {rank: directory for directory in names.cluster_member_dirs(cluster) for rank in names.summary_ranks(directory)}
     run = sections.Run(os.path.basename(cluster), dict(sorted(ranks.items())))
-    text = render.cluster_report(run, sections.load_cluster_report(run, cluster), plotly_js)
+    text = render.cluster_report(run, sections.load_cluster_report(run, cluster), _PLOTLY_SLOT)
     path = os.path.join(cluster, names.CLUSTER_REPORT)
-    write_bytes(path, text.encode("utf-8"))
+    write_bytes(path, _with_plotly(text, plotly_js))
     return path
 
 
-def _plotly_js(skipped: str) -> str:
-    """plotly.min.js's text, to inline; ``ViewerExtraMissing`` (its message ``skipped``: which file, and what to
+# The page is drawn with this in plotly.min.js's place, and the script's UTF-8 put there after: its 4.8 MB
+# (not ASCII: 9.6 MB as a str) then go through neither jinja's Markup copies nor an encode per report.
+_PLOTLY_SLOT = "/*msprof-agent: plotly.min.js goes here*/"
+
+
+def _with_plotly(text: str, plotly_js: bytes) -> bytes:
+    """The drawn page's UTF-8 with plotly.min.js in its slot: the last one (only the viewer's own script follows it)."""
+    head, _, tail = text.rpartition(_PLOTLY_SLOT)
+    return head.encode("utf-8") + plotly_js + tail.encode("utf-8")
+
+
+def _plotly_js(skipped: str) -> bytes:
+    """plotly.min.js's UTF-8, to inline; ``ViewerExtraMissing`` (its message ``skipped``: which file, and what to
     install) where jinja2 or plotly is not installed."""
     js_path = plotly_js_path()
     missing = [name for name, gone in (("jinja2", template_engine_missing()), ("plotly", js_path is None)) if gone]
     if missing or js_path is None:
         verb = "is" if len(missing) == 1 else "are"
         raise ViewerExtraMissing(f"{skipped}: {' and '.join(missing)} {verb} not installed ({INSTALL_VIEWER})")
-    with open(js_path, encoding="utf-8") as handle:
-        return handle.read()
+    return _text_of(js_path)
+
+
+@functools.cache
+def _text_of(path: str) -> bytes:
+    """A text file's UTF-8 (newlines as text mode reads them), read once a process: a worker analysing many
+    ranks inlines the same plotly.min.js in each report."""
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().encode("utf-8")
