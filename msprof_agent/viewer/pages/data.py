@@ -43,9 +43,12 @@ def data_page(page: Page, run: Run, rank: int, sections: Loaded) -> dict[str, An
     if traces:
         counts = sorted({len(op["queue_sizes"]) for op in sampled})
         every = sorted({op["sample_interval"] for op in sampled if op["sample_interval"]})
-        title = (f"Pipeline ops' output queue size: {'/'.join(map(str, counts))} samples of the dataset profiler"
-                 + (f", every {'/'.join(count(v) for v in every)} ms" if every else ""))
-        context["queue_chart"] = page.chart("dp-op-queues", traces, {"title": {"text": title}, "xaxis": {"title": {"text": "sample"}}})
+        samples = f"{'/'.join(map(str, counts))} samples of the dataset profiler" + (f", every {'/'.join(count(v) for v in every)} ms" if every else "")
+        if any(size for op in sampled for size in op["queue_sizes"]):
+            context["queue_chart"] = page.chart("dp-op-queues", traces, {"title": {"text": f"Pipeline ops' output queue size: {samples}"},
+                                                                          "xaxis": {"title": {"text": "sample"}}})
+        else:  # a flat zero says less than the sentence
+            context["queue_note"] = f"Every pipeline op's output queue was empty at each of its {samples}: each row was taken as soon as it was made."
     return context
 
 
