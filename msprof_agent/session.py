@@ -163,7 +163,16 @@ class Session:
     def _step_closed(self, step: dict[str, Any]) -> None:
         if self.disabled or self.finished:
             return
-        run = self.run
+        windows = self.windows
+        run = windows.run
+        if windows.owner is None and not windows.awaiting and not self.listeners and not run.analysed:
+            # step timing only, once per step: the run's record is the step itself, no copy, no window to end
+            step["win"] = win = run.contains(step)
+            if win:
+                run.collected.add(step["n"])
+            run.writer.add_later(step)
+            run.writer.flush_if_due(step["end"])
+            return
         for c in self.windows.live():
             win = c.contains(step)
             if win:

@@ -192,8 +192,10 @@ class _Integration:
         """Close the step at ``now``; a full profiler session is handed over before user code runs."""
         if self.device.active:  # before close(): closing the last window step stops the device session
             self.device.step_ended(now)
-        self.steps.open(now)
-        self.steps.close(now)
+        steps = self.steps
+        if steps.current is None:
+            steps.open(now)
+        steps.close(now)
         if self._fp_hook is not None:
             self._fp_hook.arm()
         if self.device.handover_due:
@@ -216,10 +218,11 @@ class _Integration:
         """``step`` (an optimizer class's), then the hand-over its step's close asked for."""
         def stepped(*args: Any, **kwargs: Any) -> Any:
             result = step(*args, **kwargs)
-            try:
-                self._hand_over_if_due()
-            except Exception as exc:
-                log.report_error("handing the profiler's events over", exc)
+            if self._handover_from is not None:  # rare: tested here, not in a call every step
+                try:
+                    self._hand_over_if_due()
+                except Exception as exc:
+                    log.report_error("handing the profiler's events over", exc)
             return result
         return stepped
 
