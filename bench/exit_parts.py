@@ -35,6 +35,8 @@ def timed(name, call, *args):
         times[name] = times.get(name, 0.0) + time.perf_counter() - start
 timed("import the analysis (numpy, the pages)", __import__, "msprof_agent.analysis")
 import msprof_agent.analysis as A
+import msprof_agent.pipeline as P
+from msprof_agent.store import raw_ranks
 from msprof_agent.analysis import device_peak
 from msprof_agent.collectors.cpu import speed_probe
 timed("machine-speed probe (x2: window start and end)", lambda: (speed_probe(), speed_probe()))
@@ -42,14 +44,15 @@ device_peak.CPU_PEAK_CACHE = os.path.join(tempfile.mkdtemp(), "cpu_peak.json")
 timed("MFU calibration, first run on a machine (no cache)", device_peak.peak_gflops, "CPU")
 timed("MFU calibration, cached", device_peak.peak_gflops, "CPU")  # what the flops page then pays
 for module in ("info", "step_trace", "operators", "flops", "data_prep", "memory", "dynamic_shape", "host_io", "mstx", "cpu_util", "timeline", "export"):
-    page = getattr(A, module)
+    page = getattr(P if module == "export" else A, module)
     page.write = (lambda name, write: lambda *a: timed("page: " + name, write, *a))(module, page.write)
 A.communication.write_rank = (lambda write: lambda *a: timed("page: communication", write, *a))(A.communication.write_rank)
 A.summary.build = (lambda build: lambda *a: timed("summary and findings", build, *a))(A.summary.build)
 A.load_rank = (lambda load: lambda *a: timed("loading the raw store", load, *a))(A.load_rank)
-timed("report: its imports (jinja2, the viewer)", __import__, "msprof_agent.viewer.render")
-A._write_report = (lambda write: lambda *a: timed("report: reading and rendering", write, *a))(A._write_report)
-A.offline_analyse(sys.argv[1])
+timed("report: its imports (jinja2, the viewer)", __import__, "msprof_agent.viewer.report")
+P.write_report = (lambda write: lambda *a: timed("report: reading and rendering", write, *a))(P.write_report)
+profiler_dir = os.path.join(sys.argv[1], "profiler")
+P.analyse_rank(profiler_dir, raw_ranks(profiler_dir)[0])  # as the job's exit runs it
 times["the whole exit, as timed here"] = time.perf_counter() - began
 print(json.dumps(times))
 """

@@ -84,6 +84,8 @@ class Session:
         }
         self.windows = Windows(self.meta, options, origin)
         self.listeners: list[StepListener] = []  # objects with step_opened(n, start_ns) / step_closed(step) (dynamic monitor, capture)
+        # told the recording collection when one starts, None when it stops: integrations hook what only a window needs then
+        self.recording_watchers: list[Callable[[Collection | None], object]] = []
         self.background: list[subprocess.Popen[bytes]] = []  # analyses running in their own process
         self.steps = StepRecorder(self._step_opened, self._step_closed)
         self._samplers: list[SamplerThread] = []  # threads started with a window: CPU, and Python stacks when asked
@@ -161,7 +163,16 @@ class Session:
     def _step_closed(self, step: dict[str, Any]) -> None:
         if self.disabled or self.finished:
             return
-        run = self.run
+        windows = self.windows
+        run = windows.run
+        if windows.owner is None and not windows.awaiting and not self.listeners and not run.analysed:
+            # step timing only, once per step: the run's record is the step itself, no copy, no window to end
+            step["win"] = win = run.contains(step)
+            if win:
+                run.collected.add(step["n"])
+            run.writer.add_later(step)
+            run.writer.flush_if_due(step["end"])
+            return
         for c in self.windows.live():
             win = c.contains(step)
             if win:
@@ -193,6 +204,7 @@ class Session:
         if self.owner is not None:
             return self.owner is c
         self.windows.begin(c, at_ns or time.time_ns(), explicit)
+        self._tell_recording_watchers(c)
         self.record({records.KIND: records.WINDOW, "event": "start", "ts": time.time_ns(), "step": self.steps.completed + 1})
         device = self._wanted_device(c.options)
         if device is not None:
@@ -224,8 +236,16 @@ class Session:
         self._samplers = []
         self.record({records.KIND: records.WINDOW, "event": "stop", "ts": time.time_ns(), "step": self.steps.completed})
         self.windows.end(stopped_ns)
+        self._tell_recording_watchers(None)
         c.writer.flush()
         return c
+
+    def _tell_recording_watchers(self, owner: Collection | None) -> None:
+        for watcher in self.recording_watchers:
+            try:
+                watcher(owner)
+            except Exception as exc:
+                log.report_error("a recording watcher", exc)
 
     def _wanted_device(self, options: Options) -> DeviceSession | None:
         """The device session when OPTIONS want what it collects: ops (op_time) and, where it can, the data pipeline (data_process)."""

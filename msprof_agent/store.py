@@ -86,12 +86,16 @@ class EventWriter:
         """Write what is pending. A failed write (a full disk) loses this batch, counted in ``lost_steps``
         (the steps whose records did not reach the file), and is raised for the caller to say once."""
         self._flushed_ns = time.time_ns()
-        while self.queue:
-            record = self.queue.popleft()
-            self._pending.append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-            self._pending_bytes += len(self._pending[-1])
-            if record.get(records.KIND) == records.STEP:
-                self._pending_steps.append(self._pending_bytes)
+        queue, pending, step_ends, size = self.queue, self._pending, self._pending_steps, self._pending_bytes
+        dumps, numpy, kind, step = orjson.dumps, orjson.OPT_SERIALIZE_NUMPY, records.KIND, records.STEP  # a step's record each: locals
+        while queue:
+            record = queue.popleft()
+            line = dumps(record, option=numpy) + b"\n"
+            pending.append(line)
+            size += len(line)
+            if record.get(kind) == step:
+                step_ends.append(size)
+        self._pending_bytes = size
         if not self._pending:
             return
         batch, steps = self._pending, self._pending_steps

@@ -167,6 +167,39 @@ def test_install_is_idempotent_guarded_and_uninstalls(tmp_path, capsys):
     assert _BaseDataLoaderIter.__dict__["__next__"] is original_next
 
 
+def test_record_function_is_patched_only_while_a_window_records_with_mstx(tmp_path):
+    """Torch opens three record_function ranges a step: step timing alone leaves them unpatched; a range
+    open when its window stops is still recorded, and the patch goes with it."""
+    from torch.autograd.profiler import record_function
+
+    from msprof_agent.frameworks.torch import patch as integration
+    from msprof_agent.options import Options
+    from msprof_agent.session import Session
+
+    def patched():
+        return vars(record_function)["__enter__"] is not original[0] or vars(record_function)["__exit__"] is not original[1]
+
+    original = vars(record_function)["__enter__"], vars(record_function)["__exit__"]
+    session = Session(Options(output_path=str(tmp_path), op_time=False, mstx=True), origin="test")
+    try:
+        integration.install(session)
+        assert not patched()
+        assert session.start_recording()
+        with record_function("mine"):
+            assert patched()
+            session.stop_recording()
+            assert patched()
+        assert not patched()
+        session.writer.flush()
+        with open(session.writer.path, "rb") as handle:
+            ranges = [r for r in map(json.loads, handle) if r["k"] == "mstx"]
+        assert [(r["name"], r["kind"]) for r in ranges] == [("mine", "range")]
+    finally:
+        integration.uninstall()
+        session.writer.abandon()
+    assert not patched()
+
+
 def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives():
     """An undecodable name loses one event, not the window; a collective no wrapper timed becomes a comm record."""
     from msprof_agent.frameworks.torch.device import TorchDeviceSession

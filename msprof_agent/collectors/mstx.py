@@ -35,6 +35,9 @@ class MstxRecorder:
             return domain in options.mstx_domain_include
         return domain not in options.mstx_domain_exclude
 
+    def has_open_ranges(self) -> bool:
+        return bool(self._open)
+
     def _step(self) -> int:
         """The open step, else the next one: host work between two steps is in the next step's interval."""
         steps = self._session.steps

@@ -41,18 +41,18 @@ class StepRecorder:
 
     def data_wait(self, start: int, end: int) -> None:
         """A fetch from the training data source; a fetch with no open step opens one where it began."""
-        step = self.open(start)
+        step = self.current or self.open(start)
         step["wait"] += end - start
         if len(step["waits"]) < MAX_WAITS_KEPT:
             step["waits"].append((start, end))
 
     def mark_fp(self, now: int | None = None) -> None:
-        step = self.open(now)
+        step = self.current or self.open(now)
         if step["fp"] is None:
             step["fp"] = time.time_ns() if now is None else now
 
     def mark_bp(self, now: int | None = None) -> None:
-        self.open(now)["bp"] = time.time_ns() if now is None else now
+        (self.current or self.open(now))["bp"] = time.time_ns() if now is None else now
 
     def close(self, now: int | None = None, **extra: object) -> Record | None:
         """End the open step at ``now``; the next step starts there, so no time falls between steps."""
@@ -61,7 +61,8 @@ class StepRecorder:
         end = time.time_ns() if now is None else now
         step, self.current = self.current, None
         step["end"] = self._next_start = end
-        step.update(extra)
+        if extra:
+            step.update(extra)
         self.completed = step["n"]
         self._on_close(step)
         return step

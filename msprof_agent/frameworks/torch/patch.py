@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import torch
 
     from ...session import Session
+    from ...windows import Collection
 
     Args = tuple[Any, ...]  # a wrapped call's positional and keyword arguments (wrapt's wrapper signature)
     Kwargs = dict[str, Any]
@@ -99,6 +100,7 @@ class _Integration:
         self._in_comm = threading.local()
         self._groups: dict[int, list[Any]] = {}  # id(ProcessGroup) -> [name, ranks, sequence number, the stores its ranks were written to]
         self._loader_noted = False  # the training DataLoader's settings are in the meta
+        self._ranges = _UserRanges(session)
 
     # -- installing ------------------------------------------------------------------------------
     def install(self) -> None:
@@ -115,49 +117,13 @@ class _Integration:
             lambda optimizer: self._patches.replace(type(optimizer), "step", self._handing_over_after), "instrumenting the optimizer's step"))
         self._patches.replace(dataloader_mod._BaseDataLoaderIter, "__next__", self._timing_fetches)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._loader_iter)  # once an epoch: wrapt will do
-        self._patches.wrap(torch.autograd, "backward", after_call(self._backward_ended, "marking the backward end"))
-        self._patch_record_function()
+        self._patches.replace(torch.autograd, "backward", self._marking_backward_end)
+        self.session.recording_watchers.append(self._ranges.recording_changed)
+        self._ranges.recording_changed(self.session.owner)
         if torch.distributed.is_available():
             for name in COMM_FUNCTIONS:
                 if callable(getattr(torch.distributed, name, None)):
                     self._patches.wrap(torch.distributed, name, self._comm_wrapper(name))
-
-    def _patch_record_function(self) -> None:
-        """The user's ``torch.profiler.record_function`` ranges as mstx ranges (domain "default"); torch's
-        own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out.
-        Torch opens three a step itself: plain functions (``Patches.replace``), and nothing more than
-        one test while no window records (a range is recorded only when one records with mstx)."""
-        from torch.autograd.profiler import record_function
-
-        from ...collectors.mstx import MstxRecorder
-
-        session, recorder = self.session, MstxRecorder(self.session)
-
-        def entering(enter: Method) -> Method:
-            def __enter__(instance: Any) -> Any:
-                out = enter(instance)
-                if session.owner is not None:
-                    try:
-                        if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch"):
-                            instance._msprof_range = recorder.range_start(instance.name, "default")
-                    except Exception as exc:
-                        log.report_error("recording a record_function range", exc)
-                return out
-            return __enter__
-
-        def leaving(leave: Method) -> Method:
-            def __exit__(instance: Any, *args: Any) -> Any:
-                try:
-                    range_id = vars(instance).pop("_msprof_range", None)
-                    if range_id is not None:
-                        recorder.range_end(range_id, "default")
-                except Exception as exc:
-                    log.report_error("recording a record_function range", exc)
-                return leave(instance, *args)
-            return __exit__
-
-        self._patches.replace(record_function, "__enter__", entering)
-        self._patches.replace(record_function, "__exit__", leaving)
 
     def uninstall(self) -> None:
         for handle in self._handles:
@@ -166,6 +132,9 @@ class _Integration:
         if self._fp_hook is not None:
             self._fp_hook.remove()
         self._patches.remove_all()
+        if self._ranges.recording_changed in self.session.recording_watchers:
+            self.session.recording_watchers.remove(self._ranges.recording_changed)
+        self._ranges.remove()
 
     # -- forward start ---------------------------------------------------------------------------
     def _forward_pre_hook(self, module: torch.nn.Module, _args: Args) -> None:
@@ -225,8 +194,10 @@ class _Integration:
         """Close the step at ``now``; a full profiler session is handed over before user code runs."""
         if self.device.active:  # before close(): closing the last window step stops the device session
             self.device.step_ended(now)
-        self.steps.open(now)
-        self.steps.close(now)
+        steps = self.steps
+        if steps.current is None:
+            steps.open(now)
+        steps.close(now)
         if self._fp_hook is not None:
             self._fp_hook.arm()
         if self.device.handover_due:
@@ -249,10 +220,11 @@ class _Integration:
         """``step`` (an optimizer class's), then the hand-over its step's close asked for."""
         def stepped(*args: Any, **kwargs: Any) -> Any:
             result = step(*args, **kwargs)
-            try:
-                self._hand_over_if_due()
-            except Exception as exc:
-                log.report_error("handing the profiler's events over", exc)
+            if self._handover_from is not None:  # rare: tested here, not in a call every step
+                try:
+                    self._hand_over_if_due()
+                except Exception as exc:
+                    log.report_error("handing the profiler's events over", exc)
             return result
         return stepped
 
@@ -284,9 +256,20 @@ class _Integration:
                 log.report_error("reading the DataLoader's settings", exc)
         return self._timing_fetches(wrapped)(*args, **kwargs)
 
-    def _backward_ended(self, _instance: object) -> None:
-        if not self.session.disabled:
-            self.steps.mark_bp(time.time_ns())
+    def _marking_backward_end(self, backward: Method) -> Method:
+        """``torch.autograd.backward`` (``Tensor.backward`` calls it), then the step's backward end: a plain
+        function, as every per-step patch (a wrapt wrapper costs microseconds a call)."""
+        session, steps = self.session, self.steps
+
+        def marked(*args: Any, **kwargs: Any) -> Any:
+            result = backward(*args, **kwargs)
+            if not session.disabled:
+                try:
+                    steps.mark_bp(time.time_ns())
+                except Exception as exc:
+                    log.report_error("marking the backward end", exc)
+            return result
+        return marked
 
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer, _args: Args, _kwargs: Kwargs) -> None:
         try:
@@ -363,6 +346,63 @@ class _Integration:
         except Exception as exc:
             log.report_error("recording a collective's entry", exc)
             return None, None
+
+
+class _UserRanges:
+    """The user's ``torch.profiler.record_function`` ranges as mstx ranges (domain "default"); torch's
+    own (Optimizer.step#..., enumerate(DataLoader)#...) are opened from torch's modules and left out.
+    Torch opens three a step itself, so ``record_function`` is patched only while a collection records
+    with mstx, and until the ranges opened then have closed: step timing alone pays nothing for it."""
+
+    def __init__(self, session: Session) -> None:
+        from ...collectors.mstx import MstxRecorder
+
+        self._session = session
+        self._recorder = MstxRecorder(session)
+        self._patches = Patches()
+
+    def recording_changed(self, owner: Collection | None) -> None:
+        """The session's watcher: OWNER records now (None: nothing does)."""
+        if owner is not None and owner.options.mstx:
+            if not self._patches:
+                from torch.autograd.profiler import record_function
+
+                self._patches.replace(record_function, "__enter__", self._entering)
+                self._patches.replace(record_function, "__exit__", self._leaving)
+        elif not self._recorder.has_open_ranges():
+            self.remove()
+
+    def remove(self) -> None:
+        self._patches.remove_all()
+
+    def _entering(self, enter: Method) -> Method:
+        session, recorder = self._session, self._recorder
+
+        def __enter__(instance: Any) -> Any:
+            out = enter(instance)
+            if session.owner is not None:
+                try:
+                    if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch"):
+                        instance._msprof_range = recorder.range_start(instance.name, "default")
+                except Exception as exc:
+                    log.report_error("recording a record_function range", exc)
+            return out
+        return __enter__
+
+    def _leaving(self, leave: Method) -> Method:
+        session, recorder = self._session, self._recorder
+
+        def __exit__(instance: Any, *args: Any) -> Any:
+            try:
+                range_id = vars(instance).pop("_msprof_range", None)
+                if range_id is not None:
+                    recorder.range_end(range_id, "default")
+                    if session.owner is None and not recorder.has_open_ranges():  # the last range of a stopped window
+                        self.remove()
+            except Exception as exc:
+                log.report_error("recording a record_function range", exc)
+            return leave(instance, *args)
+        return __exit__
 
 
 class _ReArmableHook:
