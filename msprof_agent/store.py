@@ -84,7 +84,8 @@ class EventWriter:
 
     def flush(self) -> None:
         """Write what is pending. A failed write (a full disk) loses this batch, counted in ``lost_steps``
-        (the steps whose records did not reach the file), and is raised for the caller to say once."""
+        (the steps whose records did not reach the file); the first is raised for the caller to say, the
+        later ones only counted (the summary and the exit line give the total), so a job says it once."""
         self._flushed_ns = time.time_ns()
         queue, pending, step_ends, size = self.queue, self._pending, self._pending_steps, self._pending_bytes
         dumps, numpy, kind, step = orjson.dumps, orjson.OPT_SERIALIZE_NUMPY, records.KIND, records.STEP  # a step's record each: locals
@@ -111,8 +112,9 @@ class EventWriter:
         except OSError as exc:
             self._torn = self._torn or 0 < done
             self.lost_steps += sum(1 for end in steps if end + offset > done)
-            self.lost_because = exc.strerror
-            raise
+            said, self.lost_because = self.lost_because is not None, exc.strerror
+            if not said:
+                raise
 
     def write_now(self, record: Record) -> None:
         """A record that must be on disk before the caller goes on (a collective's entry, before it can
