@@ -112,7 +112,7 @@ class TorchDeviceSession:
 
     def __init__(self, steps: StepRecorder) -> None:
         self.options = Options()  # the recording window's, from start()
-        self._session_events = _session_events()
+        self._session_events = _positive_setting(environment.TORCH_SESSION_EVENTS, SESSION_EVENTS, "events")
         self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
         self._steps = steps
         self.step_ends: list[int] = []  # boundaries of the window's steps, to number the collectives found in it
@@ -123,7 +123,7 @@ class TorchDeviceSession:
         self._prof: Any = None  # torch.profiler.profile: stop() reads and clears its internals (profiler.kineto_results)
         self._sync = (0, 0)  # time.time_ns() before and after the profiler session started, for its clock
         self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
-        self._shapes_every = _shapes_every()
+        self._shapes_every = _positive_setting(environment.TORCH_SHAPES_EVERY, SHAPES_EVERY, "sessions")
         self._shapes_because: str | None = None  # why the running session records shapes; None: it does not
         self._shapes_next: str | None = None  # why the next one must
         self._without_shapes = 0  # sessions without shapes since the last with them
@@ -411,14 +411,15 @@ def _return_freed_memory() -> None:
         pass
 
 
-def _session_events() -> int:
-    value = os.environ.get(environment.TORCH_SESSION_EVENTS)
+def _positive_setting(name: str, default: int, unit: str) -> int:
+    """The environment variable NAME as a positive whole number of UNIT, else DEFAULT (a bad value said once)."""
+    value = os.environ.get(name)
     if value is None:
-        return SESSION_EVENTS
+        return default
     if value.isdigit() and int(value) > 0:
         return int(value)
-    log.warn_once(f"{environment.TORCH_SESSION_EVENTS}={value!r} is not a positive whole number of events; using {SESSION_EVENTS}")
-    return SESSION_EVENTS
+    log.warn_once(f"{name}={value!r} is not a positive whole number of {unit}; using {default}")
+    return default
 
 
 def _host_columns(events: Any, shapes_on: bool) -> dict[str, Any]:
@@ -446,16 +447,6 @@ def _host_columns(events: Any, shapes_on: bool) -> dict[str, Any]:
     columns["comm"] = [(names[i], columns["start"][i], columns["dur"][i], events[i].shapes(), events[i].dtypes())
                        for i in range(len(names)) if names[i] in comm_names] if comm_names else []
     return columns
-
-
-def _shapes_every() -> int:
-    value = os.environ.get(environment.TORCH_SHAPES_EVERY)
-    if value is None:
-        return SHAPES_EVERY
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    log.warn_once(f"{environment.TORCH_SHAPES_EVERY}={value!r} is not a positive whole number of sessions; using {SHAPES_EVERY}")
-    return SHAPES_EVERY
 
 
 def _input_shapes(args: object, depth: int = 0) -> str:
