@@ -82,7 +82,8 @@ def _on_dask(function: Function, tasks: list[Task], scheduler: str | None, sched
                                    dashboard_address=None, silence_logs=logging.ERROR)
             client = Client(cluster)
         else:
-            client = Client(scheduler_file=scheduler_file, timeout=30) if scheduler_file else Client(scheduler, timeout=30)
+            # how long to try is Dask's own setting (distributed.comm.timeouts.connect, 30 s unless changed)
+            client = Client(scheduler_file=scheduler_file) if scheduler_file else Client(scheduler)
     except (OSError, TimeoutError, ValueError) as exc:
         if cluster is not None:
             cluster.close()

@@ -62,13 +62,52 @@ def run_script(args, options=None, extra_env=None, cwd=None, timeout=600, hook=T
                           capture_output=True, text=True, timeout=timeout)
 
 
-def run_two_tiny_ranks(out_dir):
-    """tiny_torch.py as ranks 0 and 1 (4 and 5 steps) at once, both profiling into ``out_dir``."""
+@pytest.fixture(scope="session")
+def two_tiny_ranks(tmp_path_factory):
+    """One run of tiny_torch.py as ranks 0 and 1 (4 and 5 steps) at once, both profiling into the folder
+    returned; the tests that read it share it (copy it before writing into it)."""
+    out_dir = str(tmp_path_factory.mktemp("two_tiny_ranks") / "out")
     procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=hook_env(profile_into(out_dir), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
     for proc in procs:
         _, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, stderr
+    return out_dir
+
+
+def _profiled_example(tmp_path_factory, example, args):
+    """examples/EXAMPLE run once under the hook with the plain options; the folder it profiled into."""
+    base = tmp_path_factory.mktemp(os.path.splitext(example)[0])
+    out = str(base / "prof")
+    proc = run_script([os.path.join(EXAMPLES, example), *args], profile_into(out), cwd=str(base))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def lenet_job(tmp_path_factory):
+    """The bundled MindSpore LeNet, 12 steps, profiled with the plain options; shared by the tests that read
+    it (copy it before writing into it)."""
+    return _profiled_example(tmp_path_factory, "mindspore_lenet.py", ["--quiet", "--steps", "12"])
+
+
+@pytest.fixture(scope="session")
+def cnn_job(tmp_path_factory):
+    """The bundled torch CNN as it comes (10 steps), profiled with the plain options; shared as lenet_job."""
+    return _profiled_example(tmp_path_factory, "torch_cnn.py", [])
+
+
+@pytest.fixture(scope="session")
+def slowed_rank_cnn_job(tmp_path_factory):
+    """One torchrun/gloo job of examples/torch_cnn.py on 2 ranks, 6 steps, rank 1 sleeping 200 ms a step
+    before its all_reduce (rank 0 waits for it inside the collective); the folder it profiled into, shared
+    by the tests that read it (copy it before writing into it)."""
+    out = str(tmp_path_factory.mktemp("slowed_rank_cnn") / "prof")
+    proc = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", os.path.join(EXAMPLES, "torch_cnn.py"),
+                           "--steps", "6", "--sleep-rank", "1", "--sleep-ms", "200"],
+                          env=hook_env(profile_into(out)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
 
 
 def injected_line(function):
@@ -168,6 +207,8 @@ def pytest_collection_finish(session):
     half-made venv has no ``.installed`` mark, so the next run makes it again."""
     wanted = {}
     for item in session.items:
+        if item.get_closest_marker("unit"):  # the fast set needs no outside venv
+            continue
         for name, requirements, kind in getattr(getattr(item, "module", None), "VENVS", ()):
             wanted.setdefault(name, (_client_venv if kind == "client" else _stack_venv, requirements))
     jobs = []

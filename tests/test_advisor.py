@@ -243,13 +243,9 @@ def test_a_module_level_loop_is_a_hot_spot_with_its_line(tmp_path):
 
 
 @pytest.mark.torch
-def test_slowed_rank_of_a_two_rank_gloo_job_is_the_straggler(tmp_path):
+def test_slowed_rank_of_a_two_rank_gloo_job_is_the_straggler(slowed_rank_cnn_job):
     """Rank 1 sleeps 200 ms a step before its all_reduce; rank 0 waits for it inside the collective."""
-    out = str(tmp_path / "prof")
-    proc = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", os.path.join(EXAMPLES, "torch_cnn.py"),
-                           "--steps", "6", "--sleep-rank", "1", "--sleep-ms", "200"],
-                          env=hook_env(profile_into(out)), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = slowed_rank_cnn_job
     cluster = read_json(os.path.join(out, "profiler", "cluster_summary.json"))
     finding = cluster["findings"][0]
     assert (finding["id"], finding["category"], finding["evidence"]["rank"]) == ("straggler", "straggler", 1)

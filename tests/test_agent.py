@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import HOOK_DIR, PY, ROOT, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, run_two_tiny_ranks, steps_in
+from conftest import HOOK_DIR, PY, ROOT, SCRIPTS, TINY, agent_lines, hook_env, profile_into, read_json, run_script, steps_in
 
 PROBE = os.path.join(SCRIPTS, "probe_imports.py")
 
@@ -271,8 +271,8 @@ def test_an_analysis_past_the_os_exit_bound_leaves_with_the_status_and_says_how_
 
 
 @pytest.mark.torch
-def test_two_ranks_share_one_output_path(out_dir):
-    run_two_tiny_ranks(out_dir)
+def test_two_ranks_share_one_output_path(two_tiny_ranks):
+    out_dir = two_tiny_ranks
     assert len(steps_in(out_dir, 0)) == 4 and len(steps_in(out_dir, 1)) == 5
     for rank in (0, 1):
         assert read_json(os.path.join(out_dir, "profiler", f"profiler_info_{rank}.json"))["rank_id"] == rank

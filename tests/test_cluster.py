@@ -174,7 +174,8 @@ def test_dask_local_cluster_writes_the_same_files_as_the_pool(job, tmp_path):
 def test_an_unreachable_scheduler_is_said_in_one_line(job):
     profiler_dir, _ = job
     proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", os.path.dirname(profiler_dir), "--scheduler", "tcp://127.0.0.1:9"],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="3s"))  # Dask's own setting: 30 s unless set
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.startswith("msprof-agent: analyse:")]
     assert len(lines) == 1 and "tcp://127.0.0.1:9" in lines[0], proc.stderr[-2000:]

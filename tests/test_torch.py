@@ -290,14 +290,23 @@ def test_record_function_ranges_are_the_mstx_table(out_dir):
     assert [[r["name"], r["count"]] for r in table["ranges"]] == expected
 
 
+PRINTING = os.path.join(SCRIPTS, "printing_torch.py")
+
+
+@pytest.fixture(scope="module")
+def printing_alone():
+    """The printing job's output without the agent, once for the runs compared with it."""
+    alone = run_script([PRINTING], hook=False)
+    check_ok(alone)
+    return alone
+
+
 @pytest.mark.parametrize("options", [{}, {"capture": {"every": 4, "steps": 2, "first": 2}, "with_stack": True}], ids=["one window", "windows with_stack"])
-def test_the_job_output_is_its_own(tmp_path, options):
+def test_the_job_output_is_its_own(printing_alone, tmp_path, options):
     """Over several torch.profiler sessions (a hand-over after the first step; one window per capture),
     stdout is byte-identical to the job's without the agent, and stderr differs only by our lines."""
-    script = os.path.join(SCRIPTS, "printing_torch.py")
-    alone = run_script([script], hook=False)
-    profiled = run_script([script], profile_into(str(tmp_path / "p"), **options))
-    check_ok(alone)
+    alone = printing_alone
+    profiled = run_script([PRINTING], profile_into(str(tmp_path / "p"), **options))
     check_ok(profiled)
     assert profiled.stdout == alone.stdout
     ours = [line for line in profiled.stderr.splitlines() if line.startswith("msprof-agent:")]

@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, SCRIPTS, injected_line, overlapping_slices, profile_into, read_csv, read_json, run_script
+from conftest import ROOT, SCRIPTS, injected_line, overlapping_slices, profile_into, read_csv, read_json, run_script
 from msprof_agent.analysis import cluster
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -662,21 +663,6 @@ def _analysis_ready():
     return None
 
 
-def profiled_run(example, out, extra_env=None, args=()):
-    """Profile one bundled example under the hook; return the analysed runs found under ``out``."""
-    from msprof_agent.viewer.sections import scan
-
-    script = os.path.join(EXAMPLES, example)
-    if not os.path.isfile(script):
-        pytest.skip(f"examples/{example} is not there yet")
-    reason = _analysis_ready()
-    if reason:
-        pytest.skip(reason)
-    proc = run_script([script, *args], options={"start": True, "output_path": str(out)}, extra_env=extra_env, cwd=str(out.parent))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return scan(str(out))
-
-
 def _check_real_run(base, run, rank):
     """Every page of a real run renders; the numbers the API shows are the numbers in the files."""
     server = Live(base)
@@ -738,37 +724,30 @@ def _figures_agree(summary, pages):
 
 @pytest.mark.parametrize("script", [pytest.param("mindspore_lenet.py", marks=pytest.mark.mindspore),
                                     pytest.param("torch_cnn.py", marks=pytest.mark.torch)])
-def test_real_run(script, tmp_path):
+def test_real_run(script, request, tmp_path):
+    from msprof_agent.viewer.sections import scan
+
+    reason = _analysis_ready()
+    if reason:
+        pytest.skip(reason)
     out = tmp_path / "prof"
-    runs = profiled_run(script, out)
+    shutil.copytree(request.getfixturevalue("lenet_job" if script.startswith("mindspore") else "cnn_job"), out)
+    runs = scan(str(out))
     assert len(runs) == 1
     run = next(iter(runs.values()))
     _check_real_run(str(out), run, min(run.ranks))
 
 
 @pytest.mark.torch
-def test_real_torch_two_ranks(tmp_path):
+def test_real_torch_two_ranks(slowed_rank_cnn_job, tmp_path):
     """Two ranks joined in a gloo group; rank 1 sleeps each step, so the cluster page must mark it slowest."""
-    from conftest import hook_env
     from msprof_agent.viewer.sections import scan
 
-    script = os.path.join(EXAMPLES, "torch_cnn.py")
-    if not os.path.isfile(script):
-        pytest.skip("examples/torch_cnn.py is not there yet")
     reason = _analysis_ready()
     if reason:
         pytest.skip(reason)
     out = tmp_path / "prof"
-    port = _free_port()
-    procs = []
-    for rank in (0, 1):
-        env = hook_env({"start": True, "output_path": str(out)},
-                       {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
-        procs.append(subprocess.Popen([sys.executable, script, "--sleep-rank", "1", "--sleep-ms", "30"], env=env, cwd=str(tmp_path),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-3000:]
+    shutil.copytree(slowed_rank_cnn_job, out)  # the viewer may write beside the files it serves
     runs = scan(str(out))
     assert len(runs) == 1, runs
     run = next(iter(runs.values()))
