@@ -25,8 +25,8 @@ def test_off_path_loads_nothing(options, tmp_path):
 
 # -- bad input: one clear line, profiling off, the job untouched -------------------------------------
 
-@pytest.mark.torch
-@pytest.mark.parametrize("options, expected", [
+PLAIN_JOB = os.path.join(SCRIPTS, "plain_job.py")
+BAD_OPTIONS = [
     ('{"start": true, "output_path": }', "not valid JSON"),
     ('[1,2]', "expected a JSON object"),
     ('1', "expected a JSON object"),
@@ -37,15 +37,29 @@ def test_off_path_loads_nothing(options, tmp_path):
     ('{"start": true, "profile_framework": "everything"}', 'accepted: "all", "time" or null'),
     ('{"start": true, "op_time": false, "profile_memory": true}', 'key "profile_memory": true needs "op_time": true'),
     ('{"start": true, "start_step": 5, "stop_step": 2}', 'key "stop_step": got 2, before "start_step" 5'),
-])
-def test_bad_options_give_one_clear_line_and_leave_the_job_alone(options, expected, tmp_path):
-    result = run_script([TINY, "--exit-code", "3"], options=options, cwd=str(tmp_path))
+]
+
+
+def check_one_clear_line(result, expected, tmp_path):
+    """The job left as it would alone (status 3, its own output); one line of ours saying why profiling is off."""
     lines = agent_lines(result.stderr)
     assert result.returncode == 3
     assert "trained 6 steps" in result.stdout
     assert len(lines) == 1, result.stderr
     assert expected in lines[0] and "Profiling is off for this run." in lines[0]
     assert not os.path.exists(tmp_path / "data")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("options, expected", BAD_OPTIONS)
+def test_bad_options_give_one_clear_line_and_leave_the_job_alone(options, expected, tmp_path):
+    check_one_clear_line(run_script([PLAIN_JOB, "--exit-code", "3"], options=options, cwd=str(tmp_path)), expected, tmp_path)
+
+
+@pytest.mark.torch
+def test_bad_options_leave_a_torch_training_alone(tmp_path):
+    options, expected = BAD_OPTIONS[0]
+    check_one_clear_line(run_script([TINY, "--exit-code", "3"], options=options, cwd=str(tmp_path)), expected, tmp_path)
 
 
 @pytest.mark.torch

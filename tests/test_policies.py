@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import TINY, agent_lines, read_json, read_records, run_script, steps_in, windows_made
+from conftest import SCRIPTS, TINY, agent_lines, read_json, read_records, run_script, steps_in, windows_made
 
 
 @pytest.mark.torch
@@ -36,7 +36,7 @@ def test_a_slow_step_triggers_the_next_steps(out_dir):
     assert window["trigger"] == "slow_step" and window["slow_step"] == 9 and window["slow_ms"] >= 300 and window["median_ms"] < 75
 
 
-@pytest.mark.torch
+@pytest.mark.unit
 @pytest.mark.parametrize("capture, expected", [
     ({"every": 0, "steps": 3}, 'key "capture.every": got 0'),
     ({"every": 5, "steps": 8}, 'key "capture.steps": got 8, more than "every" 5'),
@@ -46,7 +46,8 @@ def test_a_slow_step_triggers_the_next_steps(out_dir):
     ("often", 'key "capture": got \'often\''),
 ])
 def test_a_policy_error_gets_one_line_and_the_job_is_unharmed(capture, expected, tmp_path):
-    result = run_script([TINY, "--steps", "6", "--sleep-ms", "0"], {"start": True, "output_path": str(tmp_path / "p"), "capture": capture})
+    """Checked at start-up, before any framework (test_agent's torch case shows a training unharmed)."""
+    result = run_script([os.path.join(SCRIPTS, "plain_job.py")], {"start": True, "output_path": str(tmp_path / "p"), "capture": capture})
     assert result.returncode == 0 and "trained 6 steps" in result.stdout
     lines = agent_lines(result.stderr)
     assert len(lines) == 1 and expected in lines[0] and "Profiling is off for this run." in lines[0], result.stderr
