@@ -253,12 +253,14 @@ def test_slowed_rank_of_a_two_rank_gloo_job_is_the_straggler(slowed_rank_cnn_job
 
 
 @pytest.mark.torch
-def test_a_rank_that_stops_before_a_collective_is_named_by_the_hang_finding(tmp_path):
-    """Rank 1 stops for good before step 10's forward; rank 0 waits in step 10's first all_reduce; the job is
-    SIGKILLed with all its processes, then analysed: the hang finding names 1 as missing, 0 as waiting."""
+@pytest.mark.parametrize("flags, collective", [([], "all_reduce #"), (["--ddp"], "DDP all_reduce #")], ids=["all_reduce", "ddp"])
+def test_a_rank_that_stops_before_a_collective_is_named_by_the_hang_finding(flags, collective, tmp_path):
+    """Rank 1 stops for good before step 10's forward; rank 0 waits in step 10's first all_reduce (its own, or
+    DDP's gradient all-reduce, launched from C++); the job is SIGKILLed with all its processes, then analysed:
+    the hang finding names 1 as missing, 0 as waiting."""
     out = str(tmp_path / "prof")
     job = subprocess.Popen([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", os.path.join(EXAMPLES, "torch_cnn.py"), "--steps", "12",
-                            "--stop-rank", "1", "--stop-step", "10"], env=hook_env(profile_into(out), {"OMP_NUM_THREADS": "1"}),
+                            "--stop-rank", "1", "--stop-step", "10", *flags], env=hook_env(profile_into(out), {"OMP_NUM_THREADS": "1"}),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     profiler_dir = os.path.join(out, "profiler")
     waiting = lambda: [r for r in read_records(profiler_dir, 0) if r.get("k") == "enter" and r["step"] == 10]  # noqa: E731
@@ -282,7 +284,7 @@ def test_a_rank_that_stops_before_a_collective_is_named_by_the_hang_finding(tmp_
     assert len(hang) == 1, cluster["findings"]
     evidence = hang[0]["evidence"]
     assert (evidence["step"], evidence["ranks_missing"], evidence["ranks_waiting"]) == (10, [1], [0])
-    assert evidence["collective"].startswith("all_reduce #") and evidence["group"] == "world" and hang[0]["text"] and hang[0]["action"]
+    assert evidence["collective"].startswith(collective) and evidence["group"] == "world" and hang[0]["text"] and hang[0]["action"]
 
 
 @pytest.mark.torch

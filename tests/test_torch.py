@@ -110,7 +110,8 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["all_reduce", "ddp"])
 def test_torchrun_two_ranks_with_gloo(out_dir, ddp):
-    """Explicit all_reduce is timed by the Python wrappers; DDP's C++ all-reduce comes from the profiler."""
+    """Explicit all_reduce is timed by the Python wrappers; DDP's C++ all-reduce comes from the profiler, its
+    entry from the agent's communication hook."""
     env = hook_env(profile_into(out_dir))
     proc = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", CNN, "--steps", "5",
                            "--sleep-rank", "1", "--sleep-ms", "200"] + (["--ddp"] if ddp else []),
@@ -129,10 +130,27 @@ def test_torchrun_two_ranks_with_gloo(out_dir, ddp):
         if not ddp:  # each call's entry, in the group's order, before the call; the group's ranks with the first
             assert [(e["group"], e["seq"], e["step"]) for e in data.entered] == [("world", i + 1, c["step"]) for i, c in enumerate(reduces)]
             assert data.entered[0]["ranks"] == [0, 1] and [c["seq"] for c in reduces] == list(range(1, 31))
+        else:  # SmallCNN has no buffers to broadcast: one bucket's all-reduce a step
+            assert [(e["name"], e["group"], e["seq"], e["step"]) for e in data.entered] == [("DDP all_reduce", "world", n, n) for n in range(1, 6)]
     slow = [s["end"] - s["start"] for s in ranks[1].steps[1:]]
     assert min(slow) >= 200e6
     wait_in_comm = statistics.median(sum(c["dur"] for c in ranks[0].comm if c["step"] == n) for n in range(2, 6))
     assert wait_in_comm >= 150e6  # rank 0 waits for the delayed rank inside all_reduce
+
+
+def test_ddp_trains_the_same_under_the_agent_with_the_users_hook(out_dir):
+    """The agent's DDP communication hook runs the one the job registers after it (here the built-in FP16
+    compression, run as torch's Python equivalent; a Python hook takes the same path), and the buffers'
+    broadcast is entered: the trained parameters are bit for bit those of the job alone."""
+    script = [PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", os.path.join(SCRIPTS, "ddp_checksum.py"), "fp16"]
+    alone = subprocess.run(script, env=hook_env(hook=False), capture_output=True, text=True, timeout=180)
+    profiled = subprocess.run(script, env=hook_env(profile_into(out_dir)), capture_output=True, text=True, timeout=180)
+    check_ok(alone)
+    check_ok(profiled)
+    trained = [line for line in profiled.stdout.splitlines() if line.startswith("parameters ")]
+    assert len(trained) == 1 and trained == [line for line in alone.stdout.splitlines() if line.startswith("parameters ")]
+    names = [e["name"] for e in load(out_dir, 0).entered]
+    assert names == ["DDP broadcast_buffers", "DDP all_reduce"] * 6
 
 
 def test_install_is_idempotent_guarded_and_uninstalls(tmp_path, capsys):

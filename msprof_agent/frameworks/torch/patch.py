@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, cast  # typing is loaded already: this runs on
 
 from ... import log, records
 from ..patching import Patches, after_call
+from .ddp import DdpEntries
 from .device import TorchDeviceSession, cuda_in_use
 from .profile import PROFILE
 
@@ -124,6 +125,7 @@ class _Integration:
             for name in COMM_FUNCTIONS:
                 if callable(getattr(torch.distributed, name, None)):
                     self._patches.wrap(torch.distributed, name, self._comm_wrapper(name))
+            DdpEntries(self._entered, self._in_comm, lambda: self.session.disabled).install(self._patches)
 
     def uninstall(self) -> None:
         for handle in self._handles:
