@@ -1,9 +1,11 @@
-"""A small PyTorch training with one injected cause of known size, for the advisor's scenarios.
+"""A small PyTorch training with one injected cause of known size, for the advisor's scenarios; prints
+each step's own timing (``script_steps``: the job's clock, the baseline an injected cost is read on).
 
 ``--closure`` runs forward and backward inside ``optimizer.step(closure)`` as PyTorch Lightning does,
 so torch's ``Optimizer.step#SGD.step`` range holds the whole step.
 """
 import torch
+from injected import InjectedWork
 from injected_causes import after_step, parser, python_in_forward, slow_data_source
 
 parse = parser(__doc__.splitlines()[0])
@@ -50,6 +52,7 @@ model = Model()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 loader = torch.utils.data.DataLoader(Batches(), batch_size=args.batch or None, num_workers=args.workers)
 kept = []
+work = InjectedWork()
 
 
 def forward_backward(x, y):
@@ -68,4 +71,6 @@ for step, (x, y) in enumerate(loader, 1):
     after_step(args, step)
     if args.grow_mb:
         kept.append(torch.ones(int(args.grow_mb * (1 << 20) / 4)))
+    work.step_done()
 print(f"trained {step} steps", flush=True)
+work.report()
