@@ -113,7 +113,7 @@ if TYPE_CHECKING:
         psys: float
         agent: float  # the agent's own processes (its background analysis), neither the job's nor others'
         rss: int  # bytes, this process
-        heap: NotRequired[int]  # bytes of the C heap in use (glibc's mallinfo2), on the samples its cost allows
+        heap: NotRequired[int]  # bytes in use: the C heap's (glibc's mallinfo2) and Python's small objects', on the samples its cost allows
 
 
     class HostIo(TypedDict, total=False):
@@ -256,7 +256,7 @@ if TYPE_CHECKING:
         events: int
         rss_before: int
         rss_after: int
-        heap_before: NotRequired[int]  # the C heap's bytes in use before the stop and after the events were freed
+        heap_before: NotRequired[int]  # the heap's bytes in use (as ``Cpu.heap``) before the stop and after the events were freed
         heap_after: NotRequired[int]
         record_shapes: bool  # this session's setting: shapes and FLOPs are sampled (frameworks/torch/device.py)
         profile_memory: bool

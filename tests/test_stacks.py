@@ -7,9 +7,11 @@ the top finding is the cause. The documented accelerate loop (tests/scripts/stac
 clean run's host time (scaled to the run's speed, ±20 %); their clean runs have no high-severity and no memory finding. On the
 accelerate loop the clean run has no memory finding (the profiler's buffer, and the freed holes its events
 leave in the heap, are ours); the real leak (a list keeping each step's 2 MiB output) is memory growth,
-with op_time on (the default) and off. Each job runs once per module (``job``, ``trainer_job``, ...).
+with op_time on (the default) and off; launched by torchrun as 2 CPU ranks on gloo with rank 1 sleeping in
+its loop, the roll-up names rank 1 the straggler. Each job runs once per module (``job``, ``trainer_job``, ...).
 """
 import os
+import subprocess
 
 import pytest
 
@@ -23,8 +25,9 @@ JOBS = {  # name: (arguments, extra options)
     "getitem": (["--workers", "2", "--sample-ms", "1.5"], {}),  # 64 samples: ~96 ms a batch a worker
     "loop": (["--workers", "2", "--loop-ms", "40"], {}),
     "pause": (["--workers", "2", "--pause-every", "4", "--pause-ms", "120"], {}),
-    "leak": (["--workers", "2", "--leak"], {}),
-    "leak_no_ops": (["--workers", "2", "--leak"], {"op_time": False}),
+    # 32 steps: 2 MiB kept a step must pass the 32 MiB in all after a loaded machine's warm-up (6 steps once: 32.0 over 16)
+    "leak": (["--workers", "2", "--leak", "--steps", "32"], {}),
+    "leak_no_ops": (["--workers", "2", "--leak", "--steps", "32"], {"op_time": False}),
 }
 TRAINER = ("stack-transformers-5.23.0", ["transformers==5.23.0", "accelerate==1.15.0"])
 TRAINER_JOBS = {"clean": ([], {}), "callback": (["--callback-ms", "50"], {})}
@@ -36,8 +39,6 @@ VENVS = [(name, requirements, "stack") for name, requirements in (ACCELERATE, TR
 def jobs(tmp_path_factory, stack, script, steps, table):
     """``run(name)``: the summary of that job of TABLE (name: (arguments, extra options)), run on first use
     with STACK's python (``stack_python``)."""
-    import subprocess
-
     python = stack_python(*stack)
     done = {}
 
@@ -116,6 +117,21 @@ def test_a_list_keeping_each_steps_output_is_memory_growth(job, name):
     finding = top(job(name), "memory_growth")
     assert finding["severity"] == "high"
     near(finding["evidence"]["bytes_per_step"], 2 << 20)
+
+
+@pytest.mark.torch
+def test_a_slowed_rank_of_a_two_rank_accelerate_job_is_the_straggler(tmp_path):
+    """torchrun, 2 CPU ranks on gloo (accelerate's MULTI_CPU, DDP over the model), rank 1 sleeping 60 ms a step in
+    its loop; rank 0 waits for it in DDP's all_reduce: the roll-up names rank 1, and no other, as the straggler."""
+    out = str(tmp_path)
+    proc = subprocess.run([stack_python(*ACCELERATE), "-m", "torch.distributed.run", "--nproc_per_node", "2", SCRIPT, "--steps", "20",
+                           "--sleep-rank", "1", "--sleep-ms", "60"], env=hook_env(profile_into(out), {"OMP_NUM_THREADS": "1"}),
+                          capture_output=True, text=True, timeout=300, cwd=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cluster = read_json(os.path.join(out, "profiler", "cluster_summary.json"))
+    assert cluster["ranks_analysed"] == 2 and cluster["slow_ranks"] == [1], cluster["findings"]
+    stragglers = [(f["id"], f["evidence"].get("rank")) for f in cluster["findings"] if f["category"] == "straggler"]
+    assert stragglers == [("straggler", 1)], cluster["findings"]
 
 
 def clean(summary):

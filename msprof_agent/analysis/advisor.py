@@ -462,7 +462,8 @@ def _net_of_profiler_buffer(data: Any, times: np.ndarray, values: np.ndarray, be
 def _memory_series(data: Any) -> tuple[list[tuple[int, float]], str, str | None]:
     """The samples memory growth is judged on, their source in words, and the buffer records' fields to
     take the profiler's own bytes out with (None: nothing to take out). The framework allocator's counters
-    where ``profile_memory`` gave them; else the C heap's bytes in use (``collectors/heap.py``: RSS keeps
+    where ``profile_memory`` gave them; else the heap's bytes in use, the C heap's and Python's small objects'
+    (``collectors/heap.py``: RSS keeps
     the freed holes a profiler's small allocations leave between a step's big ones, 4 MiB a step on the
     accelerate loop with op_time on, none of it the job's); else RSS."""
     allocated = [(m["ts"], m.get("allocated", 0)) for m in data.mem]
@@ -471,7 +472,8 @@ def _memory_series(data: Any) -> tuple[list[tuple[int, float]], str, str | None]
     in_use = [(c["ts"], c["heap"]) for c in data.cpu if "heap" in c]
     if in_use:
         netted = any("heap_before" in b for b in data.buffers)
-        return in_use, "C heap in use net of the profiler's buffer" if netted else "C heap in use", "heap" if netted else None
+        words = "heap in use (C and Python's small objects)"
+        return in_use, f"{words} net of the profiler's buffer" if netted else words, "heap" if netted else None
     rss = [(c["ts"], c["rss"]) for c in data.cpu]
     return rss, "process RSS net of the profiler's buffer" if data.buffers else "process RSS", "rss" if data.buffers else None
 

@@ -3,9 +3,10 @@
 psutil gives machine user/sys/nice/iowait/steal/idle and context switches, /proc/stat the runnable
 count, and the job's CPU times (``job_tree``: this process and its descendants, DataLoader, dataset
 and compile workers included) apart from the agent's own processes (its niced background analysis),
-and this process's RSS and C heap in use (``heap.py``, where the C library counts it); with ``host_sys`` "disk" / "network", the machine's disk and
-network I/O counters (and the process's own disk bytes) as deltas per sample. Samples go to the
-writer's thread-safe queue; the main thread writes them at the next flush, so this thread never touches a file or a lock of ours.
+and this process's RSS and heap in use (``heap.py``: the C heap's, where the C library counts it, and
+Python's small objects'); with ``host_sys`` "disk" / "network", the machine's disk and network I/O
+counters (and the process's own disk bytes) as deltas per sample. Samples go to the writer's thread-safe
+queue; the main thread writes them at the next flush, so this thread never touches a file or a lock of ours.
 
 It also probes the machine's speed as it starts and as it stops (``probe`` records): ``compare``
 tells a slower machine (other work on the cores, another host) from a slower job by their ratio.

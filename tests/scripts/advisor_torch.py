@@ -1,15 +1,18 @@
-"""A small PyTorch training with one injected cause of known size, for the advisor's scenarios.
+"""A small PyTorch training with one injected cause of known size, for the advisor's scenarios; prints
+each step's own timing (``script_steps``: the job's clock, the baseline an injected cost is read on).
 
 ``--closure`` runs forward and backward inside ``optimizer.step(closure)`` as PyTorch Lightning does,
 so torch's ``Optimizer.step#SGD.step`` range holds the whole step.
 """
 import torch
+from injected import InjectedWork
 from injected_causes import after_step, parser, python_in_forward, slow_data_source
 
 parse = parser(__doc__.splitlines()[0])
 parse.add_argument("--forward-ms", type=float, default=0.0, help="Python work inside the model's forward, per step")
 parse.add_argument("--big-op", type=int, default=0, help="a square matmul of this size in the forward")
 parse.add_argument("--grow-mb", type=float, default=0.0, help="memory kept per step")
+parse.add_argument("--grow-objects", type=int, default=0, help="small Python objects kept per step (tuples of an int and a float)")
 parse.add_argument("--closure", action="store_true")
 parse.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
 parse.add_argument("--batch", type=int, default=0, help="samples per batch (0: the dataset gives whole batches)")
@@ -50,6 +53,7 @@ model = Model()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 loader = torch.utils.data.DataLoader(Batches(), batch_size=args.batch or None, num_workers=args.workers)
 kept = []
+work = InjectedWork()
 
 
 def forward_backward(x, y):
@@ -68,4 +72,7 @@ for step, (x, y) in enumerate(loader, 1):
     after_step(args, step)
     if args.grow_mb:
         kept.append(torch.ones(int(args.grow_mb * (1 << 20) / 4)))
+    kept.extend((step * args.grow_objects + i, float(i)) for i in range(args.grow_objects))
+    work.step_done()
 print(f"trained {step} steps", flush=True)
+work.report()

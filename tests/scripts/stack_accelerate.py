@@ -12,6 +12,8 @@ parser.add_argument("--loop-ms", type=float, default=0.0, help="host work in the
 parser.add_argument("--pause-every", type=int, default=0)
 parser.add_argument("--pause-ms", type=float, default=0.0)
 parser.add_argument("--leak", action="store_true", help="keep each step's output tensor (2 MiB) in a list")
+parser.add_argument("--sleep-rank", type=int, default=-1, help="under torchrun: this rank sleeps --sleep-ms in its loop each step")
+parser.add_argument("--sleep-ms", type=float, default=0.0)
 args = parser.parse_args()
 BATCH, WIDTH = 64, 8192  # the output: 64 x 8192 floats = 2 MiB a step
 
@@ -39,6 +41,8 @@ def main():
             time.sleep(args.loop_ms / 1000)
         if args.pause_every and step % args.pause_every == 0:
             time.sleep(args.pause_ms / 1000)
+        if accelerator.process_index == args.sleep_rank:
+            time.sleep(args.sleep_ms / 1000)
     print(f"trained {step} steps, kept {len(kept)} outputs", flush=True)
 
 

@@ -207,7 +207,7 @@ class TorchDeviceSession:
 
     def stop(self, session: Session) -> int:
         """Stop torch.profiler and write its events; returns how many it gave. A ``buffer`` record says
-        what the session held in this process: the RSS and the C heap's bytes in use before its stop and
+        what the session held in this process: the RSS and the heap's bytes in use (``heap.in_use``) before its stop and
         after its events are freed (with the settings that sized them), so the advisor judges the job's
         memory net of it."""
         prof, self._prof = self._prof, None
