@@ -10,6 +10,7 @@ session's own step boundaries: zero-code Method 3, windows set by editing ``DIR/
 from __future__ import annotations
 
 import os
+import sys
 
 from . import environment, log
 from .contract.names import WRITE_PROBE, run_dir
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from .session import Session
 
 _activated = False
+# Launchers start the ranks and step no model themselves; the ranks inherit the variable and profile.
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+LAUNCHER_SCRIPTS = ("torchrun", "msrun", "deepspeed")
 
 
 def activate_from_environment() -> Session | None:
@@ -29,6 +33,8 @@ def activate_from_environment() -> Session | None:
     if _activated:
         return None
     _activated = True
+    if launcher(sys.orig_argv):
+        return None
     text = os.environ.get(environment.OPTIONS, "")
     if text.strip():
         mindspore_env_guard.hide_variable_from_mindspore()
@@ -56,6 +62,23 @@ def activate_from_environment() -> Session | None:
         _start_dynamic_monitor(current, dynamic_cfg, opts.output_path)
     install_post_import_hooks(current)
     return current
+
+
+def launcher(argv: list[str]) -> str | None:
+    """The launcher an interpreter started as ARGV runs (``python -m torch.distributed.run``, ``torchrun``,
+    ``msrun``, ``accelerate launch``), or None for anything else."""
+    args = argv[1:]
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # the interpreter's own options
+        if args[i] == "-m":
+            return args[i + 1] if args[i + 1:i + 2] and args[i + 1] in LAUNCHER_MODULES else None
+        if args[i] == "-c":
+            return None
+        i += 2 if args[i] in ("-X", "-W") else 1
+    name = os.path.basename(args[i]) if i < len(args) else ""
+    if name in LAUNCHER_SCRIPTS or (name == "accelerate" and args[i + 1:i + 2] == ["launch"]):
+        return name
+    return None
 
 
 def output_path_error(output_path: str, source: str | None = environment.OPTIONS) -> str | None:

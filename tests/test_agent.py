@@ -23,6 +23,26 @@ def test_off_path_loads_nothing(options, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("argv, launcher", [
+    (["python", "-m", "torch.distributed.run", "--nproc_per_node", "2", "train.py"], "torch.distributed.run"),
+    (["python", "-u", "-X", "faulthandler", "-m", "torch.distributed.launch", "train.py"], "torch.distributed.launch"),
+    (["/venv/bin/python", "/venv/bin/torchrun", "--standalone", "train.py"], "torchrun"),
+    (["python", "/usr/bin/msrun", "--worker_num", "8", "train.py"], "msrun"),
+    (["python", "/venv/bin/accelerate", "launch", "train.py"], "accelerate"),
+    (["python", "/venv/bin/accelerate", "config"], None),
+    (["python", "train.py", "torchrun"], None),
+    (["python", "-m", "train"], None),
+    (["python", "-c", "import torch"], None),
+    (["python"], None),
+])
+def test_a_launcher_is_not_profiled_its_ranks_are(argv, launcher):
+    """The launcher imports torch but steps no model: it would only say so on stderr once per job."""
+    from msprof_agent.bootstrap import launcher as launcher_of
+
+    assert launcher_of(argv) == launcher
+
+
 # -- bad input: one clear line, profiling off, the job untouched -------------------------------------
 
 PLAIN_JOB = os.path.join(SCRIPTS, "plain_job.py")

@@ -117,9 +117,10 @@ def test_torchrun_two_ranks_with_gloo(out_dir, ddp):
                            "--sleep-rank", "1", "--sleep-ms", "200"] + (["--ddp"] if ddp else []),
                           env=env, capture_output=True, text=True, timeout=180)
     check_ok(proc)
+    assert "no step trace" not in proc.stderr  # the launcher imports torch too, but steps nothing: the agent stays off there
     ranks = [load(out_dir, rank) for rank in (0, 1)]
     for rank in (0, 1):
-        assert len(raw_files(out_dir, rank)) == 1  # the launcher imports torch too, but never steps: no file
+        assert len(raw_files(out_dir, rank)) == 1
     assert [len(r.steps) for r in ranks] == [5, 5]
     assert [r.meta["rank_id"] for r in ranks] == [0, 1] and ranks[1].meta["rank_size"] == 2
     for data in ranks:
