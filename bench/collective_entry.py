@@ -4,7 +4,10 @@ Before a collective can block, the wrapper writes its entry (group, that group's
 to the raw store with one write (``EventWriter.write_now``), so a job killed while hung says who
 waited where. Measured in one process on a 1-rank gloo group over loopback (a 4-float all_reduce,
 one intra-op thread), in blocks run in turn: no agent; the agent's wrapper with its entry skipped;
-the whole wrapper. Medians per call, bootstrap 95 % intervals.
+the whole wrapper. Medians per call, bootstrap 95 % intervals. Then DDP's gradient all-reduce, which
+DDP runs from C++ past those wrappers: a forward and backward of a DDP'd 2-layer MLP (one bucket) under
+the agent, its DDP built before the agent was installed (no hook: the reducer's own all-reduce) or after
+(the agent's communication hook: the entry, then torch's allreduce_hook), a DDP built in each block.
 
     .venv/bin/python bench/collective_entry.py [--rounds 30] [--calls 200]
 """
@@ -62,6 +65,36 @@ def main():
         plain = sorted(times["no agent"])[len(times["no agent"]) // 2]
         print(f"the entry alone: {entry * 1e6:+.2f} us per call (95 % {low * 1e6:+.2f} .. {high * 1e6:+.2f}); "
               f"a 1-rank gloo all_reduce here takes {plain * 1e6:.1f} us")
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        x = torch.randn(16, 64)
+        built = {}
+
+        def ddp_built(hooked):
+            def enter():  # a DDP gets the hook at its construction: built after install(), or before it
+                if hooked:
+                    integration.install(current)
+                built["ddp"] = torch.nn.parallel.DistributedDataParallel(model)
+                if not hooked:
+                    integration.install(current)
+            return enter
+
+        def backwards():
+            ddp, times = built["ddp"], []
+            for _ in range(args.calls):
+                began = time.perf_counter()
+                ddp(x).sum().backward()
+                times.append(time.perf_counter() - began)
+            return times
+
+        built["ddp"] = torch.nn.parallel.DistributedDataParallel(model)
+        ddp_modes = {"agent, DDP without its hook": (ddp_built(False), integration.uninstall),
+                     "agent": (ddp_built(True), integration.uninstall)}
+        times, _ = interleave(ddp_modes, backwards, args.rounds)
+        cost, low, high = median_difference(times["agent, DDP without its hook"], times["agent"])
+        plain = sorted(times["agent, DDP without its hook"])[len(times["agent, DDP without its hook"]) // 2]
+        print(f"DDP: the agent's communication hook (entry + allreduce_hook against the reducer's own all-reduce) "
+              f"{cost * 1e6:+.2f} us per bucket (95 % {low * 1e6:+.2f} .. {high * 1e6:+.2f}); "
+              f"a forward and backward of the DDP'd MLP (one bucket) here takes {plain * 1e6:.1f} us")
         current.finalize("bench")
     dist.destroy_process_group()
 
