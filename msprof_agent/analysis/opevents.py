@@ -321,7 +321,7 @@ def _width(values: np.ndarray, steps: np.ndarray) -> np.ndarray:
 def _number(values: np.ndarray, width: int, decimals: bool) -> tuple[bytes, list[tuple[int, np.ndarray]]]:
     """A block's column of numbers (ns as microseconds with three decimals, exactly: a float would round
     epoch times) as the text all rows share, "0" where they differ, and (offset, rows x digits) patches."""
-    magnitude = np.abs(values)
+    magnitude = np.abs(values) if values.min() < 0 else values
     pieces = (np.divmod(magnitude, 1000), (width - 4, 3)) if decimals else ((magnitude,), (width,))
     texts, patches, offset = [], [], 0
     for part, count in zip(*pieces):
@@ -344,9 +344,9 @@ def _digits(values: np.ndarray, count: int) -> tuple[bytes, np.ndarray | None]:
         return shared.encode(), None
     groups = -(-varying // 4)
     digits = np.empty((len(values), groups), dtype=np.uint32)
-    rest = values - int(shared or 0) * 10 ** varying
-    for column in range(groups - 1, -1, -1):
-        higher = rest // 10_000
-        digits[:, column] = _FOUR_DIGITS[rest - higher * 10_000]
-        rest = higher
+    rest = values - int(shared) * 10 ** varying if shared else values
+    for column in range(groups - 1, 0, -1):
+        rest, four = np.divmod(rest, 10_000)
+        digits[:, column] = _FOUR_DIGITS[four]
+    digits[:, 0] = _FOUR_DIGITS[rest]  # under 10,000 by now: no division
     return shared.encode(), digits.view(np.uint8)[:, 4 * groups - varying:]
