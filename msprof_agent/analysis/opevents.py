@@ -239,18 +239,23 @@ def _tail(shape: str | None) -> bytes:
 def groups(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(dense code per op of each distinct combination of the integer columns, numbered in the order of
     the columns' values; one op of each code)."""
-    codes, count = np.zeros(len(columns[0]), dtype=np.int64), 1
+    codes, count = None, 1
     for column in columns:
         low, high = int(column.min()), int(column.max())
         if low == high:
             continue
-        if count * (high - low + 1) > _TABLE_LIMIT:
-            codes, count = _renumbered(codes, count)
-        codes *= high - low + 1
-        codes += column
+        if codes is None:  # the first column that varies: its values are the codes so far
+            codes = column.astype(np.int64)
+        else:
+            if count * (high - low + 1) > _TABLE_LIMIT:
+                codes, count = _renumbered(codes, count)
+            codes *= high - low + 1
+            codes += column
         if low:
             codes -= low
         count *= high - low + 1
+    if codes is None:  # one combination
+        codes = np.zeros(len(columns[0]), dtype=np.int64)
     codes, count = _renumbered(codes, count)
     first = np.zeros(count, dtype=np.intp)
     first[codes] = np.arange(len(codes))  # any op of a code will do: they agree on every column
