@@ -104,6 +104,7 @@ def analyse_once(out, extra=(), checkout=ROOT):
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         began = time.perf_counter()
         env = dict(os.environ, PYTHONPATH=checkout)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # the first run writes both checkouts' bytecode, as an installed package has it
         child = subprocess.Popen([sys.executable, "-c", CHILD, out, *extra], cwd=checkout, env=env, stdout=stdout, stderr=stderr)
         _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage, not the maximum over all children
         whole = time.perf_counter() - began

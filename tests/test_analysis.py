@@ -310,6 +310,24 @@ def test_small_and_large_op_records_load_alike(tmp_path):
 
 
 @pytest.mark.unit
+def test_integer_lists_read_as_digit_matrices_equal_orjsons_values():
+    """Lists whose values share one width (epoch times, one-digit codes, 19 digits up to int64's limit) read
+    as digit matrices, and the rest (mixed widths, negatives, beyond 9e18) by np.fromstring, give orjson's values."""
+    import orjson
+
+    from msprof_agent.analysis.opcolumns import _integers
+
+    cases = [[1_700_000_000_123_456_789 + i * 1_237 for i in range(1000)], [i % 10 for i in range(99)], [7], [10_000] * 5,
+             [8_999_999_999_999_999_999, 1_000_000_000_000_000_000], [9_100_000_000_000_000_000, 9_223_372_036_854_775_807],
+             [3, 40, 512, 0], [-5, 12], [12, -5], [0]]
+    for values in cases:
+        parsed = _integers(orjson.dumps(values)[1:-1])
+        assert parsed.dtype.name == "int64" and parsed.tolist() == values, values
+    with pytest.raises(ValueError):
+        _integers(b"1,2.5")
+
+
+@pytest.mark.unit
 def test_a_store_of_another_format_is_refused_with_what_to_do(tmp_path):
     from msprof_agent.analysis.rundata import StoreFormatError, load_rank
     from msprof_agent.store import EventWriter

@@ -1,4 +1,4 @@
-"""A few worker threads for the analysis's GIL-releasing work (np.fromstring, block formatting, pwrite).
+"""A few worker threads for the analysis's GIL-releasing work (integer parsing, block formatting, pwrite).
 
 Not concurrent.futures: the analysis of a profiled job runs at interpreter exit, where its executors
 refuse work ("cannot schedule new futures after interpreter shutdown").

