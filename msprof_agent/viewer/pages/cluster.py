@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ...contract import names
 from ..merged_timeline import BUDGET_BYTES, default_ranks
 from ..render import ok, plot_text, run_url, table
@@ -84,15 +82,16 @@ def _step_columns(steps: list[int], ranks: int) -> tuple[list[Any], list[int] | 
 
 
 def _binned(matrix: list[list[float | None]], starts: list[int], how: str) -> list[list[float | None]]:
-    """Each row's steps in the columns that begin at ``starts``: their max or mean (ms), None where a column has none."""
-    values = np.array(matrix, dtype=np.float64)  # None: NaN
-    present = ~np.isnan(values)
-    counts = np.add.reduceat(present, starts, axis=1)
-    if how == "max":
-        cells = np.fmax.reduceat(values, starts, axis=1)  # fmax passes NaN over
-    else:
-        cells = np.add.reduceat(np.where(present, values, 0.0), starts, axis=1) / np.maximum(counts, 1)
-    return [[round(float(v), 3) if n else None for v, n in zip(row, have)] for row, have in zip(cells, counts)]
+    """Each row's steps in the columns that begin at ``starts``: their max or mean (ms), None where a column has none
+    (plain Python: the viewer needs no numpy)."""
+    spans = list(zip(starts, starts[1:] + [None]))
+    rows: list[list[float | None]] = []
+    for row in matrix:
+        values = [v for v in row if v is not None]
+        columns = ([values[begin:end] for begin, end in spans] if len(values) == len(row)  # every step there: the row's own slices
+                   else [[v for v in row[begin:end] if v is not None] for begin, end in spans])
+        rows.append([None if not column else max(column) if how == "max" else round(sum(column) / len(column), 3) for column in columns])
+    return rows
 
 
 def _rank_page(run: Run, rank: int) -> str | None:
