@@ -8,6 +8,7 @@ import json
 import os
 import random
 import re
+import sqlite3
 import subprocess
 import sys
 
@@ -30,14 +31,15 @@ MS = 1_000_000
 STEPS = 6
 
 
-def write_job(profiler_dir, own_ms, hosts=None, group=None, rank_dirs=False):
+def write_job(profiler_dir, own_ms, hosts=None, group=None, rank_dirs=False, framework="torch"):
     """One raw store per rank: OWN_MS[r] ms of ops per step, then an all-reduce until the slowest rank is done
     (on process group GROUP = (name, ranks), entered before it, where given). ``rank_dirs``: PROFILER_DIR is the
     job's folder, each rank's store in its own ``rank_{r}/profiler`` (each rank its own output path)."""
     step_ms = max(own_ms) + 2
     for rank, own in enumerate(own_ms):
         writer = EventWriter(os.path.join(profiler_dir, f"rank_{rank}", "profiler") if rank_dirs else profiler_dir, rank, BASE)
-        writer.add({"k": "meta", "format": FORMAT, "framework": "torch", "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank, "rank_size": len(own_ms),
+        writer.add({"k": "meta", "format": FORMAT, "framework": framework, "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank,
+                    "rank_size": len(own_ms),
                     "host": (hosts or {}).get(rank, "node0"), "started_ns": BASE, "cpus": 2, "options": {"cpu_sampling_interval": 1000}})
         starts, durs = [], []
         for n in range(1, STEPS + 1):
@@ -204,6 +206,28 @@ def test_a_process_group_keys_its_collectives_and_links_in_the_export(tmp_path):
         assert links[f"{local}-{1 - local}"]["Transit Size(MB)"] == round(4096 / (1 << 20), 9)
     summary = read_json(os.path.join(profiler_dir, names.rank_file(names.SUMMARY, 0)))
     assert summary["collectives"] == {"tp_0": {"ranks": [0, 2], "entered": STEPS, "completed": STEPS, "last": {"name": "allreduce", "step": STEPS}}}
+
+
+def test_a_mindspore_job_s_collectives_fill_the_database_msprof_analyze_reads_for_it(tmp_path):
+    """Two MindSpore ranks all-reducing on the world group: the db export writes communication_analyzer.db (what
+    msprof-analyze 26.2 reads for a MindSpore rank; PyTorch's is analysis.db), its link table a row per call and link as
+    msprof writes it (msprof-analyze's CommMatrixSum fails on the per-step form for MindSpore: "'DataFrame' object has no
+    attribute 'str'")."""
+    job = tmp_path / "job"
+    write_job(str(job / "profiler"), [20, 60], framework="mindspore")
+    offline_analyse(str(job), export_type="db")
+    world = str(ascend_comm.double_hash("world"))
+    directories = glob.glob(str(job / "*_ascend_ms" / names.ASCEND_OUTPUT))
+    assert len(directories) == 2
+    for output in directories:
+        assert names.ASCEND_ANALYSIS_DB["torch"] not in os.listdir(output)
+        db = sqlite3.connect(os.path.join(output, names.ASCEND_ANALYSIS_DB["mindspore"]))
+        columns = [row[1] for row in db.execute(f"PRAGMA table_info({names.ASCEND_COMM_MATRIX_TABLE})")]
+        assert tuple(columns) == ascend_comm.CALL_MATRIX_COLUMNS
+        rows = db.execute(f"SELECT hccl_op_name, group_name, src_rank, dst_rank FROM {names.ASCEND_COMM_MATRIX_TABLE}").fetchall()
+        assert len(rows) == 2 * STEPS and {r[1] for r in rows} == {world} and rows[0][0] == "allreduce__1_0"
+        calls = db.execute(f"SELECT count(*) FROM {names.ASCEND_COMM_TIME_TABLE} WHERE group_name = ?", (world,)).fetchone()
+        assert calls == (STEPS,)
 
 
 def noisy_entries(own_by_rank, hosts, steps=1, seed=0):
