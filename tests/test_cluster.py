@@ -8,6 +8,7 @@ import json
 import os
 import random
 import re
+import sqlite3
 import subprocess
 import sys
 
@@ -30,14 +31,15 @@ MS = 1_000_000
 STEPS = 6
 
 
-def write_job(profiler_dir, own_ms, hosts=None, group=None, rank_dirs=False):
+def write_job(profiler_dir, own_ms, hosts=None, group=None, rank_dirs=False, framework="torch"):
     """One raw store per rank: OWN_MS[r] ms of ops per step, then an all-reduce until the slowest rank is done
     (on process group GROUP = (name, ranks), entered before it, where given). ``rank_dirs``: PROFILER_DIR is the
     job's folder, each rank's store in its own ``rank_{r}/profiler`` (each rank its own output path)."""
     step_ms = max(own_ms) + 2
     for rank, own in enumerate(own_ms):
         writer = EventWriter(os.path.join(profiler_dir, f"rank_{rank}", "profiler") if rank_dirs else profiler_dir, rank, BASE)
-        writer.add({"k": "meta", "format": FORMAT, "framework": "torch", "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank, "rank_size": len(own_ms),
+        writer.add({"k": "meta", "format": FORMAT, "framework": framework, "device_target": "CPU", "pid": 1000 + rank, "rank_id": rank,
+                    "rank_size": len(own_ms),
                     "host": (hosts or {}).get(rank, "node0"), "started_ns": BASE, "cpus": 2, "options": {"cpu_sampling_interval": 1000}})
         starts, durs = [], []
         for n in range(1, STEPS + 1):
@@ -207,15 +209,38 @@ def test_a_process_group_keys_its_collectives_and_links_in_the_export(tmp_path):
     assert summary["collectives"] == {"tp_0": {"ranks": [0, 2], "entered": STEPS, "completed": STEPS, "last": {"name": "allreduce", "step": STEPS}}}
 
 
+def test_a_mindspore_job_s_collectives_fill_the_database_msprof_analyze_reads_for_it(tmp_path):
+    """Two MindSpore ranks all-reducing on the world group: the db export writes communication_analyzer.db (what
+    msprof-analyze 26.2 reads for a MindSpore rank; PyTorch's is analysis.db), its link table a row per call and link as
+    msprof writes it (msprof-analyze's CommMatrixSum fails on the per-step form for MindSpore: "'DataFrame' object has no
+    attribute 'str'")."""
+    job = tmp_path / "job"
+    write_job(str(job / "profiler"), [20, 60], framework="mindspore")
+    offline_analyse(str(job), export_type="db")
+    world = str(ascend_comm.double_hash("world"))
+    directories = glob.glob(str(job / "*_ascend_ms" / names.ASCEND_OUTPUT))
+    assert len(directories) == 2
+    for output in directories:
+        assert names.ASCEND_ANALYSIS_DB["torch"] not in os.listdir(output)
+        db = sqlite3.connect(os.path.join(output, names.ASCEND_ANALYSIS_DB["mindspore"]))
+        columns = [row[1] for row in db.execute(f"PRAGMA table_info({names.ASCEND_COMM_MATRIX_TABLE})")]
+        assert tuple(columns) == ascend_comm.CALL_MATRIX_COLUMNS
+        rows = db.execute(f"SELECT hccl_op_name, group_name, src_rank, dst_rank FROM {names.ASCEND_COMM_MATRIX_TABLE}").fetchall()
+        assert len(rows) == 2 * STEPS and {r[1] for r in rows} == {world} and rows[0][0] == "allreduce__1_0"
+        calls = db.execute(f"SELECT count(*) FROM {names.ASCEND_COMM_TIME_TABLE} WHERE group_name = ?", (world,)).fetchone()
+        assert calls == (STEPS,)
+
+
 def noisy_entries(own_by_rank, hosts, steps=1, seed=0):
     """The cluster step's entries of ranks working OWN_BY_RANK ms a step (1 % noise from step to step), as HOSTS place them."""
     noise = random.Random(seed)
     entries = []
     for r, ms in own_by_rank.items():
         own = [ms * (1 + noise.gauss(0, 0.01)) if steps > 1 else ms for _ in range(steps)]
+        step = max(own) + 1.0
         entries.append({"rank_id": r, "host": hosts[r], "rank_size": len(own_by_rank), "framework": "torch", "steps": list(range(1, steps + 1)),
-                        "step_ms": [max(own) + 1.0] * steps, "own_ms": own, "comm_ms": [max(own) + 1.0 - o for o in own], "end_ns": [],
-                        "own_work_ms": ms, "step_time_ms": max(own) + 1.0, "iteration_interval": None, "fp_and_bp": None, "tail": None,
+                        "step_ms": [step] * steps, "own_ms": own, "comm_ms": [step - o for o in own], "end_ns": [],
+                        "own_work_ms": ms, "step_time_ms": step, "iteration_interval": None, "fp_and_bp": None, "tail": None,
                         "communication_ms": 1.0, "breakdown_ms": None, "closed": True, "collectives": {}})
     return entries
 
@@ -252,6 +277,29 @@ def test_the_cluster_page_marks_a_slow_node_and_its_slow_rank(tmp_path):
         node, rank = layout["shapes"]
         assert node["y0"] < 24 < 31 < node["y1"] and node["y0"] < rank["y0"] < 27 < rank["y1"] < node["y1"]
     assert html.count('data-v="slow node"') == 7 and html.count('data-v="slow rank"') == 1
+
+
+def test_the_heatmaps_of_many_steps_bin_them_and_keep_a_slow_step_in_sight(tmp_path):
+    """1 024 ranks of 120 steps: past 60 000 cells a heatmap the steps are binned, 3 to a column (40 columns); rank 77's one
+    step 300 ms slower shows whole in its column on the step and own work maps (the column's max), the waits are its mean;
+    the hover and title say which steps a column holds, and the slow rank is still marked at the last column."""
+    hosts = {r: f"node{r // 8:03d}" for r in range(1024)}
+    entries = noisy_entries({r: 100.0 + (40.0 if r == 77 else 0.0) for r in range(1024)}, hosts, steps=120)
+    slow = entries[77]
+    slow["own_ms"][49] += 300.0  # step 50
+    slow["step_ms"][49] += 300.0
+    cluster_roll_up(str(tmp_path), entries)
+    charts = charts_of(open(tmp_path / names.CLUSTER_REPORT, encoding="utf-8").read())
+    for key, how in (("step_ms", "max"), ("own_ms", "max"), ("comm_ms", "mean")):
+        trace, layout = charts[f"cl-heat-{key}"]["data"][0], charts[f"cl-heat-{key}"]["layout"]
+        assert trace["x"][:2] == ["1\u20133", "4\u20136"] and trace["x"][-1] == "118\u2013120" and len(trace["x"]) == 40
+        assert len(trace["z"]) == 1024 and {len(row) for row in trace["z"]} == {40} and layout["xaxis"]["type"] == "category"
+        assert f"steps %{{x}} ({how})" in trace["hovertemplate"] and layout["title"]["text"].endswith(f"each column the {how} of 3 steps")
+        [column] = [i for i, label in enumerate(trace["x"]) if label == "49\u201351"]
+        cells = [round(v, 3) for v in slow[key][48:51]]
+        assert trace["z"][77][column] == (max(cells) if how == "max" else round(sum(slow[key][48:51]) / 3, 3))
+        assert [(a["text"], a["x"]) for a in layout["annotations"]] == [("slow rank 77", "118\u2013120")]
+    assert charts["cl-heat-own_ms"]["data"][0]["z"][77][column] > 400  # about 140 ms + 300 ms, not diluted into its neighbours (a mean of the 3: about 240)
 
 
 def test_a_host_name_of_markup_shows_as_text_on_the_cluster_page(tmp_path):

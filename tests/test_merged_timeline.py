@@ -19,11 +19,12 @@ STEP_NS, FP_NS, BP_NS = 10_000_000, 1_000_000, 8_000_000  # a step of 10 ms: 1 m
 SLOW_RANK = 77
 
 
-def write_rank(directory, rank, ranks, steps, ops=0):
+def write_rank(directory, rank, ranks, steps, ops=0, clock_ns=0):
     """One rank's analysed files as the lanes read them (profiler info, step trace, hccl), and with OPS its own
-    timeline: the Step Trace process and OPS host ops, each holding a nested op half its length."""
+    timeline: the Step Trace process and OPS host ops, each holding a nested op half its length; its host's
+    clock CLOCK_NS ahead."""
     slow = 2 if rank == SLOW_RANK else 1
-    skew = 137 * rank  # each rank starts a little later
+    skew = 137 * rank + clock_ns  # each rank starts a little later
     with open(os.path.join(directory, names.rank_file(names.PROFILER_INFO, rank)), "w") as handle:
         json.dump({"rank_id": rank, "rank_size": ranks, "framework": "torch"}, handle)
     rows = []
@@ -175,3 +176,43 @@ def test_small_jobs_keep_every_step(tmp_path, ranks):
     info = next(e["args"] for e in events if e["name"] == merged_timeline.DOWNLOAD_INFO)
     assert info["lanes"]["steps"] == "every step"
     assert sum(1 for e in events if e["ph"] == "X" and e["tid"] == 1 and e["name"].startswith("Step")) == 20 * ranks
+
+
+@pytest.mark.unit
+def test_ranks_on_two_hosts_whose_clocks_differ_by_3_s_end_their_steps_together(tmp_path):
+    """Ranks 0, 1 on host a; 2, 3 on host b, whose clock reads 3 s ahead; every step ends in the same all-reduce. The
+    download and the step timeline of the Cluster page move host a's ranks by the roll-up's clock offset: each step ends
+    at one instant (within the ranks' 0.4 us of skew) on every rank, lanes and own timelines alike."""
+    directory = tmp_path / "job" / "profiler"
+    directory.mkdir(parents=True)
+    hosts, clock = {0: "a", 1: "a", 2: "b", 3: "b"}, {"a": 0, "b": 3_000_000_000}
+    for rank, host in hosts.items():
+        write_rank(str(directory), rank, 4, 10, ops=50 if rank in (0, 2) else 0, clock_ns=clock[host])
+    entries = noisy_entries({r: 5.0 for r in hosts}, hosts, steps=10)
+    for e in entries:  # the step ends each rank's summary holds, on its own host's clock
+        e["end_ns"] = [START_NS + 137 * e["rank_id"] + clock[hosts[e["rank_id"]]] + n * STEP_NS for n in e["steps"]]
+    rolled = cluster.write(str(directory), entries)
+    assert [(h["host"], h["clock_offset_ms"]) for h in rolled["hosts"]] == [("a", 0.0), ("b", 3000.0)]
+    job = scan(str(tmp_path))["job"]
+    body, problems = merged_timeline.download(job, [2])
+    events = check_trace(body, merged_timeline.BUDGET_BYTES)
+    assert problems == []
+    info = next(e["args"] for e in events if e["name"] == merged_timeline.DOWNLOAD_INFO)
+    assert info["clock"].startswith("on the clock of host b:")
+    rank_of = {e["pid"]: int(e["args"]["name"].split(":")[0].split()[1]) for e in events if e["name"] == "process_name"}
+
+    def ends(trace):
+        out = {}
+        for e in trace:
+            if e["ph"] == "X" and e["name"].startswith("Step ") and e.get("cat") == "step":
+                out.setdefault(int(e["name"].split()[1]), {})[rank_of[e["pid"]]] = e["ts"] + e["dur"]
+        return out
+
+    by_step = ends(events)
+    assert sorted(by_step) == list(range(1, 11)) and all(sorted(at) == [0, 1, 2, 3] for at in by_step.values())
+    assert max(max(at.values()) - min(at.values()) for at in by_step.values()) < 1.0  # us; 3 000 000 us apart unaligned
+    merged, _ = merged_timeline.build(job, [0, 2])  # the Cluster page's step timeline: the ranks' own files
+    rank_of = {e["pid"]: int(e["args"]["name"].split(":")[0].split()[1]) for e in merged if e.get("name") == "process_name"}
+    own = ends(merged)
+    assert all(sorted(at) == [0, 2] and abs(at[0] - at[2]) < 1.0 for at in own.values())
+    assert own[1][2] == by_step[1][2]  # on the download's clock

@@ -13,7 +13,7 @@ deviation), by ``MIN_EXTRA_MS`` and by ``MIN_EXTRA_SHARE`` of the median. Ranks 
 host of several ranks whose median own work is slow by the same rule against the other hosts is a slow
 node, and its ranks are then judged only against each other. The rule reads durations, which need no
 common clock; the hosts' clock offsets (the median gap between their step ends, which follow the same
-collectives) are recorded for readers that compare instants across hosts.
+collectives) are recorded for readers that compare instants across hosts (``contract.timebase.clock_shifts_ns``: the timeline download).
 """
 from __future__ import annotations
 

@@ -90,8 +90,9 @@ ASCEND_OP_STATISTIC = "op_statistic.csv"
 ASCEND_MEMORY_RECORD = "memory_record.csv"
 ASCEND_DB = "ascend_{framework}_profiler_{rank}.db"
 ASCEND_DB_FRAMEWORK = {"torch": "pytorch", "mindspore": "mindspore"}
-ASCEND_ANALYSIS_DB = "analysis.db"  # msprof-analyze's cluster step table reads PyTorch's from here
-# analysis.db's communication tables (per call, per call's transfer, per link), which msprof-analyze's cluster run reads
+# the communication analysis database msprof-analyze's cluster run reads per framework (PyTorch's also its step table)
+ASCEND_ANALYSIS_DB = {"torch": "analysis.db", "mindspore": "communication_analyzer.db"}
+# its communication tables (per call, per call's transfer, per link), which msprof-analyze's cluster run reads
 ASCEND_COMM_TIME_TABLE = "CommAnalyzerTime"
 ASCEND_COMM_BANDWIDTH_TABLE = "CommAnalyzerBandwidth"
 ASCEND_COMM_MATRIX_TABLE = "CommAnalyzerMatrix"

@@ -1,9 +1,9 @@
 """The timelines' time base: every trace of a job counts ``ts`` in microseconds from the start of the
-UTC day the job began, recorded in a ``time_base`` metadata event."""
+UTC day the job began, recorded in a ``time_base`` metadata event; and the one clock of a job's hosts."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 TIME_BASE = "time_base"  # the ``M`` event whose args give the epoch instant a timeline's ``ts`` count from
@@ -47,3 +47,13 @@ def rebase(events: Sequence[Any], from_ns: int, to_ns: int) -> list[Any]:
             event = dict(event, ts=round(event["ts"] + shift, 3))
         out.append(event)
     return out
+
+
+def clock_shifts_ns(cluster_summary: Mapping[str, Any]) -> dict[str, int]:
+    """What to add to the instants of each host's ranks (ns) to put every host on one clock, from the clock offsets
+    the cluster summary records (``analysis.cluster.clock_offsets``): the clock of the host furthest ahead (its shift 0),
+    so no instant moves earlier; {} for one host."""
+    offsets = {h["host"]: h["clock_offset_ms"] for h in cluster_summary.get("hosts") or []
+               if isinstance(h, dict) and isinstance(h.get("clock_offset_ms"), (int, float))}
+    ahead = max(offsets.values(), default=0.0)
+    return {host: round((ahead - offset) * 1e6) for host, offset in offsets.items()}

@@ -139,6 +139,7 @@ BANDWIDTH_COLUMNS = ("hccl_op_name", "group_name", "transport_type", "transit_si
                      "package_size", "count", "total_duration", "step", "type")
 MATRIX_COLUMNS = ("hccl_op_name", "group_name", "src_rank", "dst_rank", "transport_type", "transit_size", "transit_time", "bandwidth",
                   "op_name", "step", "type")
+CALL_MATRIX_COLUMNS = MATRIX_COLUMNS[:8]  # msprof's (MindSpore's): no op_name, step or type; msprof-analyze adds them itself
 
 
 def time_rows(comm: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -156,6 +157,13 @@ def bandwidth_rows(comm: dict[str, Any]) -> list[tuple[Any, ...]]:
             for step, kinds in comm.items() for kind, ops in kinds.items() for full, entry in ops.items() if full != TOTAL
             for op, key in [full.split("@", 1)] for transport, band in entry["Communication Bandwidth Info"].items()
             for size, (count, duration) in band["Size Distribution"].items()]
+
+
+def call_matrix_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """CommAnalyzerMatrix as msprof writes it (MindSpore's communication_analyzer.db): a row per call and link, its
+    ``hccl_op_name`` the call's op (``AllReduce__2_0``); msprof-analyze picks each step's top, middle and bottom itself."""
+    return [(call["op"], call["key"], *link.split("-", 1), transport, call["size_mb"], call["ms"], call["bandwidth"])
+            for call in rows for link, transport in call["links"].items()]
 
 
 def matrix_rows(matrix: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -114,20 +114,23 @@ def write(run: Run, root: str) -> dict[str, Any]:
     api_tables = framework_profile(data).api_tables
     indexes = [i for i in INDEXES if api_tables or i[0] != "PYTORCH_API"]
     counts = _write_db(os.path.join(out, file_name(data)), lambda db: _fill(db, data, overlap), indexes)
-    if api_tables:  # msprof-analyze's cluster step table and communication recipes read PyTorch's from analysis.db
-        _write_db(os.path.join(out, names.ASCEND_ANALYSIS_DB), lambda db: _analysis(db, data, overlap), ())
+    # msprof-analyze's cluster communication recipes (and PyTorch's step table) read the communication analysis database
+    _write_db(os.path.join(out, framework_profile(data).analysis_db), lambda db: _analysis(db, data, overlap), ())
     return dict(counts, file=file_name(data))
 
 
 def _analysis(db: sqlite3.Connection, data: RunData, overlap: Overlap) -> None:
-    """analysis.db: StepTraceTime and the communication tables (``ascend_comm``), what the text export's files hold."""
+    """The communication analysis database (analysis.db; MindSpore's communication_analyzer.db): StepTraceTime and the
+    communication tables (``ascend_comm``), what the text export's files hold."""
     db.execute(f"CREATE TABLE StepTraceTime ({', '.join(c + ' NUMERIC' for c in STEP_TRACE_COLUMNS)})")
     db.executemany(f"INSERT INTO StepTraceTime VALUES ({', '.join('?' * len(STEP_TRACE_COLUMNS))})", step_table(overlap))
     rows = ascend_comm.calls(data)
     comm = ascend_comm.communication_json(rows)
+    matrix = ((ascend_comm.CALL_MATRIX_COLUMNS, ascend_comm.call_matrix_rows(rows)) if framework_profile(data).call_matrix
+              else (ascend_comm.MATRIX_COLUMNS, ascend_comm.matrix_rows(ascend_comm.matrix_json(rows))))
     for table, columns, values in ((names.ASCEND_COMM_TIME_TABLE, ascend_comm.TIME_COLUMNS, ascend_comm.time_rows(comm)),
                                    (names.ASCEND_COMM_BANDWIDTH_TABLE, ascend_comm.BANDWIDTH_COLUMNS, ascend_comm.bandwidth_rows(comm)),
-                                   (names.ASCEND_COMM_MATRIX_TABLE, ascend_comm.MATRIX_COLUMNS, ascend_comm.matrix_rows(ascend_comm.matrix_json(rows)))):
+                                   (names.ASCEND_COMM_MATRIX_TABLE, *matrix)):
         db.execute(f"CREATE TABLE {table} ({', '.join(c + (' TEXT' if c in TEXT_COLUMNS else ' NUMERIC') for c in columns)})")
         db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(columns))})", values)
 

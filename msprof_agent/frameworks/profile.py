@@ -17,7 +17,9 @@ class FrameworkProfile:
     export_suffix: str  # the Ascend layout's directory suffix (contract.names.ASCEND_FOLDER)
     component: str  # memory_record.csv's component column
     db_framework: str  # the framework word in the db export's name (contract.names.ASCEND_DB)
-    api_tables: bool  # the db export's PYTORCH_API table and the analysis.db msprof-analyze reads steps from
+    api_tables: bool  # the db export's PYTORCH_API table
+    analysis_db: str  # the db export's communication analysis database (contract.names.ASCEND_ANALYSIS_DB)
+    call_matrix: bool  # its link table a row per call, as msprof writes it (MindSpore's), not per step's top, middle, bottom and total (PyTorch's)
     hta_trace: bool  # the text export adds HTA's PyTorch-style trace directory
     empty_pipeline_file: bool  # pipeline_profiling_{r}.json written without ops (MindInsight's CPU page needs it)
     merges_subgraphs: bool  # the timeline download offers merging subgraphs

@@ -15,6 +15,8 @@ Each rank's processes are renumbered in rank order and named ``Rank r: <name>``,
 metadata comes first, then every event by time. Each file's times count from its own base
 (``contract.timebase.time_base_event``); the merged file's count from the earliest of them (the lanes' from the
 start of the day of the earliest step, as the analysis counts them), recorded once, so ranks line up and stay exact.
+Ranks on different hosts count on different clocks: each host's ranks are moved by its clock offset from the job's
+cluster summary (``contract.timebase.clock_shifts_ns``, from the roll-up's own offsets), so a collective ends at one instant on every host.
 ``build`` merges chosen ranks' own timelines whole, for the step timelines the pages draw.
 """
 from __future__ import annotations
@@ -28,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..contract.names import timeline_file
-from ..contract.timebase import day_base, rebase, time_base_event, timeline_base
-from .sections import load_section
+from ..contract.timebase import clock_shifts_ns, day_base, rebase, time_base_event, timeline_base
+from .sections import cluster_summary, load_section
 
 if TYPE_CHECKING:
     from .sections import Run
@@ -132,6 +134,19 @@ def _renumbered(rank: int, events: list[Any], kind: str, merge: bool, first_pid:
     return out, first_pid + len(pid_map)
 
 
+def _clock_shifts(run: Run) -> tuple[dict[int, int], str | None]:
+    """Each rank's shift onto one clock (ns, from the job's cluster summary; none without one of several hosts), and in
+    words whose clock that is, for the download's info."""
+    section = cluster_summary(run) if len(run.ranks) > 1 else None
+    rolled = section["data"] if section and section["status"] == "ok" and isinstance(section["data"], dict) else {}
+    by_host = clock_shifts_ns(rolled)
+    shifts = {r["rank_id"]: by_host[r["host"]] for r in rolled.get("ranks") or [] if isinstance(r, dict) and r.get("host") in by_host}
+    if not any(shifts.values()):
+        return {}, None
+    return shifts, (f"on the clock of host {min(h for h, ns in by_host.items() if not ns)}: the other hosts' ranks moved by their clock offsets "
+                    "(cluster_summary.json, hosts)")
+
+
 def build(run: Run, ranks: list[int], kind: str = "summary", merge: bool = False) -> tuple[list[Any], list[str]]:
     """Return (events, problems): RANKS' own timelines merged, whole, and a list of per-rank reasons something was left out."""
     loaded: list[tuple[int, list[Any], int]] = []  # (rank, its events, their time base)
@@ -142,13 +157,14 @@ def build(run: Run, ranks: list[int], kind: str = "summary", merge: bool = False
             problems.append(read)
         else:
             loaded.append((rank, *read))
-    base = min((b for *_, b in loaded), default=0)
+    shifts = _clock_shifts(run)[0] if len(loaded) > 1 else {}
+    base = day_base(min(b + shifts.get(rank, 0) for rank, _, b in loaded)) if loaded else 0
     out: list[Any] = [time_base_event(base, 1)] if base else []
     next_pid = 1  # Perfetto treats pid 0 as the kernel's idle task
     for rank, events, own_base in loaded:
         if kind == "summary":  # the op events, nearly all of a timeline, are dropped before they are rebased
             events = _summary_events(events)
-        renumbered, next_pid = _renumbered(rank, rebase(events, own_base, base), kind, merge, next_pid)
+        renumbered, next_pid = _renumbered(rank, rebase(events, own_base + shifts.get(rank, 0), base), kind, merge, next_pid)
         out += renumbered
     return out, problems
 
@@ -258,8 +274,11 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
             problems += [] if rank in timelines else [lanes]
         else:
             lane_data[rank] = lanes
-    starts = [min(s["start"] for s in steps) for steps, _ in lane_data.values() if steps]
-    base = min([b for _, b in timelines.values()] + ([day_base(min(starts))] if starts else []), default=0)
+    shifts, clock = _clock_shifts(run)
+    firsts = ([b + shifts.get(r, 0) for r, (_, b) in timelines.items()]
+              + [min(s["start"] for s in steps) + shifts.get(r, 0) for r, (steps, _) in lane_data.items() if steps])
+    base = day_base(min(firsts)) if firsts else 0
+    lane_base = {rank: base - shifts.get(rank, 0) for rank in lane_data}  # a lane's instants less this: on the one clock, from base
     pid_of: dict[int, int] = {}
     detail: dict[int, list[dict[str, Any]]] = {}
     next_pid = 1  # Perfetto treats pid 0 as the kernel's idle task
@@ -267,10 +286,10 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
         pid_of[rank] = next_pid
         if rank in timelines:
             events, own_base = timelines.pop(rank)
-            detail[rank], next_pid = _renumbered(rank, rebase(events, own_base, base), kind, merge, next_pid)
+            detail[rank], next_pid = _renumbered(rank, rebase(events, own_base + shifts.get(rank, 0), base), kind, merge, next_pid)
         next_pid = max(next_pid, pid_of[rank] + 1)
     out: list[Encoded] = _encoded([time_base_event(base, 1)] if base else [])
-    every, lanes_out, drawn, lanes_left_out = _all_lanes({r: d for r, d in lane_data.items() if r not in detail}, pid_of, base, int(budget * LANES_SHARE))
+    every, lanes_out, drawn, lanes_left_out = _all_lanes({r: d for r, d in lane_data.items() if r not in detail}, pid_of, lane_base, int(budget * LANES_SHARE))
     out += lanes_out
     problems += lanes_left_out
     reserve = min(INFO_RESERVE, budget // 8)
@@ -283,7 +302,7 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
         kept, note = _clipped(rank, _encoded(events), remaining // (len(order) - index))  # an even share of what is left
         detailed += [rank] if kept else []
         if not kept and rank in lane_data:
-            kept = _lanes(rank, pid_of[rank], *lane_data[rank], every, base)
+            kept = _lanes(rank, pid_of[rank], *lane_data[rank], every, lane_base[rank])
             kept = kept if _size(kept) <= remaining else []
             drawn += [rank] if kept else []
         problems += [note] if note else []
@@ -291,23 +310,23 @@ def download(run: Run, ranks: list[int], kind: str = "detail", merge: bool = Fal
         remaining -= _size(kept)
     if not out:
         return b"", problems
-    out.append(((0, 0, 0), _info(budget, reserve, run, every, len(drawn), detailed, kind, problems), False))
+    out.append(((0, 0, 0), _info(budget, reserve, run, every, len(drawn), detailed, kind, clock, problems), False))
     out.sort(key=lambda e: e[0])
     return b"[" + b",".join(text for _, text, _ in out) + b"]", problems
 
 
 def _all_lanes(lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]]], pid_of: dict[int, int],
-               base: int, share: int) -> tuple[int, list[Encoded], list[int], list[str]]:
-    """Every rank's lanes within ``share`` bytes, the stride of the steps they keep (1: every step), the ranks drawn
+               base: dict[int, int], share: int) -> tuple[int, list[Encoded], list[int], list[str]]:
+    """Every rank's lanes (its instants counted from ``base[rank]``) within ``share`` bytes, the stride of the steps they keep (1: every step), the ranks drawn
     and why the others were left out (where even one step a rank is over it). The stride is first guessed from one rank's bytes a step."""
     every = 1
     longest = max((len(steps) for steps, _ in lane_data.values()), default=1)
     sample = next((rank for rank, (steps, _) in sorted(lane_data.items()) if steps), None)
     if sample is not None:
-        per_step = _size(_lanes(sample, pid_of[sample], *lane_data[sample], 1, base)) / len(lane_data[sample][0])
+        per_step = _size(_lanes(sample, pid_of[sample], *lane_data[sample], 1, base[sample])) / len(lane_data[sample][0])
         every = min(longest, max(1, math.ceil(per_step * sum(len(steps) for steps, _ in lane_data.values()) / share)))
     while True:
-        per_rank = {rank: _lanes(rank, pid_of[rank], steps, communication, every, base) for rank, (steps, communication) in sorted(lane_data.items())}
+        per_rank = {rank: _lanes(rank, pid_of[rank], steps, communication, every, base[rank]) for rank, (steps, communication) in sorted(lane_data.items())}
         size = sum(map(_size, per_rank.values()))
         if size <= share or every >= longest:
             break
@@ -324,14 +343,15 @@ def _all_lanes(lane_data: dict[int, tuple[list[dict[str, Any]], dict[int, float]
     return every, out, drawn, left_out
 
 
-def _info(budget: int, reserve: int, run: Run, every: int, lane_ranks: int, detail: list[int], kind: str, problems: list[str]) -> bytes:
-    """The ``merged_timeline`` metadata event: the budget, how the lanes were thinned, whose detail is in, what was left out."""
+def _info(budget: int, reserve: int, run: Run, every: int, lane_ranks: int, detail: list[int], kind: str, clock: str | None,
+          problems: list[str]) -> bytes:
+    """The ``merged_timeline`` metadata event: the budget, how the lanes were thinned, whose detail is in, whose clock, what was left out."""
     lanes = "every step" if every == 1 else f"one step in {every}, its args giving the mean and max step time of the {every} steps it stands for"
     for shown in range(len(problems), -1, -1):
         left_out = problems[:shown] + ([f"and {len(problems) - shown} more"] if shown < len(problems) else [])
         text = orjson.dumps({"ph": "M", "name": DOWNLOAD_INFO, "pid": 1, "tid": 0,
                              "args": {"budget_bytes": budget, "ranks": len(run.ranks), "lanes": {"ranks": lane_ranks, "every": every, "steps": lanes},
-                                      "op_detail_ranks": detail, "kind": kind, "left_out": left_out}})
+                                      "op_detail_ranks": detail, "kind": kind, **({"clock": clock} if clock else {}), "left_out": left_out}})
         if len(text) + 1 <= reserve:
             return text
     return text

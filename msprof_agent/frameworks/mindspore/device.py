@@ -1,15 +1,20 @@
 """The MindSpore device session drives ``mindspore._c_expression.Profiler.get_instance("CPU")`` (what the public
 CPU profiler uses, without its ~1 s analysis), falling back to ``mindspore.profiler.Profiler``, into a
-scratch directory that is parsed into ``ops`` / ``mem`` records and deleted at the window's end.
+scratch directory that is parsed into ``ops`` / ``mem`` records and deleted at the window's end. Its collective
+ops (AllReduce, AllGather, ...: run inside compiled graphs, ``DistributedGradReducer``'s and Model.train's, so no
+Python call of them can be timed) are also ``comm`` records, numbered by the window's step ends (as the torch
+device does DDP's all-reduce): on no named group (the exports' default, every rank), and with no payload size,
+which MindSpore's CPU profiler does not give.
 With ``data_process`` the dataset profiler must run before the pipeline is built, so it starts at
 install time and is saved and parsed at the window's end.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 
-from ... import log
+from ... import log, records
 from ...contract import names
 from ...store import rank_raw_dir
 from . import profiler_files
@@ -33,10 +38,15 @@ class MindSporeDevice:
         self._native: Any = None  # MindSpore's profiler objects
         self._public: Any = None
         self._dataset_profiler: Any = None
+        self._first_step = 1  # the window's first step and the ends of its steps (``step_closed``), to number its collectives
+        self._step_ends: list[int] = []
 
     def start(self, options: Options) -> None:
         """Start the CPU profiler for a window with the window's OPTIONS."""
         self.options = options
+        self._first_step, self._step_ends = self.session.steps.completed + 1, []
+        if self not in self.session.listeners:
+            self.session.listeners.append(self)  # told of the window's step ends; removed at its end
         shutil.rmtree(self.scratch, ignore_errors=True)
         os.makedirs(self.scratch, exist_ok=True)
         if not options.op_time:
@@ -75,6 +85,14 @@ class MindSporeDevice:
         finally:
             self._native = self._public = None
             shutil.rmtree(self.scratch, ignore_errors=True)
+            if self in self.session.listeners:
+                self.session.listeners.remove(self)
+
+    def step_opened(self, n: int, start_ns: int) -> None:
+        """A session listener's: nothing to do at a step's start."""
+
+    def step_closed(self, step: dict[str, Any]) -> None:
+        self._step_ends.append(step["end"])
 
     def _read_back(self, session: Session) -> None:
         path = profiler_files.find(self.scratch, names.MS_OP_EXECUTIONS)
@@ -85,6 +103,7 @@ class MindSporeDevice:
                 profiler_files.attach_shapes(ops, profiler_files.read_shapes(shapes))
             for batch in profiler_files.op_batches(ops, "mindspore-cpu"):
                 session.record(batch)
+            self._emit_collectives(session, ops)
         memory = profiler_files.find(self.scratch, names.MS_MEMORY_RECORD)
         if memory is not None:
             for record in profiler_files.memory_records(memory):
@@ -101,6 +120,14 @@ class MindSporeDevice:
             cpu = profiler_files.find(self.scratch, names.MS_CPU_UTILIZATION)
             for snapshot in profiler_files.pipeline_records(pipeline, cpu):
                 session.record(snapshot)
+
+    def _emit_collectives(self, session: Session, ops: profiler_files.OpColumns) -> None:
+        """A ``comm`` record for each collective op execution, numbered by the step it starts in."""
+        ends = sorted(self._step_ends)
+        for op_type, start, dur in zip(ops["type"], ops["start"], ops["dur"]):
+            if op_type in COLLECTIVES:
+                session.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start), "name": op_type,
+                                "start": start, "dur": dur, "bytes": None, "source": records.COMM_FROM_PROFILER})
 
     # The dataset profiler only sees pipelines built after it started, hence install time.
     def start_dataset_profiler(self) -> None:
@@ -123,3 +150,8 @@ class MindSporeDevice:
             manager.save(self.scratch)
         except Exception as exc:
             log.report_error("saving MindSpore's dataset profiler", exc)
+
+
+COLLECTIVES = frozenset(("AllReduce", "AllGather", "AllGatherV", "ReduceScatter", "ReduceScatterV", "Broadcast", "AlltoAll", "AlltoAllV",
+                         "NeighborExchange", "NeighborExchangeV2", "Reduce", "CollectiveGather", "CollectiveScatter", "Barrier",
+                         "Send", "Receive"))  # MindSpore's communication primitives (ops.operations.comm_ops), by op type

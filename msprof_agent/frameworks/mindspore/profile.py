@@ -1,11 +1,12 @@
 """MindSpore in the analysis, the exports and the viewer."""
-from ...contract.names import ASCEND_DB_FRAMEWORK, ASCEND_SUFFIX
+from ...contract.names import ASCEND_ANALYSIS_DB, ASCEND_DB_FRAMEWORK, ASCEND_SUFFIX
 from ..profile import FrameworkProfile
 
 PROFILE = FrameworkProfile(
     name="mindspore", version_key="ms_version", version_label="MindSpore version", fixed_mode=None,
     default_context_mode="graph", export_suffix=ASCEND_SUFFIX["mindspore"], component="MindSpore", db_framework=ASCEND_DB_FRAMEWORK["mindspore"],
-    api_tables=False, hta_trace=False, empty_pipeline_file=True, merges_subgraphs=True, workers_setting="num_parallel_workers",
+    analysis_db=ASCEND_ANALYSIS_DB["mindspore"], call_matrix=True, api_tables=False, hta_trace=False, empty_pipeline_file=True, merges_subgraphs=True,
+    workers_setting="num_parallel_workers",
     advice={
         "data_wait": "raise num_parallel_workers of {op} from {workers} to {needed}: a batch takes ~{batch} to make and a step "
                      "consumes one every {consume} (prefetch_size {prefetch_size}); or convert the source to MindRecord",

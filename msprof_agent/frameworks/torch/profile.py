@@ -1,11 +1,11 @@
 """PyTorch in the analysis, the exports and the viewer."""
-from ...contract.names import ASCEND_DB_FRAMEWORK, ASCEND_SUFFIX
+from ...contract.names import ASCEND_ANALYSIS_DB, ASCEND_DB_FRAMEWORK, ASCEND_SUFFIX
 from ..profile import FrameworkProfile
 
 PROFILE = FrameworkProfile(
     name="torch", version_key="torch_version", version_label="torch version", fixed_mode="eager",
     default_context_mode="pynative", export_suffix=ASCEND_SUFFIX["torch"], component="PTA", db_framework=ASCEND_DB_FRAMEWORK["torch"],
-    api_tables=True, hta_trace=True, empty_pipeline_file=False, merges_subgraphs=False,
+    analysis_db=ASCEND_ANALYSIS_DB["torch"], call_matrix=False, api_tables=True, hta_trace=True, empty_pipeline_file=False, merges_subgraphs=False,
     workers_setting="num_workers",
     advice={
         "data_wait": "raise the DataLoader's num_workers from {workers} to {needed}: a batch takes ~{batch} to make and a step "

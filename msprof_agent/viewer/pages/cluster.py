@@ -3,6 +3,7 @@ ranks and nodes marked, the paged rank table). The viewer draws it for any rank 
 it once as ``cluster_report.html`` beside cluster_summary.json (``report``), where its links go to the ranks' reports."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from ...contract import names
@@ -19,7 +20,12 @@ CLUSTER_COLUMNS = (("rank_id", "Rank", "count"), ("host", "Host", "text"), ("ste
                    ("own_work_ms", "Own work (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"), ("fp_and_bp", "Fwd+bwd (ms)", "num"),
                    ("tail", "Tail (ms)", "num"), ("communication_ms", "Communication (ms)", "num"), ("slow", "", "text"))
 CLUSTER_PAGE_ROWS = 50  # the rank table shows this many at a time; viewer.js sorts and pages every rank
-HEATMAPS = (("step_ms", "Step time (ms)"), ("own_ms", "Own work: step minus collectives (ms)"), ("comm_ms", "Waiting in collectives (ms)"))
+# (per_step key, title, how a column of several steps shows them): the slowest step of a column for the step and own work,
+# so a straggler's one slow step stays visible; the mean for the wait in collectives, which every fast rank shares
+HEATMAPS = (("step_ms", "Step time (ms)", "max"), ("own_ms", "Own work: step minus collectives (ms)", "max"),
+            ("comm_ms", "Waiting in collectives (ms)", "mean"))
+HEATMAP_CELLS = 60_000  # cells a heatmap holds at most: past it the steps are binned (1 024 ranks: 58 columns; the page stays small)
+HEATMAP_COLUMNS = 200  # and columns, whatever the ranks: a column of a few pixels at least
 MARKED_MAX = 16  # slow ranks, and slow nodes, marked on each heatmap; the findings and the table name every one
 SLOW_RANK_COLOR, SLOW_NODE_COLOR = "#1f3a5f", "#6a3d9a"
 
@@ -38,13 +44,9 @@ def cluster_page(page: Page, run: Run, rank: int | None, loaded: Loaded, report:
     per_step = data.get("per_step") or {}
     order = per_step.get("rank") or []
     labels = [f"rank {r}" + (" (slow)" if r in slow else "") for r in order]
-    shapes, notes = _marks(order, slow, nodes, {r.get("rank_id"): r.get("host") for r in rows}, (per_step.get("step") or [None])[-1])
-    heatmaps = [page.chart(f"cl-heat-{key}", [{"type": "heatmap", "z": per_step[key], "x": per_step.get("step"), "y": labels,
-                                               "colorscale": "YlOrRd", "reversescale": True, "hoverongaps": False,
-                                               "hovertemplate": "%{y}, step %{x}: %{z:.3f} ms<extra></extra>"}],
-                           {"title": {"text": title}, "height": min(900, 120 + 12 * len(labels)), "shapes": shapes, "annotations": notes,
-                            "xaxis": {"title": {"text": "step"}}, "yaxis": {"autorange": "reversed"}, "margin": {"l": 110, "r": 20, "t": 36, "b": 40}})
-                for key, title in HEATMAPS if per_step.get(key)]
+    x, bins = _step_columns(per_step.get("step") or [], len(order))
+    shapes, notes = _marks(order, slow, nodes, {r.get("rank_id"): r.get("host") for r in rows}, x[-1] if x else None)
+    heatmaps = [_heatmap(page, key, title, how, per_step[key], x, bins, labels, shapes, notes) for key, title, how in HEATMAPS if per_step.get(key)]
     return {"several": len(run.ranks) > 1, "report": report, "findings": findings, "cluster_summary": cluster, "rule": data.get("rule"),
             "slow_ranks": sorted(slow), "slow_nodes": sorted(nodes), "missing": data.get("missing_ranks") or [],
             "table": table("cluster-ranks", CLUSTER_COLUMNS, rows, search_keys=("rank_id", "host", "slow"),
@@ -53,6 +55,43 @@ def cluster_page(page: Page, run: Run, rank: int | None, loaded: Loaded, report:
             "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"]) if "step_timeline" in loaded else None,
             "download": None if report or not run.ranks else {"run": run.id, "ranks": ",".join(map(str, default_ranks(run, sorted(slow)))),
                                                               "budget_mb": BUDGET_BYTES // 1_000_000}}
+
+
+def _heatmap(page: Page, key: str, title: str, how: str, matrix: list[list[float | None]], x: list[Any], bins: list[int] | None,
+             labels: list[str], shapes: list[dict[str, Any]], notes: list[dict[str, Any]]) -> str:
+    """One rank x step heatmap: a cell a step, or with ``bins`` a cell a column of steps (their ``how``), its title and hover saying so."""
+    column = "step %{x}"
+    if bins is not None:  # two or more columns
+        title, column, matrix = f"{title}: each column the {how} of {bins[1] - bins[0]} steps", f"steps %{{x}} ({how})", _binned(matrix, bins, how)
+    return page.chart(f"cl-heat-{key}", [{"type": "heatmap", "z": matrix, "x": x, "y": labels, "colorscale": "YlOrRd", "reversescale": True,
+                                          "hoverongaps": False, "hovertemplate": f"%{{y}}, {column}: %{{z:.3f}} ms<extra></extra>"}],
+                      {"title": {"text": title}, "height": min(900, 120 + 12 * len(labels)), "shapes": shapes, "annotations": notes,
+                       "xaxis": {"title": {"text": "step"}, **({} if bins is None else {"type": "category", "nticks": 12, "tickangle": 0})},
+                       "yaxis": {"autorange": "reversed"}, "margin": {"l": 110, "r": 20, "t": 36, "b": 40}})
+
+
+def _step_columns(steps: list[int], ranks: int) -> tuple[list[Any], list[int] | None]:
+    """The heatmaps' x: every step when they fit in ``HEATMAP_CELLS`` and ``HEATMAP_COLUMNS``, with no bins (None);
+    else as many columns of equal steps as fit, labelled by the steps they hold ("1–35"), and each column's first index."""
+    columns = max(1, min(HEATMAP_COLUMNS, HEATMAP_CELLS // max(1, ranks)))
+    if len(steps) <= columns:
+        return list(steps), None
+    width = math.ceil(len(steps) / columns)
+    starts = list(range(0, len(steps), width))
+    return [f"{steps[i]}\u2013{steps[min(i + width, len(steps)) - 1]}" for i in starts], starts
+
+
+def _binned(matrix: list[list[float | None]], starts: list[int], how: str) -> list[list[float | None]]:
+    """Each row's steps in the columns that begin at ``starts``: their max or mean (ms), None where a column has none
+    (plain Python: the viewer needs no numpy)."""
+    spans = list(zip(starts, starts[1:] + [None]))
+    rows: list[list[float | None]] = []
+    for row in matrix:
+        values = [v for v in row if v is not None]
+        columns = ([values[begin:end] for begin, end in spans] if len(values) == len(row)  # every step there: the row's own slices
+                   else [[v for v in row[begin:end] if v is not None] for begin, end in spans])
+        rows.append([None if not column else max(column) if how == "max" else round(sum(column) / len(column), 3) for column in columns])
+    return rows
 
 
 def _rank_page(run: Run, rank: int) -> str | None:
@@ -68,7 +107,7 @@ def _rank_report(run: Run, rank: int, fragment: str = "") -> str | None:
 
 
 def _marks(order: list[int], slow: set[int], nodes: set[str], host_of: dict[Any, Any],
-           last_step: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+           last_step: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The heatmaps' marks of each slow rank's row and each slow node's rows (by their place in ``order``, the
     heatmap's rows): a tick in the right margin and the name with an arrow, leaving the cells to show their time,
     so one row of a thousand stands out and is named."""
@@ -91,7 +130,7 @@ def _tick(low: float, high: float, color: str) -> dict[str, Any]:
             "fillcolor": color, "line": {"color": color, "width": 1}}
 
 
-def _note(row: int, step: int | None, text: str, color: str, rows: int) -> dict[str, Any]:
+def _note(row: int, step: Any, text: str, color: str, rows: int) -> dict[str, Any]:
     return {"xref": "x", "x": step, "yref": "y", "y": row, "text": text, "showarrow": True, "arrowhead": 2, "arrowcolor": color,
             "ax": -60, "ay": 24 if row < rows / 2 else -24, "font": {"color": color, "size": 11}, "bgcolor": "rgba(255,255,255,0.9)",
             "bordercolor": color}
