@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 _activated = False
-# Launchers start the ranks and step no model themselves; the ranks inherit the variable and profile.
+# Launchers start the ranks and step no model themselves (nor does msrun's scheduler, which runs the
+# script as MS_ROLE=MS_SCHED); the ranks inherit the variable and profile.
 LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 LAUNCHER_SCRIPTS = ("torchrun", "msrun", "deepspeed")
 
@@ -33,7 +34,7 @@ def activate_from_environment() -> Session | None:
     if _activated:
         return None
     _activated = True
-    if launcher(sys.orig_argv):
+    if launcher(sys.orig_argv) or os.environ.get(environment.MS_ROLE) == "MS_SCHED":
         return None
     text = os.environ.get(environment.OPTIONS, "")
     if text.strip():

@@ -8,6 +8,7 @@ DEBUG = "MSPROF_AGENT_DEBUG"  # agent errors with their traceback
 RANK = ("RANK_ID", "RANK")
 DEVICE = ("DEVICE_ID", "LOCAL_RANK")
 WORLD_SIZE = ("RANK_SIZE", "WORLD_SIZE")
+MS_ROLE = "MS_ROLE"  # msrun's role of a process: its scheduler (MS_SCHED) runs the script and steps nothing
 FP_START = "PROFILING_FP_START"  # the op that starts forward propagation (MindSpore's variable)
 BP_END = "PROFILING_BP_END"  # the op that ends backward propagation
 # A process the agent starts for itself (a window's background analysis) runs without these: the hook stays off there.

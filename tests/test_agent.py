@@ -43,6 +43,13 @@ def test_a_launcher_is_not_profiled_its_ranks_are(argv, launcher):
     assert launcher_of(argv) == launcher
 
 
+@pytest.mark.unit
+def test_msruns_scheduler_process_is_not_profiled(tmp_path):
+    """msrun runs the script once more as its scheduler (MS_ROLE=MS_SCHED), which steps nothing: silent there."""
+    result = run_script([PLAIN_JOB], profile_into(str(tmp_path / "p")), extra_env={"MS_ROLE": "MS_SCHED"})
+    assert result.returncode == 0 and result.stderr == "" and not os.path.exists(tmp_path / "p")
+
+
 # -- bad input: one clear line, profiling off, the job untouched -------------------------------------
 
 PLAIN_JOB = os.path.join(SCRIPTS, "plain_job.py")
