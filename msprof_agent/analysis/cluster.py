@@ -193,15 +193,17 @@ def roll_up(entries: Iterable[Entry]) -> dict[str, Any]:
     offsets = clock_offsets(ranks)
     steps = sorted({n for e in ranks for n in e["steps"]})
     column = {n: i for i, n in enumerate(steps)}
+    # each rank's columns: all of them where it has every step (then its rows need no gaps filled)
+    columns = [slice(None) if e["steps"] == steps else [column[n] for n in e["steps"]] for e in ranks]
 
     def matrix(key: str) -> list[list[float | None]]:
-        rows = []
-        for e in ranks:
-            row: list[float | None] = [None] * len(steps)
-            for n, value in zip(e["steps"], e[key]):
-                row[column[n]] = round(value, 3)
-            rows.append(row)
-        return rows
+        """KEY of every rank and step, to the µs (a step a rank lacks: None); numpy: 1 024 ranks x 2 000 steps
+        are 2 M values a matrix."""
+        values = np.full((len(ranks), len(steps)), np.nan)
+        for i, e in enumerate(ranks):
+            values[i, columns[i]] = np.asarray(e[key], dtype=np.float64)  # None -> NaN
+        rows: list[list[float | None]] = np.round(values, 3).tolist()
+        return [row if not np.isnan(values[i]).any() else [None if v != v else v for v in row] for i, row in enumerate(rows)]
 
     present = {e["rank_id"] for e in ranks}
     return {"rank_size": rank_size, "ranks_analysed": len(ranks), "missing_ranks": [r for r in range(rank_size) if r not in present],
