@@ -7,14 +7,19 @@ for) and ``viewer`` (report.html, cluster_report.html): the one place that runs 
 task per rank (``fanout``: a process pool, or Dask). The exports come before the summary, which carries
 their failure notes. The cluster step (``cluster_roll_up``) reads the ranks' summaries alone.
 """
+from __future__ import annotations
+
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import analysis, export, fanout, log
+from . import analysis, export, log
 from .contract import names
 from .contract.summary import Summary
 from .store import raw_ranks
+
+if TYPE_CHECKING:
+    from . import fanout
 
 
 def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list: list[int] | None = None, pretty: bool = False,
@@ -105,6 +110,8 @@ def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None
     (``fanout``: a process pool, or Dask with ``scheduler`` / ``scheduler_file``), then each job's cluster
     step runs on their summaries.
     """
+    from . import fanout  # here, not at the top: the exit of every profiled job imports this module, and only this needs a pool
+
     if step_list is not None:
         ordered = sorted(step_list)
         if ordered != list(range(ordered[0], ordered[-1] + 1)):
