@@ -26,9 +26,11 @@ class ViewerExtraMissing(Exception):
     """The report cannot be written here: jinja2 or plotly is not installed."""
 
 
-def write_report(profiler_dir: str, rank: int | str) -> str:
+def write_report(profiler_dir: str, rank: int | str, step_level_timeline: bytes | None = None) -> str:
     """Write the rank's report into ``profiler_dir`` (atomically) and return its path. A rank of a multi-rank
-    run links to the job's cluster_report.html, where the roll-up writes it once every rank has its summary."""
+    run links to the job's cluster_report.html, where the roll-up writes it once every rank has its summary.
+    ``step_level_timeline``: the rank's timeline file without its ops, from the analysis that just wrote it
+    (``sections.Run.step_level_timelines``)."""
     plotly_js = _plotly_js("report.html skipped")
     from . import render, sections
 
@@ -37,6 +39,8 @@ def write_report(profiler_dir: str, rank: int | str) -> str:
     ranks = {r: directory for r in names.summary_ranks(directory)}  # a multi-card analysis: the ranks analysed here so far
     ranks[rank] = directory
     run = sections.Run(os.path.basename(os.path.dirname(directory)) or directory, ranks)
+    if step_level_timeline is not None:
+        run.step_level_timelines[rank] = step_level_timeline
     with sections.shared_reads():
         loaded = {name: sections.load_page(run, rank, name) for name in render.report_pages(run)}
     summary = loaded["overview"]["summary"]
