@@ -32,7 +32,7 @@ def run(mode, steps, out_dir):
     if mode != "plain":
         options = {"start": True, "output_path": out_dir}
         if mode.startswith("agent"):
-            env["PYTHONPATH"] = HOOK
+            env["PYTHONPATH"] = HOOK + os.pathsep + ROOT  # this checkout's agent, whatever the venv has installed
             options.update(op_time="op_time=false" not in mode)
         env["MS_PROFILER_OPTIONS"] = json.dumps(options)
     start = time.perf_counter()
