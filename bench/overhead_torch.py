@@ -114,7 +114,7 @@ def run(mode, steps, out_dir, timeout):
     """One fresh process; its result dict plus the seconds from its training's end to its exit, and peak RSS."""
     env = {k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "PYTHONPATH")}
     if mode == "agent":
-        env["PYTHONPATH"] = HOOK
+        env["PYTHONPATH"] = HOOK + os.pathsep + ROOT  # this checkout's agent, whatever the venv has installed
         env["MS_PROFILER_OPTIONS"] = json.dumps({"start": True, "output_path": out_dir})
     result_path = os.path.join(out_dir, f"result-{mode}.json")
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode, "--steps", str(steps),

@@ -7,14 +7,19 @@ for) and ``viewer`` (report.html, cluster_report.html): the one place that runs 
 task per rank (``fanout``: a process pool, or Dask). The exports come before the summary, which carries
 their failure notes. The cluster step (``cluster_roll_up``) reads the ranks' summaries alone.
 """
+from __future__ import annotations
+
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import analysis, export, fanout, log
+from . import analysis, export, log
 from .contract import names
 from .contract.summary import Summary
 from .store import raw_ranks
+
+if TYPE_CHECKING:
+    from . import fanout
 
 
 def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list: list[int] | None = None, pretty: bool = False,
@@ -24,9 +29,9 @@ def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list
     its report; returns the summary dict. ``export_type`` (default: the run's option) names the exports written
     beside it; ``job_started_ns``: the earliest start of the job's ranks, which every rank's traces then count
     from. ``roll_up`` (at exit): the job's cluster step, once every one of its ranks has a summary."""
-    summary = _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns)
+    run, summary = _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns)
     out = output_dir or profiler_dir
-    write_report(out, rank)
+    write_report(out, rank, run.ctx.step_level_timeline)
     if roll_up:
         try:
             rolled = analysis.cluster.write_when_complete(out, int(summary.get("rank_size") or 1), pretty)
@@ -45,14 +50,14 @@ def analyse_task(task: fanout.Task) -> Summary:
 
 
 def _analysed(profiler_dir: str, rank: int, announce: bool, step_list: list[int] | None, pretty: bool, export_type: str | Iterable[object] | None,
-              output_dir: str | None, job_started_ns: int | None) -> Summary:
-    """The rank's own files: its pages, its exports and its summary."""
+              output_dir: str | None, job_started_ns: int | None) -> tuple[analysis.Run, Summary]:
+    """The rank's own files: its pages, its exports and its summary; returns the analysed run and the summary."""
     run = analysis.analyse_pages(profiler_dir, rank, step_list, pretty, output_dir, job_started_ns)
     run.results["export"] = run.guarded("export", None, export.write, run, export_type)
     summary = analysis.summarise(run)
     if announce:
         analysis.print_table(summary)
-    return summary
+    return run, summary
 
 
 def cluster_roll_up(cluster_dir: str, entries: list[dict[str, Any]], pretty: bool = False) -> dict[str, Any] | None:
@@ -64,11 +69,12 @@ def cluster_roll_up(cluster_dir: str, entries: list[dict[str, Any]], pretty: boo
     return rolled
 
 
-def write_report(profiler_dir: str, rank: int) -> None:
-    """report.html needs the viewer extra (jinja2, plotly); without it the analysis says so once and goes on."""
+def write_report(profiler_dir: str, rank: int, step_level_timeline: bytes | None = None) -> None:
+    """report.html needs the viewer extra (jinja2, plotly); without it the analysis says so once and goes on.
+    ``step_level_timeline``: the rank's timeline file without its ops, as the analysis just wrote it."""
     from .viewer.report import write_report as write_html
 
-    _viewer_file("writing report.html", write_html, profiler_dir, rank)
+    _viewer_file("writing report.html", write_html, profiler_dir, rank, step_level_timeline)
 
 
 def write_cluster_report(cluster_dir: str) -> None:
@@ -105,6 +111,8 @@ def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None
     (``fanout``: a process pool, or Dask with ``scheduler`` / ``scheduler_file``), then each job's cluster
     step runs on their summaries.
     """
+    from . import fanout  # here, not at the top: the exit of every profiled job imports this module, and only this needs a pool
+
     if step_list is not None:
         ordered = sorted(step_list)
         if ordered != list(range(ordered[0], ordered[-1] + 1)):

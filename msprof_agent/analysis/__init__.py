@@ -38,6 +38,7 @@ class Context:
         self.sampling_interval_ms = sampling_interval_ms
         self.notes: list[str] = []
         self.warmup: list[WarmupStep] = []  # the window's warm-up steps (``warmup.detect``), left out of the steady figures
+        self.step_level_timeline: bytes | None = None  # the timeline file without its ops, for the report drawn right after (``timeline.write``)
 
     def path(self, template: str, **fields: Any) -> str:
         """Where this rank's file of a ``contract`` name template goes."""

@@ -153,6 +153,7 @@ def write(data: RunData, ctx: Context, stages: list[dict[str, Any]]) -> dict[str
     name = rank_file(TIMELINE_DISPLAY, ctx.rank, device=device)
     keep, kept, size = write_trace(ctx.path(TIMELINE_DISPLAY, device=device), payload[:-1], payload[-1:], events,
                                    ops["dur"] if events else None, limit_mb)
+    ctx.step_level_timeline = payload  # the file is this with the ops inserted before its "]"
     threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if kept else 0
     names = data.op_names[np.unique(ops["name_id"][keep][:10000])].tolist() if kept else []
     dropped_text = None

@@ -63,7 +63,17 @@ def _metadata_names(events: list[Any], kind: str) -> dict[Any, str]:
 
 def _load(path: str) -> list[Any]:
     with open(path, "rb") as handle:
-        events = orjson.loads(handle.read())
+        return _events(handle.read())
+
+
+def _parsed(text: bytes) -> tuple[list[Any], int]:
+    """A timeline's events and their time base, from its text."""
+    events = _events(text)
+    return events, timeline_base(events)
+
+
+def _events(text: bytes) -> list[Any]:
+    events = orjson.loads(text)
     if isinstance(events, dict):  # the object form {"traceEvents": [...]} is valid Trace Event JSON too
         events = events.get("traceEvents")
     if not isinstance(events, list):
@@ -152,7 +162,8 @@ def build(run: Run, ranks: list[int], kind: str = "summary", merge: bool = False
     loaded: list[tuple[int, list[Any], int]] = []  # (rank, its events, their time base)
     problems: list[str] = []
     for rank in ranks:
-        read = _load_rank(run, rank)
+        known = run.step_level_timelines.get(rank) if kind == "summary" else None  # the step-level events are all a summary keeps
+        read = _load_rank(run, rank) if known is None else _parsed(known)
         if isinstance(read, str):
             problems.append(read)
         else:
