@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from .. import records
+from ..records import KIND, STEP
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
@@ -35,16 +35,18 @@ class StepRecorder:
         """Make sure a step is open (idempotent); the first call marks the start of training."""
         if self.current is None:
             start = self._next_start or (time.time_ns() if now is None else now)
-            self.current = {records.KIND: records.STEP, "n": self.completed + 1, "start": start, "wait": 0, "waits": [], "fp": None, "bp": None}
-            self._on_open(self.current["n"], start)
+            n = self.completed + 1
+            self.current = {KIND: STEP, "n": n, "start": start, "wait": 0, "waits": [], "fp": None, "bp": None}
+            self._on_open(n, start)
         return self.current
 
     def data_wait(self, start: int, end: int) -> None:
         """A fetch from the training data source; a fetch with no open step opens one where it began."""
         step = self.current or self.open(start)
         step["wait"] += end - start
-        if len(step["waits"]) < MAX_WAITS_KEPT:
-            step["waits"].append((start, end))
+        waits = step["waits"]
+        if len(waits) < MAX_WAITS_KEPT:
+            waits.append((start, end))
 
     def mark_fp(self, now: int | None = None) -> None:
         step = self.current or self.open(now)
