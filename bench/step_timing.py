@@ -9,9 +9,24 @@ run in turn (see torch_blocks.py). Two measurements:
 2. the ResNet-style CNN of bench/overhead_torch.py (~50 ms steps): the ratio itself, target <= 1.005.
 
 The cost per step does not grow with the model (the hooks fire once per step; modules run on
-torch's hook-free path), so (1) also gives the ratio for any step length.
+torch's hook-free path), so (1) also gives the ratio for any step length. ``--against CHECKOUT``
+adds another checkout's step timing as a third mode of the same rounds (tiny steps), for a
+before/after at the same load: ``git worktree add /tmp/base COMMIT`` then
+``python bench/step_timing.py --against /tmp/base``.
+
+Measured so (2 shared cores, load 3.6-7, tiny steps ~0.6-0.75 ms): against 5f7b3f0, five runs
+of this bench and two of an equivalent three-mode script gave after minus before -29, -28, -23,
+-21, -11, +16 and +25 us per step (median -21 us; +26..+54 us left in the runs that favoured it);
+their run-to-run spread at this load is wider than each run's bootstrap interval. The count that
+does not depend on the load: the agent's own Python per step went from ~650 to ~535 bytecodes (the
+flush's share at real step rates; sys.settrace opcode events over 20 steps, torch's own 3031), the
+forward start from 183 (``_call_impl``'s slow path for the root module plus the global hook) to 88.
+What is left, in bytecodes per step: the step's close and record (the optimizer's post-hook,
+open, window checks, close, the run's store) ~280, the data wait ~80, the forward start ~90, the backward end ~35, the optimizer
+wrappers ~25, the JSON line at the flush ~25; the <= 10 us goal needs fewer of those, not faster ones.
 """
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -32,10 +47,24 @@ def tiny_training(batches):
     return model, optimizer, torch.utils.data.DataLoader(data, batch_size=4)
 
 
+def other_checkout(checkout, settings):
+    """Another checkout's session (from SETTINGS) and torch integration: its agent imported as
+    ``msprof_agent_base`` (the package's imports are relative), so both run in this process in turn."""
+    root = os.path.join(os.path.abspath(checkout), "msprof_agent")
+    spec = importlib.util.spec_from_file_location("msprof_agent_base", os.path.join(root, "__init__.py"), submodule_search_locations=[root])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = package
+    spec.loader.exec_module(package)
+    options = importlib.import_module("msprof_agent_base.options")
+    started = importlib.import_module("msprof_agent_base.session").start(options.from_mapping(settings), origin="bench")
+    return started, importlib.import_module("msprof_agent_base.frameworks.torch.patch")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny-rounds", type=int, default=30)
     parser.add_argument("--resnet-rounds", type=int, default=8)
+    parser.add_argument("--against", metavar="CHECKOUT", help="also another checkout's step timing, in turn with this one's (tiny steps only)")
     args = parser.parse_args()
 
     from msprof_agent import options, session
@@ -43,18 +72,29 @@ def main():
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as out_dir:
-        current = session.start(options.from_mapping({"start": True, "output_path": out_dir, "start_step": 10 ** 9}), origin="bench")
+        settings = {"start": True, "output_path": out_dir, "start_step": 10 ** 9}  # recording never starts: step timing alone
+        current = session.start(options.from_mapping(settings), origin="bench")
         # installed as in a job, before the optimizer was made: torch patches each optimizer class's step as
         # its first instance is made, and the integration wraps that step too (the hand-over check)
         modes = {"no agent": (lambda: None, lambda: None),
                  "step timing": (lambda: (integration.install(current), optimizer._patch_step_function()), integration.uninstall)}
 
         model, optimizer, loader = tiny_training(100)
+        if args.against:
+            base_session, base_integration = other_checkout(args.against, settings)
+            modes[args.against] = (lambda: (base_integration.install(base_session), optimizer._patch_step_function()), base_integration.uninstall)
         tiny, _ = interleave(modes, lambda: train_steps(model, optimizer, loader, torch.nn.functional.mse_loss), args.tiny_rounds)
         cost, low, high = median_difference(tiny["no agent"], tiny["step timing"])
         plain_tiny = statistics.median(tiny["no agent"])
         print(f"tiny steps ({args.tiny_rounds} rounds x 99 steps per mode): no agent {plain_tiny * 1e6:.0f} us per step; "
               f"step timing costs {cost * 1e6:+.1f} us per step (95 % {low * 1e6:+.1f} .. {high * 1e6:+.1f})")
+        if args.against:
+            other, low_o, high_o = median_difference(tiny["no agent"], tiny[args.against])
+            change, low_c, high_c = median_difference(tiny[args.against], tiny["step timing"])
+            print(f"{args.against}'s step timing costs {other * 1e6:+.1f} us per step (95 % {low_o * 1e6:+.1f} .. {high_o * 1e6:+.1f}); "
+                  f"this checkout's minus it: {change * 1e6:+.1f} us (95 % {low_c * 1e6:+.1f} .. {high_c * 1e6:+.1f})")
+            base_session.finalize("bench")
+            del modes[args.against]
 
         model, optimizer, loader = resnet_training(11)
         resnet, _ = interleave(modes, lambda: train_steps(model, optimizer, loader), args.resnet_rounds)
