@@ -14,16 +14,14 @@ adds another checkout's step timing as a third mode of the same rounds (tiny ste
 before/after at the same load: ``git worktree add /tmp/base COMMIT`` then
 ``python bench/step_timing.py --against /tmp/base``.
 
-Measured so (2 shared cores, load 3.6-7, tiny steps ~0.6-0.75 ms): against 5f7b3f0, five runs
-of this bench and two of an equivalent three-mode script gave after minus before -29, -28, -23,
--21, -11, +16 and +25 us per step (median -21 us; +26..+54 us left in the runs that favoured it);
-their run-to-run spread at this load is wider than each run's bootstrap interval. The count that
-does not depend on the load: the agent's own Python per step went from ~650 to ~535 bytecodes (the
-flush's share at real step rates; sys.settrace opcode events over 20 steps, torch's own 3031), the
-forward start from 183 (``_call_impl``'s slow path for the root module plus the global hook) to 88.
-What is left, in bytecodes per step: the step's close and record (the optimizer's post-hook,
-open, window checks, close, the run's store) ~280, the data wait ~80, the forward start ~90, the backward end ~35, the optimizer
-wrappers ~25, the JSON line at the flush ~25; the <= 10 us goal needs fewer of those, not faster ones.
+Where the cost goes, counted without the load's noise (sys.settrace opcode events over 20 tiny-MLP
+steps, torch's own ~3 030 a step): the agent's Python is ~845 bytecodes a step: the step's close and
+record (the optimizer's post-hook, open, window checks, close, the run's store) ~280, the forward
+start ~180 (the global pre-hook sends the root module down ``nn.Module._call_impl``'s slow path),
+the data wait ~80, the backward end ~35, the optimizer wrappers ~25, the JSON line at the flush
+~25: the <= 10 us goal needs fewer of those events, not faster ones. (Marking the forward start
+from the root module's own call, through torch's private ``_compiled_call_impl`` on its class, took
+it to ~90, but puts a method on the user's model class that torch.compile would trace: not done.)
 """
 import argparse
 import importlib.util

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from ..records import KIND, STEP
+from .. import records
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
@@ -35,18 +35,16 @@ class StepRecorder:
         """Make sure a step is open (idempotent); the first call marks the start of training."""
         if self.current is None:
             start = self._next_start or (time.time_ns() if now is None else now)
-            n = self.completed + 1
-            self.current = {KIND: STEP, "n": n, "start": start, "wait": 0, "waits": [], "fp": None, "bp": None}
-            self._on_open(n, start)
+            self.current = {records.KIND: records.STEP, "n": self.completed + 1, "start": start, "wait": 0, "waits": [], "fp": None, "bp": None}
+            self._on_open(self.current["n"], start)
         return self.current
 
     def data_wait(self, start: int, end: int) -> None:
         """A fetch from the training data source; a fetch with no open step opens one where it began."""
         step = self.current or self.open(start)
         step["wait"] += end - start
-        waits = step["waits"]
-        if len(waits) < MAX_WAITS_KEPT:
-            waits.append((start, end))
+        if len(step["waits"]) < MAX_WAITS_KEPT:
+            step["waits"].append((start, end))
 
     def mark_fp(self, now: int | None = None) -> None:
         step = self.current or self.open(now)

@@ -194,17 +194,15 @@ class _Integration:
     # -- data wait, backward end, step boundary ----------------------------------------------------
     def _step_ends(self, now: int) -> None:
         """Close the step at ``now``; a full profiler session is handed over before user code runs."""
-        device = self.device
-        recording = device.active  # before close(): closing the last window step stops the device session
-        if recording:
-            device.step_ended(now)
+        if self.device.active:  # before close(): closing the last window step stops the device session
+            self.device.step_ended(now)
         steps = self.steps
         if steps.current is None:
             steps.open(now)
         steps.close(now)
         if self._fp_hook is not None:
             self._fp_hook.arm()
-        if recording and device.handover_due:  # a session that starts as a step closes has no step to hand over
+        if self.device.handover_due:
             self._handover_from = now
 
     def _hand_over_if_due(self) -> None:
@@ -234,16 +232,16 @@ class _Integration:
 
     def _timing_fetches(self, fetch: Method) -> Method:
         """``fetch`` (the DataLoader's ``__iter__`` or its iterator's ``__next__``) timed as the step's data wait."""
-        session, data_wait, grad_enabled, time_ns = self.session, self.steps.data_wait, self._grad_enabled, time.time_ns
+        session, steps, grad_enabled = self.session, self.steps, self._grad_enabled
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             if session.disabled or not grad_enabled():
                 return fetch(*args, **kwargs)
-            start = time_ns()
+            start = time.time_ns()
             result = fetch(*args, **kwargs)
-            end = time_ns()
+            end = time.time_ns()
             try:
-                data_wait(start, end)
+                steps.data_wait(start, end)
             except Exception as exc:
                 log.report_error("timing the data loader", exc)
             return result
@@ -263,13 +261,13 @@ class _Integration:
     def _marking_backward_end(self, backward: Method) -> Method:
         """``torch.autograd.backward`` (``Tensor.backward`` calls it), then the step's backward end: a plain
         function, as every per-step patch (a wrapt wrapper costs microseconds a call)."""
-        session, mark_bp, time_ns = self.session, self.steps.mark_bp, time.time_ns
+        session, steps = self.session, self.steps
 
         def marked(*args: Any, **kwargs: Any) -> Any:
             result = backward(*args, **kwargs)
             if not session.disabled:
                 try:
-                    mark_bp(time_ns())
+                    steps.mark_bp(time.time_ns())
                 except Exception as exc:
                     log.report_error("marking the backward end", exc)
             return result
@@ -278,24 +276,20 @@ class _Integration:
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer, _args: Args, _kwargs: Kwargs) -> None:
         try:
             now = time.time_ns()
-            if (self._primary is None or self._primary() is not optimizer) and not self._adopted_primary(optimizer):
+            primary = self._primary() if self._primary is not None else None
+            if primary is None:  # first optimizer ever, or the primary one was garbage-collected
+                self._primary = weakref.ref(optimizer)
+                if cuda_in_use() and not self.session.disabled:
+                    import torch
+
+                    self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name())
+            elif primary is not optimizer:
                 return
-            if not self.session.disabled:
-                self._step_ends(now)
+            if self.session.disabled:
+                return
+            self._step_ends(now)
         except Exception as exc:
             log.report_error("closing a training step", exc)
-
-    def _adopted_primary(self, optimizer: torch.optim.Optimizer) -> bool:
-        """OPTIMIZER, not the primary one, stepped: it becomes the primary one if there is none yet
-        (the first optimizer ever, or the primary one was garbage-collected); True if so."""
-        if self._primary is not None and self._primary() is not None:
-            return False
-        self._primary = weakref.ref(optimizer)
-        if cuda_in_use() and not self.session.disabled:
-            import torch
-
-            self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name())
-        return True
 
     # -- communication -----------------------------------------------------------------------------
     def _comm_wrapper(self, name: str) -> Callable[[Method, Any, Args, Kwargs], Any]:
@@ -421,16 +415,15 @@ class _ReArmableHook:
     def __init__(self, register: Callable[[Method], torch.utils.hooks.RemovableHandle], hook: Method) -> None:
         self._hook = hook
         self._handle = register(hook)
-        self._id = self._handle.id
         self._hooks = cast("dict[int, Method]", self._handle.hooks_dict_ref())  # torch's global hook dict: its weak reference never dies
         self._removed = False
 
     def arm(self) -> None:
         if not self._removed:
-            self._hooks[self._id] = self._hook
+            self._hooks[self._handle.id] = self._hook
 
     def disarm(self) -> None:
-        self._hooks.pop(self._id, None)
+        self._hooks.pop(self._handle.id, None)
 
     def remove(self) -> None:
         self._removed = True
