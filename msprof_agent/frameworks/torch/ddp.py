@@ -31,23 +31,16 @@ Entered = Callable[[str, tuple[Any, ...], dict[str, Any]], object]
 class _EnteringHook:
     """The reducer's communication hook: the entry, then the hook DDP runs (``inner``)."""
 
-    def __init__(self, group: Any, entered: Entered, in_comm: threading.local, disabled: Callable[[], bool]) -> None:
+    def __init__(self, group: Any, entering: Callable[..., Any]) -> None:
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
         self.group = group
         self.inner: tuple[object, Callable[[Any, Any], Any]] = (group, allreduce_hook)
-        self._entered, self._in_comm, self._disabled = entered, in_comm, disabled
+        self._entering = entering
 
     def __call__(self, _state: object, bucket: Any) -> Any:
         state, hook = self.inner
-        if self._disabled() or getattr(self._in_comm, "busy", False):
-            return hook(state, bucket)
-        self._entered(GRADIENTS, (), {"group": self.group})
-        self._in_comm.busy = True  # the hook's own torch.distributed calls are this entry's
-        try:
-            return hook(state, bucket)
-        finally:
-            self._in_comm.busy = False
+        return self._entering(GRADIENTS, self.group, hook, state, bucket)
 
 
 class DdpEntries:
@@ -71,7 +64,7 @@ class DdpEntries:
         reducer = getattr(ddp, "reducer", None)
         if reducer is None or self._register is None or getattr(ddp, "_use_python_reducer", False) or id(reducer) in self._hooks:
             return
-        hook = _EnteringHook(ddp.process_group, self._entered, self._in_comm, self._disabled)
+        hook = _EnteringHook(ddp.process_group, self._entering)
         self._register(reducer, None, hook)
         self._hooks[id(reducer)] = hook
         weakref.finalize(ddp, self._hooks.pop, id(reducer), None)
@@ -100,14 +93,18 @@ class DdpEntries:
             return group, default_hooks.fp16_compress_hook
         return group, default_hooks.allreduce_hook
 
+    def _entering(self, name: str, group: Any, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)`` after its entry on GROUP is written; the torch.distributed calls it makes are this entry's."""
+        if self._disabled() or getattr(self._in_comm, "busy", False):
+            return call(*args, **kwargs)
+        self._entered(name, (), {"group": group})
+        self._in_comm.busy = True
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self._in_comm.busy = False
+
     def _broadcasting(self, method: Callable[..., Any]) -> Callable[..., Any]:
         def broadcast(ddp: Any, *args: Any, **kwargs: Any) -> Any:
-            if self._disabled() or getattr(self._in_comm, "busy", False):
-                return method(ddp, *args, **kwargs)
-            self._entered(BUFFERS, (), {"group": ddp.process_group})
-            self._in_comm.busy = True
-            try:
-                return method(ddp, *args, **kwargs)
-            finally:
-                self._in_comm.busy = False
+            return self._entering(BUFFERS, ddp.process_group, method, ddp, *args, **kwargs)
         return broadcast
