@@ -64,8 +64,9 @@ def _on_pool(function: Function, tasks: list[Task]) -> Iterator[tuple[Task, Any]
     with concurrent.futures.ProcessPoolExecutor(max_workers=min(cores(), len(tasks)), mp_context=context) as pool:
         futures = {pool.submit(function, task): task for task in tasks}
         for future in concurrent.futures.as_completed(futures):
+            task = futures.pop(future)  # its result goes with it: a thousand ranks' summaries are not all held here
             exc = future.exception()
-            yield futures[future], exc if exc is not None else future.result()
+            yield task, exc if exc is not None else future.result()
 
 
 def _on_dask(function: Function, tasks: list[Task], scheduler: str | None, scheduler_file: str | None) -> Iterator[tuple[Task, Any]]:
