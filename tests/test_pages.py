@@ -242,6 +242,30 @@ def test_the_jobs_cpu_is_its_process_tree_and_the_agents_own_processes_are_apart
     assert job_user + job_sys >= 0.02 and ours >= 0.02, (job_user, job_sys, ours)  # each child spun on a shared machine
 
 
+@pytest.mark.unit
+def test_a_child_that_ended_between_readings_is_the_jobs_to_its_end():
+    """DataLoader workers end with each epoch: the CPU a child spent after the last reading, or all of it
+    for a child that started and ended between two readings, is the job's, not other processes'."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from msprof_agent.collectors.cpu import _JobTree
+
+    spin = "import sys, time\nend = time.process_time() + float(sys.argv[1])\nwhile time.process_time() < end: pass"
+    tree = _JobTree(psutil.Process())
+    seen_once = subprocess.Popen([sys.executable, "-c", spin, "0.6"])
+    time.sleep(0.05)
+    tree.read()  # the first child seen here, early in its spin
+    subprocess.run([sys.executable, "-c", spin, "0.3"], check=True)  # started and ended between two readings
+    seen_once.wait(timeout=60)
+    job_user, job_sys, ours = tree.read()
+    assert job_user + job_sys >= 0.3 + 0.6 * 0.5, (job_user, job_sys)  # the second child whole, most of the first
+    assert job_user + job_sys <= 0.3 + 0.6 + 0.5, (job_user, job_sys)  # each counted once (interpreter starts: ~0.1 s)
+    assert ours == 0.0
+
+
 def test_the_heaps_bytes_in_use_count_what_is_held_not_what_rss_keeps():
     """64 MiB of small blocks held: in use rises by them; freed (while one later block pins the heap's top,
     as a profiler's events do between a step's tensors), in use falls back though RSS need not."""

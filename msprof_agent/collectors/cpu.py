@@ -71,38 +71,69 @@ def _descendants(pid: int) -> list[int]:
 class _JobTree:
     """CPU seconds of this process and its descendants since the last reading, the agent's own
     processes apart. A child first seen counts from the time of the reading before (the tree's state
-    at the start is the baseline); one that ended between readings loses its last interval."""
+    at the start is the baseline). A child that ended is counted through its parent: the kernel adds a
+    reaped child's whole life to its parent's ``children_*`` times, less what earlier readings counted of
+    it. So a DataLoader's workers, which end with each epoch, are the job's to their last instant, and a
+    child that started and ended between two readings is not lost."""
 
     def __init__(self, process: psutil.Process) -> None:
         self.process = process
-        self.known: dict[int, tuple[psutil.Process, float, float, bool]] = {}
+        self.known: dict[int, _Seen] = {}
         self.read()
 
     def read(self) -> tuple[float, float, float]:
         """(job user, job system, ours) seconds since the last call."""
         job_user = job_sys = ours = 0.0
-        seen: dict[int, tuple[psutil.Process, float, float, bool]] = {}
+        seen: dict[int, _Seen] = {}
+        reaped: dict[int, list[float]] = {}  # [user, system] each process's ended children added since the last reading
         for pid in [self.process.pid] + _descendants(self.process.pid):
             try:
                 entry = self.known.get(pid)
                 if entry is None:
                     proc = self.process if pid == self.process.pid else psutil.Process(pid)
                     mine = pid != self.process.pid and OUR_PROCESSES in b" ".join(arg.encode() for arg in proc.cmdline())
-                    last_user = last_sys = 0.0 if self.known else None
+                    parent = proc.ppid()
+                    last = _Seen(proc, 0.0, 0.0, 0.0, 0.0, mine, parent) if self.known else None
                 else:
-                    proc, last_user, last_sys, mine = entry
+                    proc, mine, parent, last = entry.proc, entry.mine, entry.parent, entry
                 times = proc.cpu_times()
             except (psutil.Error, OSError):
                 continue
-            seen[pid] = (proc, times.user, times.system, mine)
-            if last_user is None or last_sys is None:
+            seen[pid] = _Seen(proc, times.user, times.system, times.children_user, times.children_system, mine, parent)
+            if last is None:
                 continue
             if mine:
-                ours += times.user - last_user + times.system - last_sys
+                ours += times.user - last.user + times.system - last.system
             else:
-                job_user, job_sys = job_user + times.user - last_user, job_sys + times.system - last_sys
+                job_user, job_sys = job_user + times.user - last.user, job_sys + times.system - last.system
+            reaped[pid] = [times.children_user - last.children_user, times.children_system - last.children_system]
+        ended_mine: set[int] = set()  # parents that reaped an agent's process since the last reading
+        for pid, gone in self.known.items():
+            if pid not in seen and gone.parent in reaped:  # ended and reaped by a process still read: counted up to the last reading
+                added = reaped[gone.parent]
+                added[0] -= gone.user + gone.children_user
+                added[1] -= gone.system + gone.children_system
+                if gone.mine:
+                    ended_mine.add(gone.parent)
+        for pid, (user, system) in reaped.items():
+            user, system = max(user, 0.0), max(system, 0.0)  # a child caught between its parent's reading and its own
+            if seen[pid].mine or pid in ended_mine:
+                ours += user + system
+            else:
+                job_user, job_sys = job_user + user, job_sys + system
         self.known = seen
         return job_user, job_sys, ours
+
+
+class _Seen:
+    """One process at a reading: its CPU seconds so far, its own and its reaped children's."""
+    __slots__ = ("proc", "user", "system", "children_user", "children_system", "mine", "parent")
+
+    def __init__(self, proc: psutil.Process, user: float, system: float, children_user: float, children_system: float,
+                 mine: bool, parent: int) -> None:
+        self.proc, self.user, self.system = proc, user, system
+        self.children_user, self.children_system = children_user, children_system
+        self.mine, self.parent = mine, parent  # the agent's own process; its parent's pid
 
 
 PROBE_LOOPS, PROBE_REPEATS = 20_000, 5  # about 1 ms a repeat on an idle core
