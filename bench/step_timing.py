@@ -14,17 +14,22 @@ adds another checkout's step timing as a third mode of the same rounds (tiny ste
 before/after at the same load: ``git worktree add /tmp/base COMMIT`` then
 ``python bench/step_timing.py --against /tmp/base``.
 
-Where the cost goes, counted without the load's noise (sys.settrace opcode events over 20 tiny-MLP
-steps, torch's own ~3 030 a step): the agent's Python is ~845 bytecodes a step: the step's close and
-record (the optimizer's post-hook, open, window checks, close, the run's store) ~280, the forward
-start ~180 (the global pre-hook sends the root module down ``nn.Module._call_impl``'s slow path),
-the data wait ~80, the backward end ~35, the optimizer wrappers ~25, the JSON line at the flush
-~25: the <= 10 us goal needs fewer of those events, not faster ones. (Marking the forward start
-from the root module's own call, through torch's private ``_compiled_call_impl`` on its class, took
-it to ~90, but puts a method on the user's model class that torch.compile would trace: not done.)
+Where the cost goes, counted without the load's noise: ``--bytecodes`` traces the opcodes
+(``sys.settrace``) of 20 tiny-MLP steps without and with the agent and prints the difference per step,
+function by function. On 2026-12-02: torch's own ~3 000 a step, the agent's ~620: the root module sent
+down ``nn.Module._call_impl``'s slow path by the global forward pre-hook ~97, the step's close (optimizer
+post-hook, ``_step_ends``, the recorder's close, the session's) ~170, the next step's open and its
+window check ~85, the forward start (pre-hook, mark, disarm and re-arm) ~80, the data wait ~79, the
+store's JSON line and flush ~50, the backward end ~34, the optimizer wrappers ~25. At ~31 ns an opcode
+(time_ns and dict work included) the <= 10 us goal needs about half of them gone, not faster ones.
+(Marking the forward start from the root module's own call, through torch's private
+``_compiled_call_impl`` on its class, saves the slow path, but puts a method on the user's model class
+that torch.compile would trace: not done.)
 """
 import argparse
+import collections
 import importlib.util
+import itertools
 import os
 import statistics
 import sys
@@ -45,6 +50,45 @@ def tiny_training(batches):
     return model, optimizer, torch.utils.data.DataLoader(data, batch_size=4)
 
 
+def opcodes_per_step(model, optimizer, loader, steps=20):
+    """Opcode events per training step, by (file, function): sys.settrace's count, the same at any load."""
+    counts = collections.Counter()
+
+    def tracer(frame, event, _arg):
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            counts[frame.f_code.co_filename, frame.f_code.co_name] += 1
+        return tracer
+
+    batches = iter(loader)
+    next(batches)  # the loader's start and first fetch left out
+    sys.settrace(tracer)
+    for x, y in itertools.islice(batches, steps):
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    sys.settrace(None)
+    return {key: n / steps for key, n in counts.items()}
+
+
+def print_bytecodes(current, integration):
+    """The agent's opcodes per step, function by function (``--bytecodes``)."""
+    model, optimizer, loader = tiny_training(100)
+    opcodes_per_step(model, optimizer, loader, 5)  # warm: lazy imports, first-call caches
+    plain = opcodes_per_step(model, optimizer, loader)
+    integration.install(current)
+    optimizer._patch_step_function()
+    opcodes_per_step(model, optimizer, loader, 5)
+    agent = opcodes_per_step(model, optimizer, loader)
+    integration.uninstall()
+    print(f"opcodes per tiny step: no agent {sum(plain.values()):.0f}, agent {sum(agent.values()):.0f}, "
+          f"the agent's {sum(agent.values()) - sum(plain.values()):+.0f}")
+    extra = {key: agent.get(key, 0) - plain.get(key, 0) for key in set(plain) | set(agent)}
+    for (filename, function), n in sorted(extra.items(), key=lambda item: -abs(item[1])):
+        if abs(n) >= 3:
+            print(f"  {n:+7.1f}  {os.path.relpath(filename)}:{function}")
+
+
 def other_checkout(checkout, settings):
     """Another checkout's session (from SETTINGS) and torch integration: its agent imported as
     ``msprof_agent_base`` (the package's imports are relative), so both run in this process in turn."""
@@ -63,6 +107,7 @@ def main():
     parser.add_argument("--tiny-rounds", type=int, default=30)
     parser.add_argument("--resnet-rounds", type=int, default=8)
     parser.add_argument("--against", metavar="CHECKOUT", help="also another checkout's step timing, in turn with this one's (tiny steps only)")
+    parser.add_argument("--bytecodes", action="store_true", help="count the agent's opcodes per step, function by function, and stop")
     args = parser.parse_args()
 
     from msprof_agent import options, session
@@ -72,6 +117,10 @@ def main():
     with tempfile.TemporaryDirectory() as out_dir:
         settings = {"start": True, "output_path": out_dir, "start_step": 10 ** 9}  # recording never starts: step timing alone
         current = session.start(options.from_mapping(settings), origin="bench")
+        if args.bytecodes:
+            print_bytecodes(current, integration)
+            current.finalize("bench")
+            return
         # installed as in a job, before the optimizer was made: torch patches each optimizer class's step as
         # its first instance is made, and the integration wraps that step too (the hand-over check)
         modes = {"no agent": (lambda: None, lambda: None),
