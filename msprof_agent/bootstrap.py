@@ -34,11 +34,11 @@ def activate_from_environment() -> Session | None:
     if _activated:
         return None
     _activated = True
+    text = os.environ.get(environment.OPTIONS, "")
+    if text.strip():  # launchers too: msrun and its scheduler import MindSpore, whose own profiler would start there
+        mindspore_env_guard.hide_variable_from_mindspore()
     if launcher(sys.orig_argv) or os.environ.get(environment.MS_ROLE) == "MS_SCHED":
         return None
-    text = os.environ.get(environment.OPTIONS, "")
-    if text.strip():
-        mindspore_env_guard.hide_variable_from_mindspore()
     try:
         opts = parse_text(text) if text.strip() else parse_text("{}")
     except OptionsError as exc:

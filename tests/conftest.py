@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -116,6 +117,13 @@ def injected_line(function):
         lines = handle.read().splitlines()
     start = lines.index(next(line for line in lines if line.startswith(f"def {function}(")))
     return next(i for i in range(start, len(lines)) if "time.sleep" in lines[i]) + 1
+
+
+def free_port():
+    """A TCP port nothing listens on now (a launcher's or a server's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def profile_into(out_dir, **extra):

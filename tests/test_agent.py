@@ -50,6 +50,19 @@ def test_msruns_scheduler_process_is_not_profiled(tmp_path):
     assert result.returncode == 0 and result.stderr == "" and not os.path.exists(tmp_path / "p")
 
 
+@pytest.mark.mindspore
+def test_msruns_launcher_and_scheduler_start_no_mindspore_profiler(tmp_path):
+    """They import MindSpore, whose own profiler starts on MS_PROFILER_OPTIONS: under the agent it does not
+    (it wrote an empty ``*_ascend_ms`` directory for each into the job's output, and parsed it on msrun's stdout)."""
+    launcher = tmp_path / "msrun"
+    launcher.write_text("import mindspore\n")
+    for name, args, env in (("launcher", [str(launcher)], {}), ("scheduler", ["-c", "import mindspore"], {"MS_ROLE": "MS_SCHED"})):
+        out = tmp_path / name
+        result = run_script(args, profile_into(str(out)), extra_env=env)
+        assert result.returncode == 0, result.stderr
+        assert not os.path.exists(out), (name, os.listdir(out))
+
+
 # -- bad input: one clear line, profiling off, the job untouched -------------------------------------
 
 PLAIN_JOB = os.path.join(SCRIPTS, "plain_job.py")

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import PY, ROOT, client_python, hook_env, read_csv, run_script
+from conftest import PY, ROOT, SCRIPTS, client_python, free_port, hook_env, read_csv, run_script
 from msprof_agent.export import ascend_comm
 
 pytestmark = pytest.mark.client
@@ -26,6 +26,7 @@ PACKAGES = {"msprof-analyze": "msprof-analyze==26.2.0", "hta": "HolisticTraceAna
 VENVS = [(name, requirement, "client") for name, requirement in PACKAGES.items()]  # made ahead (conftest)
 SLOW_RANK = os.path.join(ROOT, "tests", "scripts", "slow_rank_torch.py")
 BUSY_MS, STEPS = 150, 5
+MSRUN_JOB, MSRUN_STEPS = os.path.join(SCRIPTS, "msrun_data_parallel.py"), 8
 
 
 @pytest.fixture(scope="session")
@@ -249,6 +250,40 @@ def test_cluster_fills_the_communication_tables(db_export, msprof_analyze, tmp_p
         assert {(r[0], r[1]) for r in found["slow_rank"]} == {(rank, world)} and len(found["slow_rank"]) == len(calls[rank])
         assert sorted(r[5] for r in found["slow_link"]) == sorted(c["bytes"] for c in calls[rank])  # dataSize: the payload's bytes
         assert {r[4] for r in found["slow_link"]} == {"FP32"}
+
+
+@pytest.mark.mindspore
+def test_cluster_fills_the_communication_tables_of_a_mindspore_msrun_job(msprof_analyze, tmp_path):
+    """A 2-rank data-parallel ``Model.train`` launched by msrun on CPU (MSCCL), exported text+db:
+    msprof-analyze's cluster run logs no error, maps the default group to both ranks and fills its
+    communication time per call (the AllReduce the compiled step runs) and the links between the ranks."""
+    from msprof_agent.analysis.rundata import load_rank
+
+    out, logs = tmp_path / "prof", tmp_path / "msrun_logs"
+    msrun = os.path.join(os.path.dirname(PY), "msrun")
+    proc = subprocess.run([PY, msrun, "--worker_num", "2", "--local_worker_num", "2", "--master_port", str(free_port()), "--log_dir",
+                           str(logs), "--join", "True", MSRUN_JOB, "--steps", str(MSRUN_STEPS)],
+                          env=hook_env({"start": True, "output_path": str(out)}), capture_output=True, text=True, timeout=300)
+    worker_logs = "".join(open(p, errors="replace").read()[-1500:] for p in sorted(glob.glob(str(logs / "*.log"))))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:] + worker_logs
+    assert sorted(glob.glob(str(out / "*_ascend_ms"))) == [], os.listdir(out)  # msrun and its scheduler profile nothing
+    _analyse(str(out), "text,db")
+    log = msprof_analyze("cluster", "-d", str(out))
+    assert "ERROR" not in log, log[-3000:]
+    db = sqlite3.connect(os.path.join(out, "cluster_analysis_output", "cluster_analysis.db"))
+    world = str(ascend_comm.double_hash("world"))
+    assert db.execute("SELECT type, rank_set, group_name, group_id FROM CommunicationGroupMapping").fetchall() == [
+        ("collective", "(0,1)", world, "world")]
+    for rank in (0, 1):
+        recorded = load_rank(str(out / "profiler"), rank).comm
+        assert {c["name"] for c in recorded} == {"AllReduce"} and {c["step"] for c in recorded} == set(range(1, MSRUN_STEPS + 1))
+        rows = db.execute("SELECT elapsed_time FROM ClusterCommunicationTime WHERE rank_id = ? AND hccl_op_name != 'Total Op Info' "
+                          "AND group_name = ?", (rank, world)).fetchall()
+        assert len(rows) == len(recorded)
+        assert sum(ms for (ms,) in rows) == pytest.approx(sum(c["dur"] for c in recorded) / 1e6, rel=1e-4)
+    # its matrix from a MindSpore database is the whole window's (CommAnalyzerMatrix has no step): one "step"
+    links = db.execute("SELECT step, src_rank, dst_rank FROM ClusterCommunicationMatrix WHERE hccl_op_name = 'Total Op Info'")
+    assert sorted((step, int(s), int(d)) for step, s, d in links) == [("step", 0, 0), ("step", 0, 1), ("step", 1, 0), ("step", 1, 1)]
 
 
 HTA_CHECK = """

@@ -7,13 +7,12 @@ PATH, on a free loopback port, and is stopped at the end.
 """
 import json
 import os
-import socket
 import subprocess
 import urllib.request
 
 import pytest
 
-from conftest import EXAMPLES, client_python, read_csv, read_json, run_script, step_trace
+from conftest import EXAMPLES, client_python, free_port, read_csv, read_json, run_script, step_trace
 
 pytestmark = [pytest.mark.client, pytest.mark.mindspore]
 MINDINSIGHT = "mindinsight==2.3.1"
@@ -21,12 +20,6 @@ VENVS = [("mindinsight", MINDINSIGHT, "client")]  # made ahead (conftest)
 STEPS = 6
 JOB = "lenet"  # the train job: a folder under the summary base dir holding profiler/
 PLAIN_JOB = "lenet_plain"  # profiled without data_process
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +32,7 @@ def mindinsight(tmp_path_factory):
         run = run_script([os.path.join(EXAMPLES, "mindspore_lenet.py"), "--steps", str(STEPS), "--quiet"],
                          dict({"start": True, "output_path": str(base / job)}, **options), timeout=600)
         assert run.returncode == 0, run.stderr[-3000:]
-    port = str(_free_port())
+    port = str(free_port())
     env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
     start = subprocess.run([os.path.join(bin_dir, "mindinsight"), "start", "--port", port, "--summary-base-dir", str(base),
                             "--workspace", str(tmp_path_factory.mktemp("workspace"))], env=env, capture_output=True, text=True, timeout=300)

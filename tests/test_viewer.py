@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, SCRIPTS, injected_line, overlapping_slices, profile_into, read_csv, read_json, run_script
+from conftest import ROOT, SCRIPTS, free_port, injected_line, overlapping_slices, profile_into, read_csv, read_json, run_script
 from msprof_agent.analysis import cluster
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -608,16 +607,10 @@ def test_report_without_plotly_is_skipped_with_what_to_install(tmp_path, monkeyp
     assert not os.path.exists(os.path.join(d, "report_2.html"))
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.unit
 def test_cli_view_binds_loopback_and_warns_otherwise(base):
     for host, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen([sys.executable, "-m", "msprof_agent", "view", "--summary-base-dir", str(base), "--host", host,
                                  "--port", str(port)], stderr=subprocess.PIPE, text=True, cwd=ROOT)
         try:
