@@ -12,6 +12,7 @@ import tiny_model
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--sleep-ms", type=float, default=0.0, help="sleep inside each step")
+parser.add_argument("--spin-ms", type=float, default=0.0, help="CPU-bound host work inside each step: a busy loop until this thread used that much CPU time")
 parser.add_argument("--slow-at", type=int, default=0, help="this step sleeps --slow-ms instead")
 parser.add_argument("--slow-ms", type=float, default=300.0)
 parser.add_argument("--raise-at", type=int, default=0, help="raise RuntimeError at this step")
@@ -60,6 +61,9 @@ for step, (x, y) in enumerate(loader, 1):
     pause = args.slow_ms if step == args.slow_at else args.sleep_ms
     if pause:
         time.sleep(pause / 1000)
+    spin_until = time.thread_time() + args.spin_ms / 1000  # a fixed amount of work: waiting for a core stretches it
+    while time.thread_time() < spin_until:
+        pass
     optimizer.step()
 print(f"trained {step} steps", flush=True)
 if args.os_exit:
