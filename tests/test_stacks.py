@@ -25,9 +25,11 @@ JOBS = {  # name: (arguments, extra options)
     "getitem": (["--workers", "2", "--sample-ms", "1.5"], {}),  # 64 samples: ~96 ms a batch a worker
     "loop": (["--workers", "2", "--loop-ms", "40"], {}),
     "pause": (["--workers", "2", "--pause-every", "4", "--pause-ms", "120"], {}),
-    # 32 steps: 2 MiB kept a step must pass the 32 MiB in all after a loaded machine's warm-up (6 steps once: 32.0 over 16)
-    "leak": (["--workers", "2", "--leak", "--steps", "32"], {}),
-    "leak_no_ops": (["--workers", "2", "--leak", "--steps", "32"], {"op_time": False}),
+    # 64 steps: the 2 MiB kept a step must show over 32 MiB between the heap's readings, which are spaced by their
+    # cost (1 % of a core: ~90 ms after the first, ~22 ms after the others here). On a quiet machine 32 steps of
+    # ~5 ms left 4 readings over steps 17-31 (28 MiB, no finding) in 2 runs of 3; 64 steps read 114-127 MiB
+    "leak": (["--workers", "2", "--leak", "--steps", "64"], {}),
+    "leak_no_ops": (["--workers", "2", "--leak", "--steps", "64"], {"op_time": False}),
 }
 TRAINER = ("stack-transformers-5.23.0", ["transformers==5.23.0", "accelerate==1.15.0"])
 TRAINER_JOBS = {"clean": ([], {}), "callback": (["--callback-ms", "50"], {})}
