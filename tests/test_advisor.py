@@ -292,6 +292,26 @@ def test_slowed_rank_of_a_two_rank_gloo_job_is_the_straggler(slowed_rank_cnn_job
 
 
 @pytest.mark.torch
+def test_two_process_groups_are_rolled_up_apart_the_slowest_first(tmp_path):
+    """The default group all-reduces the 4 gradients a step, a ``new_group`` of both ranks 16 MiB once a step:
+    each rank's summary and the roll-up keep the two apart, calls and time a step, the 16 MiB group first."""
+    out = str(tmp_path / "prof")
+    proc = run_script(["-m", "torch.distributed.run", "--nproc_per_node", "2", os.path.join(SCRIPTS, "two_groups_torch.py"), "--steps", "6"],
+                      profile_into(out), extra_env={"OMP_NUM_THREADS": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    side = re.search(r"side group (\S+)", proc.stdout).group(1)
+    cluster = read_json(os.path.join(out, "profiler", "cluster_summary.json"))
+    groups = {g["group"]: g for g in cluster["communication_groups"]}
+    assert [g["group"] for g in cluster["communication_groups"]] == [side, "world"], cluster["communication_groups"]
+    assert groups[side]["calls_per_step"] == 1.0 and groups["world"]["calls_per_step"] == 4.0
+    assert groups[side]["ranks"] == groups["world"]["ranks"] == [0, 1]
+    for rank in (0, 1):
+        own = read_json(os.path.join(out, "profiler", f"summary_{rank}.json"))["communication"]["groups"]
+        assert own[side]["ms_per_step"] > own["world"]["ms_per_step"] > 0, own
+        assert groups[side]["most"]["ms_per_step"] >= own[side]["ms_per_step"] >= groups[side]["least"]["ms_per_step"]
+
+
+@pytest.mark.torch
 @pytest.mark.parametrize("flags, collective", [([], "all_reduce #"), (["--ddp"], "DDP all_reduce #")], ids=["all_reduce", "ddp"])
 def test_a_rank_that_stops_before_a_collective_is_named_by_the_hang_finding(flags, collective, tmp_path):
     """Rank 1 stops for good before step 10's forward; rank 0 waits in step 10's first all_reduce (its own, or

@@ -61,6 +61,18 @@ def write_job(profiler_dir, own_ms, hosts=None, group=None, rank_dirs=False, fra
         writer.close()
 
 
+
+def test_groups_are_rolled_up_by_name_the_slowest_first():
+    """8 ranks: the default group on all, two tensor-parallel groups of 4; tp1's ranks spend the most a step in it."""
+    def entry(rank):
+        tp = f"tp{rank // 4}"
+        return {"rank_id": rank, "comm_groups": {"world": {"calls_per_step": 2.0, "ms_per_step": 3.0 + rank / 10},
+                                                 tp: {"calls_per_step": 8.0, "ms_per_step": (9.0 if tp == "tp1" else 1.0) + rank}}}
+    rows = cluster.communication_groups([entry(r) for r in (7, 3, 0, 5, 1, 6, 2, 4)])
+    assert [(g["group"], g["ranks"], g["ms_per_step"]) for g in rows] == [("tp1", [4, 5, 6, 7], 14.5), ("world", list(range(8)), 3.35),
+                                                                           ("tp0", [0, 1, 2, 3], 2.5)]
+    assert (rows[0]["most"], rows[0]["least"], rows[0]["calls_per_step"]) == ({"rank": 7, "ms_per_step": 16.0}, {"rank": 4, "ms_per_step": 13.0}, 8.0)
+
 def analysed_files(profiler_dir):
     """Every analysed file's bytes (the raw store left out)."""
     return {name: open(os.path.join(profiler_dir, name), "rb").read() for name in sorted(os.listdir(profiler_dir))
@@ -241,7 +253,8 @@ def noisy_entries(own_by_rank, hosts, steps=1, seed=0):
         entries.append({"rank_id": r, "host": hosts[r], "rank_size": len(own_by_rank), "framework": "torch", "steps": list(range(1, steps + 1)),
                         "step_ms": [step] * steps, "own_ms": own, "comm_ms": [step - o for o in own], "end_ns": [],
                         "own_work_ms": ms, "step_time_ms": step, "iteration_interval": None, "fp_and_bp": None, "tail": None,
-                        "communication_ms": 1.0, "breakdown_ms": None, "closed": True, "collectives": {}})
+                        "communication_ms": 1.0, "breakdown_ms": None, "closed": True, "collectives": {},
+                        "comm_groups": {"world": {"calls_per_step": 1.0, "ms_per_step": round(step - ms, 4)}}})
     return entries
 
 

@@ -491,6 +491,9 @@ def test_the_static_cluster_page_of_1024_ranks_loads_fast_marks_the_slow_rank_an
         assert rows.first.locator('td[data-col="rank_id"]').inner_text() == "973"
         page.fill("[data-filter=cluster-ranks]", "node009")
         assert sorted(int(t) for t in rows.locator('td[data-col="rank_id"]').all_inner_texts()) == list(range(72, 80))
+        group = page.locator("#cluster-groups tbody tr")  # the default group, of every rank
+        assert group.count() == 1 and group.locator('td[data-col="group"]').inner_text() == "world"
+        assert group.locator('td[data-col="size"]').inner_text() == "1024" and group.locator('td[data-col="most"]').inner_text().startswith("rank ")
         page.locator("#chart-cl-heat-own_ms").screenshot(path=os.path.join(artifacts, "cluster_report_1024_ranks_own_work.png"))
         page.locator(".pager").scroll_into_view_if_needed()
         page.screenshot(path=os.path.join(artifacts, "cluster_report_1024_ranks_table.png"))

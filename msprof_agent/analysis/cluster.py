@@ -56,7 +56,8 @@ def entry(summary: Summary | dict[str, Any]) -> Entry:
             "step_time_ms": (summary.get("step_time_ms") or {}).get("mean"), "iteration_interval": stages.get("iteration_interval"),
             "fp_and_bp": stages.get("fp_and_bp"), "tail": stages.get("tail"),
             "communication_ms": (summary.get("communication") or {}).get("mean_ms"), "breakdown_ms": summary.get("step_breakdown_ms"),
-            "closed": summary.get("end_reason") != NO_END_RECORD, "collectives": summary.get("collectives") or {}}
+            "closed": summary.get("end_reason") != NO_END_RECORD, "collectives": summary.get("collectives") or {},
+            "comm_groups": (summary.get("communication") or {}).get("groups") or {}}
 
 
 def _mad(values: np.ndarray) -> float:
@@ -157,6 +158,23 @@ def hangs(entries: list[Entry], rank_size: int) -> list[dict[str, Any]]:
     return findings
 
 
+def communication_groups(entries: list[Entry]) -> list[dict[str, Any]]:
+    """Each communication group's calls and time per step, the mean over the ranks that ran it, and its ranks of most
+    and least time (a member that arrives late waits least), slowest group first."""
+    groups: dict[str, dict[int, dict[str, float]]] = {}
+    for e in entries:
+        for name, figures in e["comm_groups"].items():
+            groups.setdefault(name, {})[e["rank_id"]] = figures
+    rows = []
+    for name, by_rank in groups.items():
+        ms = {rank: figures["ms_per_step"] for rank, figures in by_rank.items()}
+        most, least = max(ms, key=lambda r: (ms[r], -r)), min(ms, key=lambda r: (ms[r], r))
+        rows.append({"group": name, "ranks": sorted(by_rank), "calls_per_step": round(float(np.mean([f["calls_per_step"] for f in by_rank.values()])), 3),
+                     "ms_per_step": round(float(np.mean(list(ms.values()))), 4), "most": {"rank": most, "ms_per_step": ms[most]},
+                     "least": {"rank": least, "ms_per_step": ms[least]}})
+    return sorted(rows, key=lambda row: (-row["ms_per_step"], row["group"]))
+
+
 def _few(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
@@ -210,6 +228,7 @@ def roll_up(entries: Iterable[Entry]) -> dict[str, Any]:
             "ranks": [{key: (len(e["steps"]) if key == "steps" else e[key]) for key in RANK_COLUMNS} for e in ranks],
             "hosts": [{"host": h, "ranks": len(rs), "clock_offset_ms": offsets.get(h)} for h, rs in sorted(hosts.items())],
             "rule": RULE, "slow_ranks": slow_ranks, "slow_nodes": slow_nodes, "findings": hangs(ranks, rank_size) + findings,
+            "communication_groups": communication_groups(ranks),
             "per_step": {"step": steps, "rank": [e["rank_id"] for e in ranks], "step_ms": matrix("step_ms"), "own_ms": matrix("own_ms"),
                          "comm_ms": matrix("comm_ms")}}
 

@@ -13,6 +13,7 @@ import orjson
 from ..contract.columns import AVERAGE_ROW, HCCL_HEADER, NOT_MEASURED
 from ..contract.names import HCCL
 from ..writers import write_csv
+from .overlap import GROUP
 
 if TYPE_CHECKING:
     from . import Context
@@ -20,22 +21,29 @@ if TYPE_CHECKING:
 
 
 def write_rank(data: RunData, ctx: Context) -> dict[str, Any] | None:
-    """Per-step communication cost (ms) of this rank."""
+    """Per-step communication cost (ms) of this rank; the summary keeps its mean and each group's calls and
+    time per step (``groups``), which the cluster step compares across the groups' ranks."""
     if not data.comm:
         return None
     per_step: dict[int, dict[str, Any]] = {}  # step -> {"cost": ms, "ops": {name: [calls, ms]}}
+    groups: dict[str, list[float]] = {}  # group -> [calls, ms]
     for call in data.comm:
         entry = per_step.setdefault(call.get("step", 0), {"cost": 0.0, "ops": {}})
         entry["cost"] += call["dur"] / 1e6
         op = entry["ops"].setdefault(call.get("name", "comm"), [0, 0.0])
         op[0] += 1
         op[1] += call["dur"] / 1e6
+        group = groups.setdefault(call.get("group") or GROUP, [0, 0.0])
+        group[0] += 1
+        group[1] += call["dur"] / 1e6
     rows = [[step, round(e["cost"], 4), NOT_MEASURED, "{}", orjson.dumps({k: [v[0], round(v[1], 4)] for k, v in e["ops"].items()}).decode()]
             for step, e in sorted(per_step.items())]
     if rows:
         rows.append([AVERAGE_ROW, round(sum(r[1] for r in rows) / len(rows), 4), NOT_MEASURED, "{}", "{}"])
     write_csv(ctx.path(HCCL), HCCL_HEADER, rows)
-    return {"steps": len(per_step), "mean_ms": rows[-1][1] if rows else 0.0}
+    return {"steps": len(per_step), "mean_ms": rows[-1][1] if rows else 0.0,
+            "groups": {name: {"calls_per_step": round(calls / len(per_step), 3), "ms_per_step": round(ms / len(per_step), 4)}
+                       for name, (calls, ms) in sorted(groups.items())}}
 
 
 def collectives(data: RunData) -> dict[str, dict[str, Any]]:

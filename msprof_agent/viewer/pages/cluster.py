@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 CLUSTER_COLUMNS = (("rank_id", "Rank", "count"), ("host", "Host", "text"), ("step_time_ms", "Step (ms)", "num"),
                    ("own_work_ms", "Own work (ms)", "num"), ("iteration_interval", "Interval (ms)", "num"), ("fp_and_bp", "Fwd+bwd (ms)", "num"),
                    ("tail", "Tail (ms)", "num"), ("communication_ms", "Communication (ms)", "num"), ("slow", "", "text"))
+GROUP_COLUMNS = (("group", "Group", "text"), ("size", "Ranks", "count"), ("calls_per_step", "Calls a step", "num"),
+                 ("ms_per_step", "Time a step (ms, ranks' mean)", "num"), ("most", "Most time", "text"), ("least", "Least time", "text"))
 CLUSTER_PAGE_ROWS = 50  # the rank table shows this many at a time; viewer.js sorts and pages every rank
 # (per_step key, title, how a column of several steps shows them): the slowest step of a column for the step and own work,
 # so a straggler's one slow step stays visible; the mean for the wait in collectives, which every fast rank shares
@@ -47,11 +49,16 @@ def cluster_page(page: Page, run: Run, rank: int | None, loaded: Loaded, report:
     x, bins = _step_columns(per_step.get("step") or [], len(order))
     shapes, notes = _marks(order, slow, nodes, {r.get("rank_id"): r.get("host") for r in rows}, x[-1] if x else None)
     heatmaps = [_heatmap(page, key, title, how, per_step[key], x, bins, labels, shapes, notes) for key, title, how in HEATMAPS if per_step.get(key)]
+    groups = [{"group": g["group"], "size": len(g["ranks"]), "calls_per_step": g["calls_per_step"], "ms_per_step": g["ms_per_step"],
+               **{end: f"rank {g[end]['rank']}: {g[end]['ms_per_step']:.3f} ms" for end in ("most", "least")}}
+              for g in data.get("communication_groups") or []]
     return {"several": len(run.ranks) > 1, "report": report, "findings": findings, "cluster_summary": cluster, "rule": data.get("rule"),
             "slow_ranks": sorted(slow), "slow_nodes": sorted(nodes), "missing": data.get("missing_ranks") or [],
             "table": table("cluster-ranks", CLUSTER_COLUMNS, rows, search_keys=("rank_id", "host", "slow"),
                            href=lambda row: link(run, row["rank_id"]), page_size=CLUSTER_PAGE_ROWS),
-            "heatmaps": heatmaps, "communication": ok(loaded.get("hccl")) or any(r.get("communication_ms") for r in rows),
+            "heatmaps": heatmaps,
+            "groups": table("cluster-groups", GROUP_COLUMNS, groups) if groups else None,
+            "communication": ok(loaded.get("hccl")) or any(r.get("communication_ms") for r in rows),
             "timeline": timeline_chart(page, "cl-timeline", loaded["step_timeline"]) if "step_timeline" in loaded else None,
             "download": None if report or not run.ranks else {"run": run.id, "ranks": ",".join(map(str, default_ranks(run, sorted(slow)))),
                                                               "budget_mb": BUDGET_BYTES // 1_000_000}}
