@@ -68,7 +68,7 @@ def test_groups_are_rolled_up_by_name_the_slowest_first():
         tp = f"tp{rank // 4}"
         return {"rank_id": rank, "comm_groups": {"world": {"calls_per_step": 2.0, "ms_per_step": 3.0 + rank / 10},
                                                  tp: {"calls_per_step": 8.0, "ms_per_step": (9.0 if tp == "tp1" else 1.0) + rank}}}
-    rows = cluster.communication_groups([entry(r) for r in (7, 3, 0, 5, 1, 6, 2, 4)])
+    rows = cluster.group_roll_up([entry(r) for r in (7, 3, 0, 5, 1, 6, 2, 4)])
     assert [(g["group"], g["ranks"], g["ms_per_step"]) for g in rows] == [("tp1", [4, 5, 6, 7], 14.5), ("world", list(range(8)), 3.35),
                                                                            ("tp0", [0, 1, 2, 3], 2.5)]
     assert (rows[0]["most"], rows[0]["least"], rows[0]["calls_per_step"]) == ({"rank": 7, "ms_per_step": 16.0}, {"rank": 4, "ms_per_step": 13.0}, 8.0)

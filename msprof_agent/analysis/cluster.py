@@ -158,7 +158,7 @@ def hangs(entries: list[Entry], rank_size: int) -> list[dict[str, Any]]:
     return findings
 
 
-def communication_groups(entries: list[Entry]) -> list[dict[str, Any]]:
+def group_roll_up(entries: list[Entry]) -> list[dict[str, Any]]:
     """Each communication group's calls and time per step, the mean over the ranks that ran it, and its ranks of most
     and least time (a member that arrives late waits least), slowest group first."""
     groups: dict[str, dict[int, dict[str, float]]] = {}
@@ -228,7 +228,7 @@ def roll_up(entries: Iterable[Entry]) -> dict[str, Any]:
             "ranks": [{key: (len(e["steps"]) if key == "steps" else e[key]) for key in RANK_COLUMNS} for e in ranks],
             "hosts": [{"host": h, "ranks": len(rs), "clock_offset_ms": offsets.get(h)} for h, rs in sorted(hosts.items())],
             "rule": RULE, "slow_ranks": slow_ranks, "slow_nodes": slow_nodes, "findings": hangs(ranks, rank_size) + findings,
-            "communication_groups": communication_groups(ranks),
+            "communication_groups": group_roll_up(ranks),
             "per_step": {"step": steps, "rank": [e["rank_id"] for e in ranks], "step_ms": matrix("step_ms"), "own_ms": matrix("own_ms"),
                          "comm_ms": matrix("comm_ms")}}
 
