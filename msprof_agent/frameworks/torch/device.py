@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     Batch = dict[str, list[Any]]  # an ops batch's columns, filled event by event
     Collective = tuple[str, int, int, list[list[int]], list[str]]  # name, start, dur, input shapes, dtypes
+    HostBatch = tuple[list[int], list[str], list[int]]  # a host ops batch's name codes, name table and starts
 
 OPS_CHUNK = 65536
 # torch.profiler keeps every event of a session until its stop(), at ~5 KB each with shapes (6 GB
@@ -240,18 +241,18 @@ class TorchDeviceSession:
         self._compare_steps(host)
         return count
 
-    def _compare_steps(self, host: list[tuple[list[str], list[int]]]) -> None:
+    def _compare_steps(self, host: list[HostBatch]) -> None:
         """Each step's signature (its host ops' names in start order, its model input shapes): kept from a
         session with shapes; from one without, a signature never kept makes the next session record them."""
         if not self.options.record_shapes or self._shapes_every <= 1 or not host:
             return
         import numpy as np
 
-        starts = np.concatenate([np.asarray(s, dtype=np.int64) for _, s in host])
-        codes, table = coded([name for names, _ in host for name in names])
-        numbers = np.array([self._names.setdefault(name, len(self._names)) for name in table], dtype=np.int32)
+        starts = np.concatenate([np.asarray(s, dtype=np.int64) for *_, s in host])
+        numbers = np.concatenate([np.array([self._names.setdefault(name, len(self._names)) for name in table], dtype=np.int32)[
+            np.asarray(codes, dtype=np.intp)] for codes, table, _ in host])  # the batches' codes, numbered across sessions
         order = np.argsort(starts, kind="stable")
-        names, starts = numbers[np.asarray(codes, dtype=np.intp)[order]], starts[order]
+        names, starts = numbers[order], starts[order]
         ends = np.sort(np.array(self.step_ends, dtype=np.int64))
         bounds = np.searchsorted(starts, ends, side="right").tolist()
         changes = [step for step, _ in self._inputs]
@@ -265,9 +266,9 @@ class TorchDeviceSession:
                 self._shapes_next = f"step {step}'s op sequence or input shapes were not seen in a session with shapes"
                 return
 
-    def _emit(self, session: Session, events: Any, offset: int) -> list[tuple[list[str], list[int]]]:
+    def _emit(self, session: Session, events: Any, offset: int) -> list[HostBatch]:
         """Write the events as ``ops`` batches (and ``mem`` / ``comm`` records); returns the host batches'
-        (names, starts) for the step signatures."""
+        coded names and starts, for the step signatures."""
         cuda = self.cuda
         shapes_on = self._shapes_because is not None
         if not cuda and not self.options.profile_memory and len(events):
@@ -280,7 +281,7 @@ class TorchDeviceSession:
         batches: dict[str, Batch] = {}
         memory: list[tuple[int, int, bool]] = []  # (ts, bytes allocated (negative: freed), on the GPU)
         comm: list[Collective] = []
-        host: list[tuple[list[str], list[int]]] = []  # each host batch's (names, starts), for the step signatures
+        host: list[HostBatch] = []  # for the step signatures
         skipped = 0
         for event in events:
             try:  # read the whole row before appending, so a bad event never misaligns the columns
@@ -304,8 +305,6 @@ class TorchDeviceSession:
             batch = batches.get(device)
             if batch is None:
                 batch = batches[device] = _new_batch(shapes_on, device)
-                if not on_gpu:
-                    host.append((batch["name"], batch["start"]))
             batch["name"].append(row[0])
             batch["start"].append(row[1])
             batch["dur"].append(row[2])
@@ -318,9 +317,13 @@ class TorchDeviceSession:
                 batch["shape"].append(shape)
             if len(batch["start"]) >= OPS_CHUNK:
                 del batches[device]
-                _flush_batch(session, batch, offset)
-        for batch in batches.values():
-            _flush_batch(session, batch, offset)
+                flushed = _flush_batch(session, batch, offset)
+                if not on_gpu:
+                    host.append(flushed)
+        for device, batch in batches.items():
+            flushed = _flush_batch(session, batch, offset)
+            if device == "cpu":
+                host.append(flushed)
         if memory:
             self._emit_memory(session, memory, offset)
         if comm:
@@ -329,15 +332,15 @@ class TorchDeviceSession:
             session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
         return host
 
-    def _emit_host(self, session: Any, columns: dict[str, Any], offset: int) -> list[tuple[list[str], list[int]]]:
+    def _emit_host(self, session: Any, columns: dict[str, Any], offset: int) -> list[HostBatch]:
         """``_emit`` for host-only events read as whole columns (``_host_columns``)."""
         comm = columns.pop("comm")
         count = len(columns["start"])
-        for lo in range(0, count, OPS_CHUNK):
-            _flush_batch(session, {k: v[lo:lo + OPS_CHUNK] if count > OPS_CHUNK else v for k, v in columns.items()}, offset)
+        host = [_flush_batch(session, {k: v[lo:lo + OPS_CHUNK] if count > OPS_CHUNK else v for k, v in columns.items()}, offset)
+                for lo in range(0, count, OPS_CHUNK)]
         if comm:
             self._emit_comm(session, comm, offset)
-        return [(columns["name"], columns["start"])]
+        return host
 
     def _emit_comm(self, session: Session, comm: list[Collective], offset: int) -> None:
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
@@ -486,9 +489,11 @@ def _new_batch(shapes_on: bool, device: str) -> Batch:
     return batch
 
 
-def _flush_batch(session: Session, batch: Batch, offset: int) -> None:
+def _flush_batch(session: Session, batch: Batch, offset: int) -> HostBatch:
+    """Record ``batch`` as one ``ops`` record; returns its names as coded there and its starts (the step
+    signatures read them: the names are coded once)."""
     if not batch["start"]:
-        return
+        return [], [], []
     record: dict[str, Any] = {records.KIND: records.OPS, "source": "torch.profiler", "device": "cuda" if "stream" in batch else "cpu"}
     codes, table = coded(batch.pop("name"))
     stable = [ADDRESS.sub("", name) for name in table]
@@ -500,3 +505,4 @@ def _flush_batch(session: Session, batch: Batch, offset: int) -> None:
     if offset:
         record["start"] = [s + offset for s in batch["start"]]
     session.record(record)
+    return codes, table, batch["start"]
