@@ -151,10 +151,11 @@ class Windows:
     def step_window_opens(self, n: int) -> bool:
         """True when step N opens the run's ``start_step..stop_step`` (nothing else records, no call drives it)."""
         run = self.run
-        if run.state != IDLE or run.explicit or not run.options.start or self.owner is not None:
-            return False
-        stop = run.options.stop_step  # None: the end of training
-        return n >= run.options.start_step and (not isinstance(stop, int) or n <= stop)
+        options = run.options
+        if n < options.start_step or run.state != IDLE or run.explicit or not options.start or self.owner is not None:
+            return False  # the steps before a later start_step: one comparison
+        stop = options.stop_step  # None: the end of training
+        return not isinstance(stop, int) or n <= stop
 
     def step_window_ends(self, n: int) -> bool:
         """True when closing step N ends the run's ``start_step..stop_step``."""

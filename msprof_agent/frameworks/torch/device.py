@@ -122,6 +122,7 @@ class TorchDeviceSession:
         self._session_steps = FIRST_SESSION_STEPS  # steps per profiler session, sized from the last one
         self._steps_in_session = 0
         self._prof: Any = None  # torch.profiler.profile: stop() reads and clears its internals (profiler.kineto_results)
+        self.active = False  # a profiler session runs (``_prof`` is set): an attribute, as the run loop's hooks read it every step
         self._sync = (0, 0)  # time.time_ns() before and after the profiler session started, for its clock
         self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
         self._shapes_every = _positive_setting(environment.TORCH_SHAPES_EVERY, SHAPES_EVERY, "sessions")
@@ -155,6 +156,7 @@ class TorchDeviceSession:
         # made a 1.7 s training loop take 22 s and named ops after Python objects and their addresses.
         self._prof = profile(activities=activities, record_shapes=shapes,
                              profile_memory=self.options.profile_memory, with_flops=shapes)
+        self.active = True
         if not continuing:
             self._mem_base = {"cpu": 0, "cuda": torch.cuda.memory_allocated() if self.cuda and self.options.profile_memory else 0}
         self.step_ends, self.wrapped_comm, self._inputs = [], [], []
@@ -175,10 +177,6 @@ class TorchDeviceSession:
             because = f"every {self._shapes_every}th session" if self._shapes_every > 1 else "every session"
         self._without_shapes = 0 if because is not None else self._without_shapes + 1
         return because
-
-    @property
-    def active(self) -> bool:
-        return self._prof is not None
 
     def model_inputs(self, args: tuple[object, ...]) -> None:
         """The shapes of the model's inputs at the step's first forward (its root module's arguments):
@@ -211,7 +209,7 @@ class TorchDeviceSession:
         what the session held in this process: the RSS and the heap's bytes in use (``heap.in_use``) before its stop and
         after its events are freed (with the settings that sized them), so the advisor judges the job's
         memory net of it."""
-        prof, self._prof = self._prof, None
+        prof, self._prof, self.active = self._prof, None, False
         if prof is None:
             return 0
         stopped, held, heap_held = time.time_ns(), _rss(), heap.in_use()

@@ -194,15 +194,15 @@ class _Integration:
     # -- data wait, backward end, step boundary ----------------------------------------------------
     def _step_ends(self, now: int) -> None:
         """Close the step at ``now``; a full profiler session is handed over before user code runs."""
-        if self.device.active:  # before close(): closing the last window step stops the device session
-            self.device.step_ended(now)
-        steps = self.steps
+        device, steps = self.device, self.steps
+        if device.active:  # before close(): closing the last window step stops the device session
+            device.step_ended(now)
         if steps.current is None:
             steps.open(now)
         steps.close(now)
         if self._fp_hook is not None:
             self._fp_hook.arm()
-        if self.device.handover_due:
+        if device.active and device.handover_due:  # step timing alone: no profiler session to hand over
             self._handover_from = now
 
     def _hand_over_if_due(self) -> None:
