@@ -16,12 +16,14 @@ before/after at the same load: ``git worktree add /tmp/base COMMIT`` then
 
 Where the cost goes, counted without the load's noise: ``--bytecodes`` traces the opcodes
 (``sys.settrace``) of 20 tiny-MLP steps without and with the agent and prints the difference per step,
-function by function. On 2026-12-02: torch's own ~3 000 a step, the agent's ~620: the root module sent
-down ``nn.Module._call_impl``'s slow path by the global forward pre-hook ~97, the step's close (optimizer
-post-hook, ``_step_ends``, the recorder's close, the session's) ~170, the next step's open and its
-window check ~85, the forward start (pre-hook, mark, disarm and re-arm) ~80, the data wait ~79, the
-store's JSON line and flush ~50, the backward end ~34, the optimizer wrappers ~25. At ~31 ns an opcode
-(time_ns and dict work included) the <= 10 us goal needs about half of them gone, not faster ones.
+function by function. On 2026-12-03: torch's own ~3 000 a step, the agent's ~576 (612 the day before): the
+root module sent down ``nn.Module._call_impl``'s slow path by the global forward pre-hook ~97, the step's
+close (optimizer post-hook, ``_step_ends``, the recorder's close, the session's) ~155, the next step's open
+and its window check ~69, the forward start (pre-hook, mark, disarm and re-arm) ~80, the data wait ~79,
+the store's JSON line and flush ~50 (a flush every few steps), the backward end ~34, the optimizer wrappers
+~32. At ~31 ns an opcode (time_ns and dict work included) the <= 10 us goal needs about half of them gone,
+not faster ones: each function left does a step's necessary work in 10-50 opcodes, so that means one flat
+function per hook in place of the recorder, the session and the window registry they call.
 (Marking the forward start from the root module's own call, through torch's private
 ``_compiled_call_impl`` on its class, saves the slow path, but puts a method on the user's model class
 that torch.compile would trace: not done.)
