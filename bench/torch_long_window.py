@@ -98,7 +98,7 @@ def analysed(out_dir):
     with open(os.path.join(profiler, "cpu_op_shape_info_0.csv")) as handle:
         for row in csv.DictReader(handle):
             counts[(row["op_name"], row["input_shape"])] = int(row["op_occurrences"])
-    return flops.get("mflops_per_step", 0.0), mfu, mfu * steady_s, counts, summary.get("shapes"), handed.split(" (")[0]
+    return flops.get("mflops_per_step", 0.0), mfu, mfu * steady_s, counts, summary.get("shapes"), handed.removesuffix(" (left out of the findings)")
 
 
 def shape_page_difference(sampled, every):

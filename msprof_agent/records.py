@@ -245,6 +245,7 @@ if TYPE_CHECKING:
         start: int
         end: int
         what: str
+        profiler_ns: NotRequired[int]  # of the span, the framework profiler's own stop() and start(): the rest is the agent's reading
 
 
     class Buffer(TypedDict):

@@ -103,8 +103,12 @@ def test_op_counts_match_torch_profiler(out_dir, tmp_path):
     before, after = data.steps[0], data.steps[1]  # handed over between steps 1 and 2, in no step's time
     assert before["end"] <= pauses[1]["start"] <= pauses[1]["end"] <= after["start"]
     assert before["start"] <= pauses[0]["start"] <= pauses[0]["end"] <= before["end"]  # the start-up: ours, in step 1
+    for pause in pauses[1:]:  # torch.profiler's own stop() and start(), inside the hand-over
+        assert 0 < pause["profiler_ns"] < pause["end"] - pause["start"]
     summary = json.load(open(os.path.join(out_dir, "profiler", "summary_0.json")))
-    assert any(note.startswith("torch.profiler hand-over x2:") for note in summary["notes"])
+    handed = next(note for note in summary["notes"] if note.startswith("torch.profiler hand-over x2:"))
+    spans, own = sum(p["end"] - p["start"] for p in pauses[1:]), sum(p["profiler_ns"] for p in pauses[1:])
+    assert f"{spans / 1e9:.2f} s in all ({own / 1e9:.2f} s in the profiler's own stop and start, {(spans - own) / 1e9:.2f} s reading" in handed, handed
     assert summary["shapes"]["steps_filled"] > 0 and summary["shapes"]["steps_not_filled"] == []
 
 

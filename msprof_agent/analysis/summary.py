@@ -113,12 +113,20 @@ def _lost_notes(end: End | None) -> list[str]:
 
 
 def _pause_notes(pauses: Sequence[Pause]) -> list[str]:
-    """Time the agent spent on itself (profiler start-ups, torch.profiler hand-overs), said once per kind."""
-    kinds: dict[str, list[int]] = {}  # the spans (ns) of each kind of pause
+    """Time the agent spent on itself (profiler start-ups, torch.profiler hand-overs), said once per kind, with the
+    profiler's own stop and start apart from the agent's reading of its events where the pauses say it."""
+    kinds: dict[str, list[tuple[int, int | None]]] = {}  # each kind's pauses: (span ns, the profiler's own ns or None)
     for pause in pauses:
-        kinds.setdefault(pause.get("what", "agent pause"), []).append(pause["end"] - pause["start"])
-    return [f"{what} x{len(spans)}: {sum(spans) / 1e9:.2f} s in all, the agent's own (left out of the findings)"
-            for what, spans in kinds.items()]
+        kinds.setdefault(pause.get("what", "agent pause"), []).append((pause["end"] - pause["start"], pause.get("profiler_ns")))
+    notes = []
+    for what, spans in kinds.items():
+        total = sum(span for span, _ in spans)
+        split = ""
+        if all(own is not None for _, own in spans):
+            own = sum(own or 0 for _, own in spans)
+            split = f" ({own / 1e9:.2f} s in the profiler's own stop and start, {max(total - own, 0) / 1e9:.2f} s reading and freeing its events)"
+        notes.append(f"{what} x{len(spans)}: {total / 1e9:.2f} s in all{split}, the agent's own (left out of the findings)")
+    return notes
 
 
 def print_table(summary: Summary) -> None:

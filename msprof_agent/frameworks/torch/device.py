@@ -123,6 +123,7 @@ class TorchDeviceSession:
         self._steps_in_session = 0
         self._prof: Any = None  # torch.profiler.profile: stop() reads and clears its internals (profiler.kineto_results)
         self.active = False  # a profiler session runs (``_prof`` is set): an attribute, as the run loop's hooks read it every step
+        self._in_torch_ns = 0  # time inside torch.profiler's own stop() and start() since the last hand-over began
         self._sync = (0, 0)  # time.time_ns() before and after the profiler session started, for its clock
         self._mem_base = {"cpu": 0, "cuda": 0}  # allocated bytes where the next profiler session's events start
         self._shapes_every = _positive_setting(environment.TORCH_SHAPES_EVERY, SHAPES_EVERY, "sessions")
@@ -165,6 +166,7 @@ class TorchDeviceSession:
         before = time.time_ns()
         _start_quietly(self._prof)
         self._sync = (before, time.time_ns())
+        self._in_torch_ns += self._sync[1] - before
         guard_fork_children_against_kineto_exit()
 
     def _shapes_reason(self) -> str | None:
@@ -196,13 +198,16 @@ class TorchDeviceSession:
             steps = min(steps, max(SAMPLE_STEPS, steps // SAMPLE_SHARE))
         return self._prof is not None and self._steps_in_session >= steps
 
-    def hand_over(self, session: Session) -> None:
-        """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS."""
+    def hand_over(self, session: Session) -> int:
+        """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS; returns
+        the ns of it spent inside torch.profiler's own stop() and start() (the rest is the agent's reading)."""
         steps = self._steps_in_session
+        self._in_torch_ns = 0
         events = self.stop(session)
         if events:
             self._session_steps = max(1, steps * self._session_events // events)
         self._start_profiler(continuing=True)
+        return self._in_torch_ns
 
     def stop(self, session: Session) -> int:
         """Stop torch.profiler and write its events; returns how many it gave. A ``buffer`` record says
@@ -213,7 +218,9 @@ class TorchDeviceSession:
         if prof is None:
             return 0
         stopped, held, heap_held = time.time_ns(), _rss(), heap.in_use()
+        began = time.perf_counter_ns()
         prof.stop()
+        self._in_torch_ns += time.perf_counter_ns() - began
         results = prof.profiler.kineto_results
         events = results.events()
         count: int = len(events)

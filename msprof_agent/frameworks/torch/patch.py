@@ -210,12 +210,16 @@ class _Integration:
         began, self._handover_from = self._handover_from, None
         if began is None or not self.device.handover_due or self.steps.current is not None:
             return
+        in_torch = None
         try:
-            self.device.hand_over(self.session)
+            in_torch = self.device.hand_over(self.session)
         except Exception as exc:
             log.report_error("handing the profiler's events over", exc)
         resumed = time.time_ns()
-        self.session.record({records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"})
+        pause: records.Pause = {records.KIND: records.PAUSE, "start": began, "end": resumed, "what": "torch.profiler hand-over"}
+        if in_torch is not None:
+            pause["profiler_ns"] = in_torch
+        self.session.record(pause)
         self.steps.start_next_at(resumed)
 
     def _handing_over_after(self, step: Method) -> Method:
