@@ -393,6 +393,43 @@ def test_timeline_written_by_stretches_holds_each_kept_op_exactly(tmp_path, limi
 
 
 @pytest.mark.unit
+def test_a_timeline_that_cannot_be_written_costs_the_timeline_alone(tmp_path, capfd):
+    """The timeline file is written on a thread of its own beside the other pages: its failure (here its
+    path is a directory, so the finished file cannot replace it) is said once on stderr and in the
+    summary's notes, the summary's timeline entry is empty, and every other page is written."""
+    from msprof_agent.pipeline import offline_analyse
+    from msprof_agent.records import FORMAT
+    from msprof_agent.store import EventWriter, coded
+
+    profiler = tmp_path / "profiler"
+    writer = EventWriter(str(profiler), 0, 0)
+    writer.add({"k": "meta", "format": FORMAT, "framework": "mindspore", "device_target": "CPU", "options": {}})
+    base, count = 1_700_000_000_000_000_000, 30_000
+    for n in range(1, 4):
+        writer.add({"k": "step", "n": n, "start": base + (n - 1) * count * 1000 // 3, "end": base + n * count * 1000 // 3, "win": True})
+    names = [f"Default/net/MatMul-op{i % 7}" for i in range(count)]
+    record = {"k": "ops", "source": "test", "device": "cpu", "start": [base + i * 1000 for i in range(count)], "dur": [500] * count,
+              "tid": [0] * count}
+    record["name_codes"], record["name_table"] = coded(names)
+    record["type_codes"], record["type_table"] = coded(["MatMul"] * count)
+    writer.add(record)
+    writer.close()
+    (profiler / "cpu_timeline_display_0.json").mkdir()
+    (profiler / "cpu_timeline_display_0.json" / "taken").write_text("")
+    offline_analyse(str(tmp_path))
+
+    errors = [line for line in capfd.readouterr().err.splitlines() if "timeline" in line and "failed" in line]
+    assert len(errors) == 1 and errors[0].startswith("msprof-agent:"), errors
+    summary = read_json(str(profiler / "summary_0.json"))
+    assert summary["timeline"] is None
+    assert sum(note.startswith("timeline analysis failed:") for note in summary["notes"]) == 1, summary["notes"]
+    assert summary["steps_profiled"] == 3 and summary["top_op_types"][0]["op_type"] == "MatMul"
+    for page in ("cpu_op_type_info_0.csv", "step_trace_raw_0_detail_time.csv", "cpu_timeline_summary_0.json", "report_0.html"):
+        assert (profiler / page).is_file(), page
+    assert not [name for name in os.listdir(profiler) if name.endswith(".tmp")]  # the unfinished file was removed
+
+
+@pytest.mark.unit
 def test_small_blocks_formatted_row_by_row_match_the_vectorised_fill():
     """A block of a few rows is formatted in Python; its bytes are the vectorised fill's, negative
     times (a skewed clock) and mixed heads included."""

@@ -1,9 +1,10 @@
 """Analysis: one rank's raw event store -> its pages (the MindInsight contract's files) and its summary.
 
-``analyse_pages`` reads the store and writes every page into a ``Run``; ``summarise`` writes the
-summary from it; ``cluster`` rolls the summaries of a job's ranks up. ``msprof_agent.pipeline``
-runs them, with the exports and the report, at exit or later (``msprof-agent analyse``); the raw store
-is never modified, so analysing twice gives the same files.
+``analyse_pages`` reads the store and writes every page into a ``Run`` (the timeline file on a thread of
+its own, beside the other pages and the exports); ``summarise`` waits for it and writes the summary;
+``cluster`` rolls the summaries of a job's ranks up. ``msprof_agent.pipeline`` runs them, with the exports
+and the report, at exit or later (``msprof-agent analyse``); the raw store is never modified, so analysing
+twice gives the same files.
 
 The names imported here are the analysis's public API: the exports read only these.
 """
@@ -24,6 +25,7 @@ from .overlap import GROUP, Overlap, collectives
 from .rundata import RunData, load_rank, started_ns
 from .summary import print_table
 from .timeline import DEVICE_PID, OPS_PID, fixed_events, step_events, time_base, write_trace
+from .workers import Job
 
 __all__ = ["DEVICE_PID", "GROUP", "OPS_PID", "Context", "OpEvents", "Overlap", "Run", "analyse_pages", "cluster", "collectives",
            "communication_groups", "counted_op_mask", "device_tables", "fixed_events", "print_table", "profiler_dirs", "started_ns",
@@ -51,6 +53,17 @@ class Run:
     def __init__(self, data: RunData, ctx: Context) -> None:
         self.data, self.ctx = data, ctx
         self.results: dict[str, Any] = {}
+        self.timeline_writing: Job[None] | None = None  # the timeline file, written beside the other pages (``timeline.write``)
+
+    def timeline_written(self) -> None:
+        """Wait for the timeline file: a failure to write it, and the timeline's note, join the pages' notes here,
+        after theirs, as when it was written in turn."""
+        job, self.timeline_writing = self.timeline_writing, None
+        if job is not None and not self.guarded("timeline", False, _waited, job):
+            self.results["timeline"] = None
+        written = self.results.get("timeline")
+        if written and written["dropped"]:
+            self.ctx.notes.append(written["dropped"])
 
     def guarded(self, name: str, fallback: Any, write: Callable[..., Any], *args: Any) -> Any:
         """``write(*args)``, a page or an export: one failing (odd data from a framework) costs that one, not the whole analysis."""
@@ -65,6 +78,11 @@ class Run:
     def overlap(self) -> Overlap:
         """Computing / communication / free per profiled step, which several exports read."""
         return Overlap(self.data, self.results["step_trace"]["rows"])
+
+
+def _waited(job: Job[None]) -> bool:
+    job.result()  # re-raises the job's error
+    return True
 
 
 def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = None, pretty: bool = False, output_dir: str | None = None,
@@ -84,6 +102,7 @@ def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = No
     ctx, results = run.ctx, run.results
     results.update(info=info.write(data, ctx), step_trace=step_trace.write(data, ctx))
     ctx.warmup = warmup.of_window(data)
+    results["timeline"], run.timeline_writing = run.guarded("timeline", (None, None), timeline.write, data, ctx, results["step_trace"]["rows"])
     pages: tuple[tuple[str, Callable[[RunData, Context], Any], Any], ...] = (
         ("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
         ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
@@ -92,12 +111,12 @@ def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = No
     for name, write, fallback in pages:
         results[name] = run.guarded(name, fallback, write, data, ctx)
     results["cpu"] = run.guarded("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))
-    results["timeline"] = run.guarded("timeline", None, timeline.write, data, ctx, results["step_trace"]["rows"])
     return run
 
 
 def summarise(run: Run) -> Summary:
-    """The rank's ``summary_{r}.json`` (figures, findings, verdict) from its pages; returns the summary."""
+    """The rank's ``summary_{r}.json`` (figures, findings, verdict) from its pages, the timeline's written; returns the summary."""
+    run.timeline_written()
     written: Summary = summary.build(run.data, run.ctx, run.results)
     return written
 

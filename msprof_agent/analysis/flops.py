@@ -64,13 +64,13 @@ def per_op_flops(data: RunData, mask: np.ndarray) -> tuple[np.ndarray, np.ndarra
     shapes every step.
     """
     ops = data.ops
-    flops = ops["flops"][mask].copy()
+    flops = ops["flops"][mask]  # a copy: a boolean index always makes one
     shape_values = ops.code_values["shape"]
-    type_id, shape_id = ops["type_id"][mask], ops["shape_id"][mask]
     missing = np.isnan(flops) & shapes_known(data, mask)
-    if missing.any():
+    if missing.any():  # the type and shape codes of the missing ops alone: the analysis's timeline may be written beside this
+        where = np.flatnonzero(mask)[missing]
         width = len(shape_values)
-        pairs, inverse = np.unique(type_id[missing] * width + shape_id[missing], return_inverse=True)
+        pairs, inverse = np.unique(ops["type_id"][where] * width + ops["shape_id"][where], return_inverse=True)
         estimates = np.array([estimate(str(data.op_types[p // width]), shape_values[p % width]) for p in pairs.tolist()])
         flops[missing] = estimates[inverse.reshape(-1)]
     lowered = np.char.lower(data.op_types.astype(str))

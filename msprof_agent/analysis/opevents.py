@@ -34,7 +34,7 @@ _FOUR_DIGITS = np.frombuffer("".join(f"{i:04d}" for i in range(10_000)).encode()
 _DIGIT_STEPS = 10 ** np.arange(1, 19, dtype=np.int64)  # a value at or past the k-th has k + 1 digits
 _MICROS_DIGIT_STEPS = 10 ** np.arange(4, 19, dtype=np.int64)  # the same for its microseconds, value // 1000
 _BLOCK_BYTES = 1 << 20  # a block stays in cache while its columns are filled
-_WRITERS = 4  # stretches written at once: some format while others wait for the disk, even on one or two cores
+_WRITERS = 2  # stretches written at once: one formats while the other waits for the disk, beside the analysis's other pages
 _CHUNK, _PAGE = 4 << 20, 4096  # what one pwrite writes; chunks start at multiples of the page size
 _TABLE_LIMIT = 1 << 22  # combinations numbered by a presence table up to this many, by sorting beyond
 _SMALL_BLOCK_ROWS = 128  # fewer rows than this are formatted one by one (~1.5 us a row) rather than vectorised (~300 us a block)
@@ -42,12 +42,12 @@ _SMALL_BLOCK_ROWS = 128  # fewer rows than this are formatted one by one (~1.5 u
 
 class OpEvents:
     """Every op's event length, known before formatting (``lengths``, the comma included), and the
-    events of any subset of ops written into a file (``write_file``)."""
+    events of any subset of ops laid out (``layout``) and written into a file (``write_file``)."""
 
     def __init__(self, data: RunData, host_pid: int, device_pid: int, base: int, category: str | None = None) -> None:
         """``base``: the epoch ns ``ts`` count from; ``category``: one ``cat`` for every event (the exports' "cpu_op"); by default each op's type."""
         ops = self.ops = data.ops
-        self.starts = ops["start"] - base  # ns from the timeline's base: small enough for a double to hold exactly
+        self.base = base  # ts count ns from it: small enough for a double to hold exactly; taken off a block at a time
         values = ops.code_values
         cuda = ops.device_is("cuda")
         columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
@@ -56,7 +56,7 @@ class OpEvents:
         self.heads = _Texts([_head(values["name"][n], category or values["type"][t], device_pid if c else host_pid, values["tid"][i])
                              for n, t, c, i, _ in samples])
         self.tails = _Texts([_tail(values["shape"][s]) for *_, s in samples])
-        self.widths = (_micros_width(self.starts), _micros_width(ops["dur"]), _integer_width(ops["step"]))
+        self.widths = (_micros_width(ops["start"] - base), _micros_width(ops["dur"]), _integer_width(ops["step"]))
         self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP)).astype(np.int32)[self.texts]
                         + self.widths[0] + self.widths[1] + self.widths[2])
 
@@ -64,8 +64,13 @@ class OpEvents:
         """Bytes of the events of the ops at ``keep``."""
         return int(self.lengths[keep].sum())
 
-    def write_file(self, fd: int, head: bytes, keep: Keep, tail: bytes, size: int) -> None:
-        """Write ``head``, the events of the ops at ``keep`` and ``tail`` as the whole of ``fd``'s file,
+    def layout(self, keep: Keep, head: bytes) -> list[Segment]:
+        """Where the events of the ops at ``keep`` go in a file that starts with ``head``: its sorts, done before
+        ``write_file`` (which may then run beside other work, holding little more than these segments)."""
+        return list(self._blocks(keep, len(head)))
+
+    def write_file(self, fd: int, head: bytes, blocks: list[Segment], tail: bytes, size: int) -> None:
+        """Write ``head``, the events laid out as ``blocks`` (``layout``) and ``tail`` as the whole of ``fd``'s file,
         ``size`` bytes (``len(head) + self.size(keep) + len(tail)``, which the caller reserved).
 
         Every block's place in the file is known before it is formatted, so a few threads each format
@@ -73,7 +78,6 @@ class OpEvents:
         chunks, with O_DIRECT where the file system takes it: hundreds of megabytes of timeline then
         go to disk without filling the page cache, where they would evict the job's own data files.
         """
-        blocks = list(self._blocks(keep, len(head)))
         direct = _direct(fd)
         threads = max(1, min(_WRITERS, size // _CHUNK))
         bounds = [size * i // threads // _PAGE * _PAGE for i in range(threads)] + [size]
@@ -99,6 +103,7 @@ class OpEvents:
         number_widths = widths[0] * np.uint16(1024) + widths[1] * np.uint16(32) + widths[2]  # each is under 32
         key, first = groups([number_widths, rank[texts]])  # numbered in that order: a layout's keys are consecutive
         order = np.argsort(key.astype(np.uint16) if len(first) <= 1 << 16 else key, kind="stable")
+        order = order.astype(np.int32)  # the blocks' index views hold it while the file is written
         index = order if isinstance(keep, slice) else keep[order]
         run_ends = np.cumsum(np.bincount(key, minlength=len(first))).tolist()  # where each key's ops end in that order
         layouts = np.stack([self.heads.lengths[texts[first]], self.tails.lengths[texts[first]]] + [w[first] for w in widths], axis=1)
@@ -120,7 +125,7 @@ class OpEvents:
         falls there, staged into page-aligned chunks. A block across two stretches is formatted by both."""
         chunk = _aligned(_CHUNK)
         rows = np.empty(_BLOCK_BYTES + int(self.lengths.max()), dtype=np.uint8)  # reused: fresh megabytes cost page faults
-        numbers = [self.starts, self.ops["dur"], self.ops["step"]]
+        starts, durations, steps = self.ops["start"], self.ops["dur"], self.ops["step"]
         at = lo  # the file offset of chunk[0]
         for begin, *what in segments:
             if len(what) == 1:
@@ -130,7 +135,7 @@ class OpEvents:
                 length = len(index) * width
                 whole = lo <= begin and begin + length <= min(hi, at + _CHUNK)  # formatted in place, not copied
                 data = chunk[begin - at:begin - at + length] if whole else rows[:length]
-                self._fill(data.reshape(len(index), width), layout, texts, *(c[index] for c in numbers))
+                self._fill(data.reshape(len(index), width), layout, texts, starts[index] - self.base, durations[index], steps[index])
                 if whole:
                     if begin + length == at + _CHUNK:
                         _pwrite(fd, chunk, at)

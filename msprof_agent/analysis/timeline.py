@@ -14,7 +14,7 @@ double holds them exactly, so slices that touch on a track stay touching, not ov
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -23,7 +23,8 @@ from ..contract.names import MINDINSIGHT_HOST_TIMELINE, TIMELINE_DISPLAY, TIMELI
 from ..contract.timebase import day_base, time_base_event
 from ..writers import replacing, write_json
 from . import host_io, mstx
-from .opevents import Keep, OpEvents
+from .opevents import Keep, OpEvents, Segment
+from .workers import Job, in_background
 
 if TYPE_CHECKING:
     from ..records import Stack
@@ -121,26 +122,46 @@ def _select_within(lengths: np.ndarray, durations: np.ndarray, budget: int) -> K
     return np.sort(order[np.cumsum(lengths[order]) <= budget])
 
 
-def write_trace(path: str, head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None,
-                limit_mb: int) -> tuple[Keep, int, int]:
-    """Write ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail`` as one
-    file, atomically; returns (the kept ops, how many, the file's size). ``head`` ends inside an array
-    holding at least one event: each op event starts with its comma."""
+class Trace(NamedTuple):
+    """A trace file laid out (``plan_trace``), to write with ``write_planned``."""
+    keep: Keep  # the kept ops
+    kept: int  # how many
+    size: int  # the file's bytes
+    blocks: list[Segment]  # where their events go (``OpEvents.layout``)
+
+
+def plan_trace(head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None, limit_mb: int) -> Trace:
+    """The layout of a file of ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail``.
+    ``head`` ends inside an array holding at least one event: each op event starts with its comma."""
     keep: Keep = slice(0)
     kept = 0
     if events is not None and durations is not None:  # the callers pass both or neither
         keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail))
         kept = len(events.lengths) if isinstance(keep, slice) else len(keep)
     size = len(head) + len(tail) + (events.size(keep) if events is not None and kept else 0)
-    with replacing(path, size) as handle:
-        if events is not None and kept:
-            events.write_file(handle.fileno(), head, keep, tail, size)
+    return Trace(keep, kept, size, events.layout(keep, head) if events is not None and kept else [])
+
+
+def write_planned(path: str, head: bytes, tail: bytes, events: OpEvents | None, trace: Trace) -> None:
+    """Write the file ``plan_trace`` laid out, atomically."""
+    with replacing(path, trace.size) as handle:
+        if events is not None and trace.kept:
+            events.write_file(handle.fileno(), head, trace.blocks, tail, trace.size)
         else:
             handle.write(head + tail)
-    return keep, kept, size
 
 
-def write(data: RunData, ctx: Context, stages: list[dict[str, Any]]) -> dict[str, Any]:
+def write_trace(path: str, head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None,
+                limit_mb: int) -> tuple[Keep, int, int]:
+    """``plan_trace`` and ``write_planned`` in one; returns (the kept ops, how many, the file's size)."""
+    trace = plan_trace(head, tail, events, durations, limit_mb)
+    write_planned(path, head, tail, events, trace)
+    return trace.keep, trace.kept, trace.size
+
+
+def write(data: RunData, ctx: Context, stages: list[dict[str, Any]]) -> tuple[dict[str, Any], Job[None]]:
+    """The timeline's summary files and figures now, and its file being written on a thread of its own: numpy and
+    pwrite format and write its hundreds of megabytes beside the other pages (``Run.timeline_written`` waits)."""
     device = timeline_device(data.meta.get("device_target", "CPU"))
     limit_mb = data.options.timeline_limit
     base = time_base(data, stages)
@@ -151,20 +172,21 @@ def write(data: RunData, ctx: Context, stages: list[dict[str, Any]]) -> dict[str
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops
     name = rank_file(TIMELINE_DISPLAY, ctx.rank, device=device)
-    keep, kept, size = write_trace(ctx.path(TIMELINE_DISPLAY, device=device), payload[:-1], payload[-1:], events,
-                                   ops["dur"] if events else None, limit_mb)
+    trace = plan_trace(payload[:-1], payload[-1:], events, ops["dur"] if events else None, limit_mb)
+    keep, kept, size = trace.keep, trace.kept, trace.size
     ctx.step_level_timeline = payload  # the file is this with the ops inserted before its "]"
     threads = np.count_nonzero(np.bincount(ops["tid_id"][keep])) if kept else 0
     names = data.op_names[np.unique(ops["name_id"][keep][:10000])].tolist() if kept else []
     dropped_text = None
-    if kept < data.op_count:
+    if kept < data.op_count:  # noted by ``Run.timeline_written``, after the other pages' notes
         shortest_kept = float(ops["dur"][keep].min()) / 1000.0 if kept else 0.0
         dropped_text = (f"timeline_limit {limit_mb} MB: dropped the {data.op_count - kept} shortest ops (each no longer than {shortest_kept:.1f} us); "
                         "the op tables still count every op")
-        ctx.notes.append(dropped_text)
     span = (stages[-1]["end"] - stages[0]["start"]) / 1e6 if stages else 0.0
     summary = {"total_time": round(span, 3), "num_of_streams": threads, "num_of_ops": kept,
                "op_exe_times": kept, "max_scope_name_num": max((n.count("/") + 1 for n in names), default=0)}
     for named in {device, MINDINSIGHT_HOST_TIMELINE if device == "cpu" else device}:
         write_json(ctx.path(TIMELINE_SUMMARY, device=named), summary, ctx.pretty)
-    return {"file": name, "events": len(fixed) + step_count + kept, "bytes": size, "truncated": kept < data.op_count, "dropped": dropped_text}
+    writing = in_background("msprof-agent-timeline", write_planned, ctx.path(TIMELINE_DISPLAY, device=device), payload[:-1], payload[-1:],
+                            events, trace)
+    return {"file": name, "events": len(fixed) + step_count + kept, "bytes": size, "truncated": kept < data.op_count, "dropped": dropped_text}, writing

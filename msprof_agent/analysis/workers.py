@@ -44,6 +44,14 @@ class Job(Generic[T]):
         return cast(T, self._value)  # set by run() before _finished, when no error was raised
 
 
+def in_background(name: str, function: Callable[..., T], *args: Any) -> Job[T]:
+    """``function(*args)`` on a thread of its own, started now: work that releases the GIL (formatting, pwrite)
+    runs beside the caller's Python."""
+    job = Job(function, args)
+    threading.Thread(target=job.run, name=name, daemon=True).start()
+    return job
+
+
 class Workers:
     """``with Workers(n) as pool: pool.submit(f, *args)``; leaving the block waits for every job."""
 
