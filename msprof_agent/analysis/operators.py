@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from . import Context  # no __future__ annotations here: they would shadow this module's ``annotations``
 
 TypeRow = tuple[str, int, float]  # (op type, count, total ns)
-_WEIGHT_CHUNK = 1 << 18  # ops ``summed`` converts at a time
 OpRow = tuple[str, str, int, float]  # (op name, op type, count, total ns)
+_WEIGHT_CHUNK = 1 << 18  # ops ``summed`` converts at a time
 
 
 def summed(codes: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
