@@ -235,20 +235,21 @@ def pytest_collection_finish(session):
         threading.Thread(target=install_all, name="venv-installs", daemon=True).start()
 
 
-def client_python(name, requirement):
-    """The python of the venv ``CLIENTS/NAME`` with REQUIREMENT installed from the package index (on first
-    use; the readers pin their own libraries), or a skip saying why it could not be installed."""
+def client_python(name, requirement, interpreter=None):
+    """The python of the venv ``CLIENTS/NAME`` with REQUIREMENT (one or more, space-separated) installed from the
+    package index (on first use; the readers pin their own libraries), made by INTERPRETER (default: this one),
+    or a skip saying why it could not be installed."""
     ahead = INSTALLS_AHEAD.get(name)
-    return ahead.result() if ahead else _client_venv(name, requirement)
+    return ahead.result() if ahead else _client_venv(name, requirement, interpreter)
 
 
-def _client_venv(name, requirement):
+def _client_venv(name, requirement, interpreter=None):
     venv = os.path.join(CLIENTS, name)
     python = os.path.join(venv, "bin", "python")
     installed = os.path.join(venv, ".installed")
     if not os.path.exists(installed):
         shutil.rmtree(venv, ignore_errors=True)
-        steps = ([sys.executable, "-m", "venv", venv], [python, "-m", "pip", "install", "-q", requirement])
+        steps = ([interpreter or sys.executable, "-m", "venv", venv], [python, "-m", "pip", "install", "-q", *requirement.split()])
         for step in steps:
             try:
                 proc = subprocess.run(step, capture_output=True, text=True, timeout=900)

@@ -1,7 +1,9 @@
 """A few worker threads for the analysis's GIL-releasing work (integer parsing, block formatting, pwrite).
 
 Not concurrent.futures: the analysis of a profiled job runs at interpreter exit, where its executors
-refuse work ("cannot schedule new futures after interpreter shutdown").
+refuse work ("cannot schedule new futures after interpreter shutdown"). From Python 3.12 an atexit handler
+cannot start a thread at all ("can't create new thread at interpreter shutdown"): there the caller's thread
+does the work itself, in turn.
 """
 from __future__ import annotations
 
@@ -44,11 +46,21 @@ class Job(Generic[T]):
         return cast(T, self._value)  # set by run() before _finished, when no error was raised
 
 
+def _started(thread: threading.Thread) -> bool:
+    """Start ``thread``; False where the interpreter refuses new threads (an atexit handler from Python 3.12)."""
+    try:
+        thread.start()
+    except RuntimeError:
+        return False
+    return True
+
+
 def in_background(name: str, function: Callable[..., T], *args: Any) -> Job[T]:
     """``function(*args)`` on a thread of its own, started now: work that releases the GIL (formatting, pwrite)
-    runs beside the caller's Python."""
+    runs beside the caller's Python. Where no thread can start, it runs now, before this returns."""
     job = Job(function, args)
-    threading.Thread(target=job.run, name=name, daemon=True).start()
+    if not _started(threading.Thread(target=job.run, name=name, daemon=True)):
+        job.run()
     return job
 
 
@@ -60,8 +72,7 @@ class Workers:
         self._threads = [threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True) for i in range(count)]
 
     def __enter__(self) -> Workers:
-        for thread in self._threads:
-            thread.start()
+        self._threads = [thread for thread in self._threads if _started(thread)]  # none: submit() runs each job itself
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -72,7 +83,10 @@ class Workers:
 
     def submit(self, function: Callable[..., T], *args: Any) -> Job[T]:
         job = Job(function, args)
-        self._jobs.put(job)
+        if self._threads:
+            self._jobs.put(job)
+        else:
+            job.run()
         return job
 
     def _serve(self) -> None:
