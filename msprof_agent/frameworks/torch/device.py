@@ -196,7 +196,7 @@ class TorchDeviceSession:
         steps = self._session_steps
         if self._shapes_because is not None and steps > 1 and self._shapes_every > 1:  # a sample, short
             steps = min(steps, max(SAMPLE_STEPS, steps // SAMPLE_SHARE))
-        return self._prof is not None and self._steps_in_session >= steps
+        return self.active and self._steps_in_session >= steps
 
     def hand_over(self, session: Session) -> int:
         """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS; returns
