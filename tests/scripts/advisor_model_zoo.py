@@ -1,9 +1,9 @@
 """A model-zoo-style MindSpore training for the advisor's scenarios: a network built from a config,
 ``Model(net, loss, optimizer).train`` in GRAPH mode with the zoo's usual callbacks, fed by a
 GeneratorDataset with a ``map`` and ``batch``. Many small layers make the step's time lie between
-the compiled graph's ops (MindSpore's runtime launching each), not in Python: 64 of them put ~20 ms
-there on a 2-core runner, well above the advisor's 5 ms floor on a machine twice as fast (24 put
-7.6 ms, and a faster CI runner's fell below it). ``--callback-ms`` adds host work in a callback,
+the compiled graph's ops (MindSpore's runtime launching each), not in Python: 128 of them put
+12-17 ms there on today's 2-core runners, 2.4x the advisor's 5 ms floor and more (64 put 4.3-4.8 ms
+there, below the floor, though ~20 ms on an older, slower runner). ``--callback-ms`` adds host work in a callback,
 ``--data-ms`` a slow source."""
 import argparse
 import time
@@ -14,7 +14,7 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Callback, LossMonitor, Model
 
-CONFIG = {"width": 16, "depth": 64, "batch_size": 4, "lr": 0.01}
+CONFIG = {"width": 16, "depth": 128, "batch_size": 4, "lr": 0.01}
 
 
 def parse():
