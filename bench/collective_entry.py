@@ -7,7 +7,9 @@ one intra-op thread), in blocks run in turn: no agent; the agent's wrapper with 
 the whole wrapper. Medians per call, bootstrap 95 % intervals. Then DDP's gradient all-reduce, which
 DDP runs from C++ past those wrappers: a forward and backward of a DDP'd 2-layer MLP (one bucket) under
 the agent, its DDP built before the agent was installed (no hook: the reducer's own all-reduce) or after
-(the agent's communication hook: the entry, then torch's allreduce_hook), a DDP built in each block.
+(the agent's communication hook: the entry, then torch's allreduce_hook), or before it with torch's
+allreduce_hook registered by hand (what any Python comm hook costs, the agent's entry left out), a DDP
+built in each block.
 
     .venv/bin/python bench/collective_entry.py [--rounds 30] [--calls 200]
 """
@@ -22,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook  # noqa: E402
 
 from bench.torch_blocks import interleave, median_difference  # noqa: E402
 
@@ -69,11 +72,13 @@ def main():
         x = torch.randn(16, 64)
         built = {}
 
-        def ddp_built(hooked):
+        def ddp_built(hooked, by_hand=False):
             def enter():  # a DDP gets the hook at its construction: built after install(), or before it
                 if hooked:
                     integration.install(current)
                 built["ddp"] = torch.nn.parallel.DistributedDataParallel(model)
+                if by_hand:  # torch's own allreduce_hook, registered before the agent could wrap it
+                    built["ddp"].register_comm_hook(None, allreduce_hook)
                 if not hooked:
                     integration.install(current)
             return enter
@@ -88,13 +93,19 @@ def main():
 
         built["ddp"] = torch.nn.parallel.DistributedDataParallel(model)
         ddp_modes = {"agent, DDP without its hook": (ddp_built(False), integration.uninstall),
+                     "agent, DDP with torch's allreduce_hook": (ddp_built(False, by_hand=True), integration.uninstall),
                      "agent": (ddp_built(True), integration.uninstall)}
         times, _ = interleave(ddp_modes, backwards, args.rounds)
-        cost, low, high = median_difference(times["agent, DDP without its hook"], times["agent"])
         plain = sorted(times["agent, DDP without its hook"])[len(times["agent, DDP without its hook"]) // 2]
-        print(f"DDP: the agent's communication hook (entry + allreduce_hook against the reducer's own all-reduce) "
-              f"{cost * 1e6:+.2f} us per bucket (95 % {low * 1e6:+.2f} .. {high * 1e6:+.2f}); "
-              f"a forward and backward of the DDP'd MLP (one bucket) here takes {plain * 1e6:.1f} us")
+        for label, base, other in (("the agent's communication hook (entry + allreduce_hook against the reducer's own all-reduce)",
+                                    "agent, DDP without its hook", "agent"),
+                                   ("torch's allreduce_hook alone (a Python comm hook against the reducer's own all-reduce)",
+                                    "agent, DDP without its hook", "agent, DDP with torch's allreduce_hook"),
+                                   ("the agent's hook against torch's allreduce_hook (its entry and wrapper)",
+                                    "agent, DDP with torch's allreduce_hook", "agent")):
+            cost, low, high = median_difference(times[base], times[other])
+            print(f"DDP: {label} {cost * 1e6:+.2f} us per bucket (95 % {low * 1e6:+.2f} .. {high * 1e6:+.2f})")
+        print(f"a forward and backward of the DDP'd MLP (one bucket) here takes {plain * 1e6:.1f} us")
         current.finalize("bench")
     dist.destroy_process_group()
 

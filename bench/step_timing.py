@@ -16,14 +16,20 @@ before/after at the same load: ``git worktree add /tmp/base COMMIT`` then
 
 Where the cost goes, counted without the load's noise: ``--bytecodes`` traces the opcodes
 (``sys.settrace``) of 20 tiny-MLP steps without and with the agent and prints the difference per step,
-function by function. On 2026-12-03: torch's own ~3 000 a step, the agent's ~576 (612 the day before): the
-root module sent down ``nn.Module._call_impl``'s slow path by the global forward pre-hook ~97, the step's
-close (optimizer post-hook, ``_step_ends``, the recorder's close, the session's) ~155, the next step's open
-and its window check ~69, the forward start (pre-hook, mark, disarm and re-arm) ~80, the data wait ~79,
-the store's JSON line and flush ~50 (a flush every few steps), the backward end ~34, the optimizer wrappers
-~32. At ~31 ns an opcode (time_ns and dict work included) the <= 10 us goal needs about half of them gone,
-not faster ones: each function left does a step's necessary work in 10-50 opcodes, so that means one flat
-function per hook in place of the recorder, the session and the window registry they call.
+function by function. On 2026-12-03: torch's own ~3 000 a step, the agent's ~576: the root module sent
+down ``nn.Module._call_impl``'s slow path by the global forward pre-hook ~97, the step's close (optimizer
+post-hook, ``_step_ends``, the recorder's close, the session's) ~155, the next step's open and its window
+check ~69, the forward start (pre-hook, mark, disarm and re-arm) ~80, the data wait ~79, the store's JSON
+line and flush ~50 (a flush every few steps), the backward end ~34, the optimizer wrappers ~32.
+
+``--parts`` times the hooks themselves: the same hook points with no work in them (``hooks_alone``),
+all together and each alone, in the same rounds as no agent and the agent. On 2026-12-03 (a faster
+2-core runner: the agent +18.6 us a step): **the hooks alone +8.3 us**, of which the forward start 5.2
+(torch's hook path for the root module, taken once a step: ~1.2 us when timed hot on its own, ~4.7 us
+inside a training step), the fetch 1.3, the backward 0.8, the close 0.5, the step wrapper 0.3; the
+agent's work in them ~10 us. A <= 10 us goal leaves ~1.7 us for that work: the forward start would have
+to be marked without a module hook (we found no cheaper signal in torch 2.13 on Python 3.11) as well as the
+recorder, the session and the window registry folded into one flat function per hook.
 (Marking the forward start from the root module's own call, through torch's private
 ``_compiled_call_impl`` on its class, saves the slow path, but puts a method on the user's model class
 that torch.compile would trace: not done.)
@@ -36,6 +42,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -91,6 +98,74 @@ def print_bytecodes(current, integration):
             print(f"  {n:+7.1f}  {os.path.relpath(filename)}:{function}")
 
 
+def hooks_alone(optimizer, parts):
+    """(enter, leave) installing the agent's hook points with no work in them, for ``parts`` of
+    "forward" (a global forward pre-hook that takes itself out at its first call, put back by an
+    optimizer step post-hook, as the agent's is), "close" (the post-hook alone), "fetch" (the loader
+    iterator's ``__next__`` with two clock readings), "backward" (``torch.autograd.backward`` with one)
+    and "step" (the optimizer class's ``step`` called through): what the hooks cost before they do anything."""
+    import torch.nn.modules.module as module_mod
+    import torch.optim.optimizer as optimizer_mod
+    import torch.utils.data.dataloader as dataloader_mod
+
+    iterator, kind = dataloader_mod._BaseDataLoaderIter, type(optimizer)
+    fetch, backward, step = vars(iterator)["__next__"], torch.autograd.backward, vars(kind)["step"]
+    handles = []
+
+    def forward_started(_module, _args):
+        hooks.pop(forward.id, None)
+
+    def step_closed(_optimizer, _args, _kwargs):
+        if "forward" in parts:
+            hooks[forward.id] = forward_started
+
+    def timed(*args, **kwargs):
+        time.time_ns()
+        result = fetch(*args, **kwargs)
+        time.time_ns()
+        return result
+
+    def marked(*args, **kwargs):
+        result = backward(*args, **kwargs)
+        time.time_ns()
+        return result
+
+    def stepped(*args, **kwargs):
+        return step(*args, **kwargs)
+
+    forward = module_mod.register_module_forward_pre_hook(forward_started)
+    hooks = forward.hooks_dict_ref()
+    forward.remove()
+
+    def enter():
+        if parts & {"forward", "close"}:
+            handles.append(optimizer_mod.register_optimizer_step_post_hook(step_closed))
+        if "forward" in parts:
+            hooks[forward.id] = forward_started
+        for owner, name, replacement in ((iterator, "__next__", timed), (torch.autograd, "backward", marked), (kind, "step", stepped)):
+            if {"__next__": "fetch", "backward": "backward", "step": "step"}[name] in parts:
+                setattr(owner, name, replacement)
+
+    def leave():
+        while handles:
+            handles.pop().remove()
+        hooks.pop(forward.id, None)
+        iterator.__next__, torch.autograd.backward, kind.step = fetch, backward, step
+    return enter, leave
+
+
+def print_parts(modes, model, optimizer, loader, rounds):
+    """``--parts``: the hooks alone, all of them and each on its own, against no agent in the same rounds."""
+    every = {"forward", "close", "fetch", "backward", "step"}
+    modes = dict(modes, **{"hooks alone": hooks_alone(optimizer, every)},
+                 **{f"hook alone: {part}": hooks_alone(optimizer, {part}) for part in sorted(every)})
+    tiny, _ = interleave(modes, lambda: train_steps(model, optimizer, loader, torch.nn.functional.mse_loss), rounds)
+    for name in modes:
+        if name != "no agent":
+            cost, low, high = median_difference(tiny["no agent"], tiny[name])
+            print(f"  {name:22s} {cost * 1e6:+6.1f} us per step (95 % {low * 1e6:+.1f} .. {high * 1e6:+.1f})")
+
+
 def other_checkout(checkout, settings):
     """Another checkout's session (from SETTINGS) and torch integration: its agent imported as
     ``msprof_agent_base`` (the package's imports are relative), so both run in this process in turn."""
@@ -110,6 +185,7 @@ def main():
     parser.add_argument("--resnet-rounds", type=int, default=8)
     parser.add_argument("--against", metavar="CHECKOUT", help="also another checkout's step timing, in turn with this one's (tiny steps only)")
     parser.add_argument("--bytecodes", action="store_true", help="count the agent's opcodes per step, function by function, and stop")
+    parser.add_argument("--parts", action="store_true", help="time the agent's hooks with no work in them, all and each alone, and stop")
     args = parser.parse_args()
 
     from msprof_agent import options, session
@@ -129,6 +205,11 @@ def main():
                  "step timing": (lambda: (integration.install(current), optimizer._patch_step_function()), integration.uninstall)}
 
         model, optimizer, loader = tiny_training(100)
+        if args.parts:
+            print(f"tiny steps, {args.tiny_rounds} rounds, against no agent:")
+            print_parts(modes, model, optimizer, loader, args.tiny_rounds)
+            current.finalize("bench")
+            return
         if args.against:
             base_session, base_integration = other_checkout(args.against, settings)
             modes[args.against] = (lambda: (base_integration.install(base_session), optimizer._patch_step_function()), base_integration.uninstall)
