@@ -8,8 +8,8 @@ the whole wrapper. Medians per call, bootstrap 95 % intervals. Then DDP's gradie
 DDP runs from C++ past those wrappers: a forward and backward of a DDP'd 2-layer MLP (one bucket) under
 the agent, its DDP built before the agent was installed (no hook: the reducer's own all-reduce) or after
 (the agent's communication hook: the entry, then torch's allreduce_hook), or before it with torch's
-allreduce_hook registered by hand (what any Python comm hook costs, the agent's entry left out), a DDP
-built in each block.
+allreduce_hook registered by hand (what any Python comm hook costs, the agent's entry left out), or
+after it with the entry skipped (the hook's own frames), a DDP built in each block.
 
     .venv/bin/python bench/collective_entry.py [--rounds 30] [--calls 200]
 """
@@ -72,8 +72,12 @@ def main():
         x = torch.randn(16, 64)
         built = {}
 
-        def ddp_built(hooked, by_hand=False):
+        entered = integration._Integration._entered
+
+        def ddp_built(hooked, by_hand=False, entry=True):
             def enter():  # a DDP gets the hook at its construction: built after install(), or before it
+                if not entry:  # the hook's own frames alone: its entry skipped, as in "wrapper, no entry"
+                    integration._Integration._entered = lambda _self, name, a, k: (None, None)
                 if hooked:
                     integration.install(current)
                 built["ddp"] = torch.nn.parallel.DistributedDataParallel(model)
@@ -91,9 +95,14 @@ def main():
                 times.append(time.perf_counter() - began)
             return times
 
+        def ddp_off():
+            integration.uninstall()
+            integration._Integration._entered = entered
+
         built["ddp"] = torch.nn.parallel.DistributedDataParallel(model)
         ddp_modes = {"agent, DDP without its hook": (ddp_built(False), integration.uninstall),
                      "agent, DDP with torch's allreduce_hook": (ddp_built(False, by_hand=True), integration.uninstall),
+                     "agent, its hook without the entry": (ddp_built(True, entry=False), ddp_off),
                      "agent": (ddp_built(True), integration.uninstall)}
         times, _ = interleave(ddp_modes, backwards, args.rounds)
         plain = sorted(times["agent, DDP without its hook"])[len(times["agent, DDP without its hook"]) // 2]
@@ -102,7 +111,8 @@ def main():
                                    ("torch's allreduce_hook alone (a Python comm hook against the reducer's own all-reduce)",
                                     "agent, DDP without its hook", "agent, DDP with torch's allreduce_hook"),
                                    ("the agent's hook against torch's allreduce_hook (its entry and wrapper)",
-                                    "agent, DDP with torch's allreduce_hook", "agent")):
+                                    "agent, DDP with torch's allreduce_hook", "agent"),
+                                   ("the entry alone (the agent's hook with and without it)", "agent, its hook without the entry", "agent")):
             cost, low, high = median_difference(times[base], times[other])
             print(f"DDP: {label} {cost * 1e6:+.2f} us per bucket (95 % {low * 1e6:+.2f} .. {high * 1e6:+.2f})")
         print(f"a forward and backward of the DDP'd MLP (one bucket) here takes {plain * 1e6:.1f} us")
