@@ -24,10 +24,10 @@ line and flush ~50 (a flush every few steps), the backward end ~34, the optimize
 
 ``--parts`` times the hooks themselves: the same hook points with no work in them (``hooks_alone``),
 all together and each alone, in the same rounds as no agent and the agent. On 2026-12-03 (a faster
-2-core runner: the agent +18.6 us a step): **the hooks alone +8.3 us**, of which the forward start 5.2
-(torch's hook path for the root module, taken once a step: ~1.2 us when timed hot on its own, ~4.7 us
-inside a training step), the fetch 1.3, the backward 0.8, the close 0.5, the step wrapper 0.3; the
-agent's work in them ~10 us. A <= 10 us goal leaves ~1.7 us for that work: the forward start would have
+2-core runner, 60 rounds: the agent +19.1 us a step): **the hooks alone +9.2 us**, of which the forward
+start 5.4 (torch's hook path for the root module, taken once a step: ~1.2 us when timed hot on its own,
+~4.7 us inside a training step), the backward 1.9, the fetch 1.4, the step wrapper 0.6, the close 0.3;
+the agent's work in them ~10 us. A <= 10 us goal leaves ~1 us for that work: the forward start would have
 to be marked without a module hook (we found no cheaper signal in torch 2.13 on Python 3.11) as well as the
 recorder, the session and the window registry folded into one flat function per hook.
 (Marking the forward start from the root module's own call, through torch's private
@@ -142,8 +142,9 @@ def hooks_alone(optimizer, parts):
             handles.append(optimizer_mod.register_optimizer_step_post_hook(step_closed))
         if "forward" in parts:
             hooks[forward.id] = forward_started
-        for owner, name, replacement in ((iterator, "__next__", timed), (torch.autograd, "backward", marked), (kind, "step", stepped)):
-            if {"__next__": "fetch", "backward": "backward", "step": "step"}[name] in parts:
+        for part, owner, name, replacement in (("fetch", iterator, "__next__", timed), ("backward", torch.autograd, "backward", marked),
+                                               ("step", kind, "step", stepped)):
+            if part in parts:
                 setattr(owner, name, replacement)
 
     def leave():
