@@ -9,8 +9,10 @@ their failure notes. The cluster step (``cluster_roll_up``) reads the ranks' sum
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import analysis, export, log
@@ -29,9 +31,10 @@ def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list
     its report; returns the summary dict. ``export_type`` (default: the run's option) names the exports written
     beside it; ``job_started_ns``: the earliest start of the job's ranks, which every rank's traces then count
     from. ``roll_up`` (at exit): the job's cluster step, once every one of its ranks has a summary."""
-    run, summary = _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns)
-    out = output_dir or profiler_dir
-    write_report(out, rank, run.ctx.step_level_timeline)
+    with _collector_paused():
+        run, summary = _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns)
+        out = output_dir or profiler_dir
+        write_report(out, rank, run.ctx.step_level_timeline)
     if roll_up:
         try:
             rolled = analysis.cluster.write_when_complete(out, int(summary.get("rank_size") or 1), pretty)
@@ -41,6 +44,20 @@ def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list
             if rolled is not None:
                 write_cluster_report(names.cluster_dir(out))
     return summary
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a rank is analysed: the pages and the report make hundreds of
+    thousands of short-lived dicts and lists, and each full collection they set off walks every object the process
+    holds (at exit, all of the training job's). What the analysis makes is freed by reference counting."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def analyse_task(task: fanout.Task) -> Summary:

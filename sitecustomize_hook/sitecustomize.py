@@ -16,11 +16,16 @@ import sys
 
 
 def _chain_user_sitecustomize():
-    """Run the user's own sitecustomize (if any) exactly once, as ddtrace-run does."""
+    """Run the user's own sitecustomize (if any) exactly once, as ddtrace-run does. The path finder looks
+    for it first: most machines have none, and a failing import costs ~30 µs of exception handling."""
     here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    finder = next((f for f in sys.meta_path if getattr(f, "__name__", None) == "PathFinder"), None)
+    if finder is not None and finder.find_spec("sitecustomize", rest) is None:
+        return
     ours = sys.modules.pop("sitecustomize", None)
     saved_path = list(sys.path)
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    sys.path[:] = rest
     try:
         import sitecustomize  # noqa: F401  (the user's)
     except ImportError as exc:
