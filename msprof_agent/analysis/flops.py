@@ -84,7 +84,8 @@ def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
     if not data.op_count:
         return None
     mask = profiled_op_mask(data)
-    flops, cube = per_op_flops(data, mask)
+    counted = any(s is not None for s in data.ops.code_values["shape"]) or not np.isnan(data.ops["flops"]).all()  # else no op has any
+    flops, cube = per_op_flops(data, mask) if counted else (np.empty(0), np.empty(0, dtype=bool))
     known = ~np.isnan(flops)
     if not known.any():
         ctx.notes.append("FLOPs: the device session reported no FLOP counts or input shapes, so none were computed")

@@ -12,7 +12,7 @@ user ranges, a framework's closures). They are not ops: a range's self time is t
 inside it, not compute. ``op_kinds`` tells them
 apart; the op tables rank ops only, and the ranges get their own table (``annotations``).
 """
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -126,19 +126,51 @@ def device_tables(data: RunData, mask: np.ndarray, device: str) -> tuple[np.ndar
     return columns[0], columns[1], columns[2].astype(np.float64)  # bincount weighs in float64: converted once, not per table
 
 
-def _write_shapes(data: RunData, mask: np.ndarray, ctx: "Context", op_type: np.ndarray) -> None:
-    """Host ops by (op, input shape) with self and total time (total keeps the ops nested inside, torch's
-    "CPU total"): the (name, shape) pairs numbered by ``groups`` (a presence table, not a sort), no
-    Python loop per op."""
+class HostGroups(NamedTuple):
+    """The counted host ops grouped by (op name, op type, input shape): one pass over the ops, which the
+    type, op and by-shape tables then regroup (a few hundred groups, not millions of ops)."""
+    names: np.ndarray  # each group's codes
+    types: np.ndarray
+    shapes: np.ndarray
+    counts: np.ndarray  # its ops
+    self_ns: np.ndarray  # their self time
+    total_ns: np.ndarray  # their time with the ops nested inside
+
+
+def host_groups(data: RunData, mask: np.ndarray) -> HostGroups | None:
+    """The host ops under MASK as ``HostGroups``; None without any. Numbered by ``groups`` (a presence table, not a sort)."""
     ops = data.ops
     select = mask & ~ops.device_is("cuda")
     every = bool(select.all())  # the usual case: no copies
-    names, shapes, own, total = (column if every else column[select] for column in (ops["name_id"], ops["shape_id"], ops["self"], ops["dur"]))
-    pair, first = groups([names, shapes])
-    counts = np.bincount(pair, minlength=len(first))
-    self_ns, total_ns = summed(pair, own, len(first)), summed(pair, total, len(first))
-    pair_names, pair_shapes = names[first].tolist(), shapes[first].tolist()
-    shape_values = ops.code_values["shape"]
+    names, types, shapes, own, total = (column if every else column[select]
+                                        for column in (ops["name_id"], ops["type_id"], ops["shape_id"], ops["self"], ops["dur"]))
+    if not len(names):
+        return None
+    group, first = groups([names, types, shapes])
+    size = len(first)
+    return HostGroups(names[first], types[first], shapes[first], np.bincount(group, minlength=size), summed(group, own, size), summed(group, total, size))
+
+
+def regrouped(codes: np.ndarray, counts: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``group_sum`` of groups already counted: (codes present, counts, summed totals) per code, largest total
+    first. Times are whole ns, so float sums are exact in any order and agree with ``group_sum`` over the ops."""
+    count = np.bincount(codes, weights=counts).astype(np.int64)
+    total = np.bincount(codes, weights=totals)
+    present = np.flatnonzero(count)
+    order = present[np.argsort(-total[present], kind="stable")]
+    return order, count[order], total[order]
+
+
+def _write_shapes(data: RunData, host: HostGroups, ctx: "Context", op_type: np.ndarray) -> None:
+    """Host ops by (op, input shape) with self and total time (total keeps the ops nested inside, torch's
+    "CPU total"), from the host groups: (name, shape) pairs numbered by ``groups`` in the order of their codes."""
+    pair, first = groups([host.names, host.shapes])
+    size = len(first)
+    counts = np.bincount(pair, weights=host.counts, minlength=size).astype(np.int64)
+    self_ns = np.bincount(pair, weights=host.self_ns, minlength=size)
+    total_ns = np.bincount(pair, weights=host.total_ns, minlength=size)
+    pair_names, pair_shapes = host.names[first].tolist(), host.shapes[first].tolist()
+    shape_values = data.ops.code_values["shape"]
     rows = []
     for i in np.argsort(-self_ns, kind="stable").tolist():
         name, shape = pair_names[i], pair_shapes[i]
@@ -147,9 +179,17 @@ def _write_shapes(data: RunData, mask: np.ndarray, ctx: "Context", op_type: np.n
     write_csv(ctx.path(CPU_OP_SHAPES), CPU_OP_SHAPE_HEADER, rows)
 
 
-def _tables(data: RunData, mask: np.ndarray, device: str, op_type: np.ndarray) -> tuple[list[TypeRow], list[OpRow], float] | None:
-    """(type rows, op rows) as (name, count, total ns) plus the grand total, for one device."""
-    type_ids, name_ids, durs = device_tables(data, mask, device)
+def _host_tables(data: RunData, host: HostGroups, op_type: np.ndarray) -> tuple[list[TypeRow], list[OpRow], float]:
+    """(type rows, op rows) as (name, count, total ns) plus the grand total, for the host ops."""
+    type_lookup, name_lookup = data.op_types, data.op_names
+    types = [(type_lookup[c], n, s) for c, n, s in zip(*regrouped(host.types, host.counts, host.self_ns))]
+    ops = [(name_lookup[c], type_lookup[op_type[c]], n, s) for c, n, s in zip(*regrouped(host.names, host.counts, host.self_ns))]
+    return types, ops, float(host.self_ns.sum()) or 1.0
+
+
+def _device_tables(data: RunData, mask: np.ndarray, op_type: np.ndarray) -> tuple[list[TypeRow], list[OpRow], float] | None:
+    """(type rows, op rows) as (name, count, total ns) plus the grand total, for the CUDA kernels; None without any."""
+    type_ids, name_ids, durs = device_tables(data, mask, "cuda")
     if not len(durs):
         return None
     type_lookup, name_lookup = data.op_types, data.op_names
@@ -178,9 +218,9 @@ def write(data: RunData, ctx: "Context") -> dict[str, Any]:
     profiled, kinds, op_type = profiled_op_mask(data), op_kinds(data), type_of_names(data)
     mask = profiled & (kinds == OP)  # counted_op_mask
     result["annotations"] = annotations(data, profiled, kinds, steps)
-    tables = _tables(data, mask, "cpu", op_type)
-    if tables:
-        types, ops, total = tables
+    host = host_groups(data, mask)
+    if host is not None:
+        types, ops, total = _host_tables(data, host, op_type)
         # execution_frequency(per-step) is an integer: MindInsight reads it with int()
         type_rows = [[t, int(c), round(c / steps), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6)] for t, c, s in types]
         write_csv(ctx.path(CPU_OP_TYPES), CPU_OP_TYPE_HEADER, type_rows)
@@ -188,10 +228,10 @@ def write(data: RunData, ctx: "Context") -> dict[str, Any]:
         detail_rows = [["Host", t, short_name(n), n, int(c), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6),
                         n.split("/", 1)[0] if "/" in n else "Default", pid] for n, t, c, s in ops]
         write_csv(ctx.path(CPU_OP_DETAIL), CPU_OP_DETAIL_HEADER, detail_rows)
-        _write_shapes(data, mask, ctx, op_type)
+        _write_shapes(data, host, ctx, op_type)
         result.update({"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
                        "total_ms": total / 1e6, "ops": len(detail_rows)})
-    tables = _tables(data, mask, "cuda", op_type)
+    tables = _device_tables(data, mask, op_type)
     if tables:
         types, ops, total = tables
         write_csv(ctx.path(GPU_OP_TYPES), GPU_OP_TYPE_HEADER,
