@@ -14,6 +14,11 @@ adds to the analysis, and the database against the text export (whose bulk is a 
 ``--against CHECKOUT`` instead times this checkout's analysis and another checkout's (an earlier
 commit's ``git worktree``) on one shared store, in turn, and prints each one's medians and the ratio
 pair by pair: a regression shows the day it lands.
+
+``--floors`` times, in turn with this checkout's analysis of the store, the two parts no page can
+overlap: loading the raw store alone (a fresh process) and writing as many bytes as the analysis's
+timeline file holds at the disk's speed (O_DIRECT, the writer's 4 MB chunks, nothing formatted). Their
+sum is what any analysis writing that file takes at least.
 """
 import argparse
 import os
@@ -46,6 +51,30 @@ began = time.perf_counter()
 status = main(["analyse"] + sys.argv[1:])
 print(time.perf_counter() - began)
 sys.exit(status)
+"""
+
+FLOORS_CHILD = """
+import os, sys, time
+import msprof_agent.analysis
+from msprof_agent.analysis.rundata import load_rank
+from msprof_agent.analysis.opevents import _CHUNK, _aligned, _direct, _pwrite
+profiler_dir, size = sys.argv[1], int(sys.argv[2])
+began = time.perf_counter()
+load_rank(profiler_dir, 0)
+loaded = time.perf_counter() - began
+chunk = _aligned(_CHUNK)
+chunk[:] = ord(" ")
+fd = os.open(os.path.join(profiler_dir, "floor.tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+try:
+    _direct(fd)
+    began = time.perf_counter()
+    for at in range(0, size, _CHUNK):
+        _pwrite(fd, chunk, at)
+    written = time.perf_counter() - began
+finally:
+    os.close(fd)
+    os.remove(os.path.join(profiler_dir, "floor.tmp"))
+print(loaded, written)
 """
 
 
@@ -155,15 +184,43 @@ def against(args):
     print(f"  peak RSS, this / other: x{statistics.median(peaks):.2f}")
 
 
+def floors(args):
+    """This checkout's analysis and the floors (``FLOORS_CHILD``) on one store, in turn; their medians."""
+    out = tempfile.mkdtemp(prefix="msprof-bench-")
+    profiler_dir = os.path.join(out, "profiler")
+    runs = {"analysis": [], "load": [], "write": []}
+    try:
+        generate(profiler_dir, args.ops, 1000)
+        analyse_once(out)  # warms the page cache; its timeline's size is the floor's
+        size = sum(os.path.getsize(os.path.join(profiler_dir, n)) for n in os.listdir(profiler_dir) if "timeline_display" in n)
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        for _ in range(args.runs):
+            runs["analysis"].append(analyse_once(out)[0])
+            os.sync()
+            loaded, written = subprocess.run([sys.executable, "-c", FLOORS_CHILD, profiler_dir, str(size)], env=env, check=True,
+                                             capture_output=True, text=True).stdout.split()
+            runs["load"].append(float(loaded))
+            runs["write"].append(float(written))
+    finally:
+        shutil.rmtree(out)
+    analysis, load, write = (statistics.median(runs[k]) for k in ("analysis", "load", "write"))
+    print(f"{args.ops:,} op events, 1000 steps, {args.runs} rounds in turn; medians: the analysis itself {analysis:.2f} s; "
+          f"loading the raw store alone {load:.2f} s; its {size / 1e6:.0f} MB timeline written at the disk's speed alone {write:.2f} s "
+          f"({size / write / 1e9:.1f} GB/s); the floor they make {load + write:.2f} s, {(load + write) / analysis:.0%} of the analysis")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=3, help="analyses per store; the lines give medians")
     parser.add_argument("--long-steps", type=int, default=200_000, help="steps of the always-on run (its last 10 profiled)")
     parser.add_argument("--against", metavar="CHECKOUT", help="time another checkout's analysis against this one's, in turn, and stop")
+    parser.add_argument("--floors", action="store_true", help="time loading alone and the timeline's bytes at the disk's speed, and stop")
     args = parser.parse_args()
     if args.against:
         return against(args)
+    if args.floors:
+        return floors(args)
     rates = {"the analysis itself": [], "the whole process": []}
     for steps in (1000, 4000):
         itself, whole, peak, _ = measure(args, args.ops, steps)

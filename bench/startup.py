@@ -9,7 +9,9 @@ ratios (target for both doors with the variable unset: <= 1.01).
 The hook's bytecode is written first, as ``scripts/setup_env.sh`` and ``msprof-agent run`` do (and
 any first start without PYTHONDONTWRITEBYTECODE): the wheel's copy is compiled by pip at install. A
 copy of the hook without bytecode, under PYTHONDONTWRITEBYTECODE, shows what compiling it at every
-start would cost.
+start would cost. Two stand-ins for the hook give the PYTHONPATH door's floor: an empty ``sitecustomize.py``
+on PYTHONPATH (what any module there costs), and one that only looks for the user's own sitecustomize
+along the rest of ``sys.path`` (what a hook that keeps the user's must do before anything else).
 """
 import argparse
 import glob
@@ -57,7 +59,27 @@ def uncompiled_hook(work):
     return folder
 
 
-def variants(out_dir, pythons, uncompiled):
+FINDS_THE_USERS = """import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+finder = next(f for f in sys.meta_path if getattr(f, "__name__", None) == "PathFinder")
+finder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or os.curdir) != here])
+"""
+
+
+def stand_ins(work):
+    """The floor's two stand-ins for the hook's folder (module docstring), their bytecode written: (empty, finding the user's)."""
+    folders = []
+    for name, text in (("empty_sitecustomize", ""), ("sitecustomize_finding_the_users", FINDS_THE_USERS)):
+        folder = os.path.join(work, name)
+        os.makedirs(folder)
+        with open(os.path.join(folder, "sitecustomize.py"), "w") as handle:
+            handle.write(text)
+        py_compile.compile(os.path.join(folder, "sitecustomize.py"), doraise=True)
+        folders.append(folder)
+    return folders
+
+
+def variants(out_dir, pythons, uncompiled, empty, finding):
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")}
     hooked = dict(base, PYTHONPATH=HOOK)
     here = sys.executable
@@ -67,6 +89,8 @@ def variants(out_dir, pythons, uncompiled):
         "hook without bytecode, unset": (here, dict(base, PYTHONPATH=uncompiled, PYTHONDONTWRITEBYTECODE="1")),
         "hook, start false": (here, dict(hooked, MS_PROFILER_OPTIONS=json.dumps({"start": False}))),
         "hook, start true": (here, dict(hooked, MS_PROFILER_OPTIONS=json.dumps({"start": True, "output_path": out_dir}))),
+        "empty sitecustomize on PYTHONPATH": (here, dict(base, PYTHONPATH=empty)),
+        "sitecustomize finding the user's": (here, dict(base, PYTHONPATH=finding)),
         "venv without package": (pythons["bare"], base),
         "venv, .pth, unset": (pythons["installed"], base),
         "venv, .pth, start false": (pythons["installed"], dict(base, MS_PROFILER_OPTIONS=json.dumps({"start": False}))),
@@ -93,7 +117,7 @@ def main():
     py_compile.compile(os.path.join(HOOK, "sitecustomize.py"), doraise=True)  # its __pycache__, as a first start writes it
     with tempfile.TemporaryDirectory() as work:
         pythons = make_venvs(work)
-        cases = variants(os.path.join(work, "out"), pythons, uncompiled_hook(work))
+        cases = variants(os.path.join(work, "out"), pythons, uncompiled_hook(work), *stand_ins(work))
         samples = {name: [] for name in cases}
         for case in cases.values():  # warm the page cache once
             time_once(*case)
@@ -112,6 +136,8 @@ def main():
               ("hook without bytecode+unset / no hook", "hook without bytecode, unset", "no hook", ""),
               ("hook+start false / no hook", "hook, start false", "no hook", ""),
               ("hook+start true / hook+unset", "hook, start true", "hook, variable unset", ""),
+              ("empty sitecustomize / no hook", "empty sitecustomize on PYTHONPATH", "no hook", "  (the door's floor: any module there)"),
+              ("sitecustomize finding the user's / no hook", "sitecustomize finding the user's", "no hook", "  (and keeping the user's)"),
               (".pth+unset / venv without package", "venv, .pth, unset", "venv without package", "  (target <= 1.01)"),
               (".pth+start false / venv without package", "venv, .pth, start false", "venv without package", "")]
     print("ratios:                                          wall      CPU")
