@@ -292,22 +292,19 @@ def test_the_heaps_bytes_in_use_count_what_is_held_not_what_rss_keeps():
     assert reader.read() is not None and reader.read() is None  # the second, at once, waits for 100x the first's cost
 
 
-def test_the_heaps_bytes_in_use_count_pythons_small_objects_and_a_read_stays_cheap():
+def test_the_heaps_bytes_in_use_count_pythons_small_objects():
     """300 000 small tuples held (900 000 of pymalloc's blocks, outside the C heap): in use rises by their
-    blocks at SMALL_BLOCK_BYTES (and the list's array); a read with them costs under 1 ms of CPU (0.1-0.25 ms
-    measured with 0.6-3.6 million blocks), so ``HeapReader``'s 100x spacing keeps it under 1 % of a core."""
+    blocks at SMALL_BLOCK_BYTES (and the list's array). What a read costs is ``HeapReader``'s to bound, by
+    spacing the reads (the test above), not a timed assertion here."""
     from msprof_agent.collectors import heap
 
     if heap.in_use() is None:
         pytest.skip("no mallinfo2 in this C library: the advisor reads RSS")
     before = heap.in_use()
     kept = [(n + 1000, float(n)) for n in range(300_000)]  # a tuple, an int past the cached ones and a float: 3 blocks
-    spent = time.thread_time()
     held = heap.in_use()
-    cost = time.thread_time() - spent
     expected = len(kept) * (3 * heap.SMALL_BLOCK_BYTES + 8)  # + the list's 8-byte slots, on the C heap
     assert abs(held - before - expected) < 0.05 * expected, (held - before, expected)
-    assert cost < 1e-3, cost
 
 
 def test_interval_union_length_within_windows_matches_counting_each_ns():
