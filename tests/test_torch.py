@@ -266,7 +266,7 @@ def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives
     device = TorchDeviceSession(steps=None)
     device.options = Options()  # what start() would hand it
     device._shapes_because = "the window's first session"  # what its first profiler session records with
-    device.step_ends, device.wrapped_comm = [250], [(450, 600)]  # step 1 ends at 250; a wrapped call at 450..600
+    device.step_ends, device.wrapped_comm = [250], [(450, 600, "all_reduce")]  # step 1 ends at 250; a wrapped call at 450..600
     events = [Event("aten::mm", 100), Event(None, 200), Event("gloo:all_reduce", 300), Event("gloo:all_reduce", 500)]
     device._emit(sink, events, offset=0)
     ops = [r for r in sink if r["k"] == "ops"]
@@ -276,6 +276,25 @@ def test_device_session_reads_events_defensively_and_finds_unwrapped_collectives
     comm = [r for r in sink if r["k"] == "comm"]
     assert comm == [{"k": "comm", "step": 2, "name": "all_reduce", "start": 300, "dur": 10, "bytes": 24, "source": "profiler"}]
     assert any(r["k"] == "note" and "1 unreadable" in r["text"] for r in sink)
+
+
+
+def test_a_wrapped_collective_the_profilers_clock_moved_out_of_its_call_is_still_the_call():
+    """The profiler's clock drifts from time.time_ns by tens to hundreds of us within a session (250 us seen): a
+    wrapped call's own event may start before the call or after it returned. It is the call's (one event a call,
+    of its name, the nearest within CLOCK_SLACK_NS), and a C++ collective beside a call with its event inside stays."""
+    from msprof_agent.frameworks.torch.device import CLOCK_SLACK_NS, _timed_by_wrappers
+
+    us = 1_000
+    wrapped = [(1_000 * us, 1_300 * us, "all_reduce"), (2_000 * us, 2_400 * us, "all_reduce"), (3_000 * us, 3_100 * us, "broadcast"),
+               (5_000 * us, 5_200 * us, "all_reduce")]
+    events = [(1_100 * us, "all_reduce"),  # inside the first call
+              (1_760 * us, "all_reduce"), (1_750 * us, "all_reduce"),  # 250 and 240 us before the second, which has none inside
+              (3_150 * us, "all_gather"),  # after the broadcast, another name: a collective of its own
+              (4_000 * us, "all_reduce"),  # 1 ms before the last call, which has its own event inside: a collective of its own
+              (5_050 * us, "all_reduce"), (4_990 * us, "all_reduce")]  # the last call has one inside: the one beside it is DDP's
+    assert _timed_by_wrappers(wrapped, events) == {0, 1, 5}
+    assert _timed_by_wrappers(wrapped[:1], [(1_300 * us + CLOCK_SLACK_NS + 1, "all_reduce")]) == set()
 
 
 DYNAMIC_BATCH = """

@@ -53,6 +53,10 @@ MEM_MAX_SAMPLES = 20_000  # and at most this many per window (wider buckets on l
 
 # Collectives that run inside C++ (DDP's reducer) reach no Python wrapper; the profiler sees them.
 COMM_OP_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:", "xccl:")
+# The profiler stamps its events from an approximate clock, converted to epoch ns once a session: against
+# time.time_ns it drifted 10-250 us within a 6-step session here, so a collective a wrapper timed can seem to start
+# before that wrapper did, or after it returned.
+CLOCK_SLACK_NS = 1_000_000
 DTYPE_BYTES = {
     "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4, "short int": 2,
     "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
@@ -117,7 +121,7 @@ class TorchDeviceSession:
         self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
         self._steps = steps
         self.step_ends: list[int] = []  # boundaries of the window's steps, to number the collectives found in it
-        self.wrapped_comm: list[tuple[int, int]] = []  # (start, end) of calls the Python wrappers timed already
+        self.wrapped_comm: list[tuple[int, int, str]] = []  # (start, end, name) of calls the Python wrappers timed already
         self._first_step = 1
         self._session_steps = FIRST_SESSION_STEPS  # steps per profiler session, sized from the last one
         self._steps_in_session = 0
@@ -350,20 +354,18 @@ class TorchDeviceSession:
     def _emit_comm(self, session: Session, comm: list[Collective], offset: int) -> None:
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
 
-        A profiler collective that starts inside a wrapped call is that call, already recorded (an
-        ``async_op=True`` call may run after its wrapper returned and then shows twice: once as
-        the launch, once from the profiler). Its step is found from the window's step boundaries.
+        A profiler collective a wrapper timed (``_timed_by_wrappers``) is that call, already recorded (an
+        ``async_op=True`` call may run after its wrapper returned and then shows twice: once as the launch,
+        once from the profiler). Its step is found from the window's step boundaries.
         """
-        wrapped = sorted(self.wrapped_comm)
-        wrapped_starts = [w[0] for w in wrapped]
         ends = sorted(self.step_ends)
-        for name, start, dur, shapes, dtypes in comm:
-            start += offset
-            i = bisect.bisect_right(wrapped_starts, start) - 1
-            if i >= 0 and start <= wrapped[i][1]:
+        named = [(name.split(":", 1)[1], start + offset, dur, shapes, dtypes) for name, start, dur, shapes, dtypes in comm]
+        timed = _timed_by_wrappers(sorted(self.wrapped_comm), [(start, op) for op, start, *_ in named])
+        for n, (op, start, dur, shapes, dtypes) in enumerate(named):
+            if n in timed:
                 continue
             session.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start),
-                            "name": name.split(":", 1)[1], "start": start, "dur": dur,
+                            "name": op, "start": start, "dur": dur,
                             "bytes": _tensor_bytes(shapes, dtypes), "source": records.COMM_FROM_PROFILER})
 
     def _clock_offset(self, trace_start_ns: int) -> int:
@@ -467,6 +469,34 @@ def _input_shapes(args: object, depth: int = 0) -> str:
     if depth < 2 and isinstance(args, dict):
         return "{" + ",".join(f"{k}:{_input_shapes(v, depth + 1)}" for k, v in args.items()) + "}"
     return type(args).__name__
+
+
+def _timed_by_wrappers(wrapped: list[tuple[int, int, str]], events: list[tuple[int, str]]) -> set[int]:
+    """Which profiler collectives (``events``: (start, name), on the wrappers' clock) are calls a Python wrapper timed
+    (``wrapped``: (start, end, name), sorted): those that start inside one, whatever their name (all_gather_object
+    runs two all_gathers); then, for a wrapped call with none inside it, the nearest one of its name within
+    CLOCK_SLACK_NS before or after it, which the two clocks' drift moved out (one each: a C++ collective next to
+    it, as DDP's, stays its own)."""
+    starts = [w[0] for w in wrapped]
+    holder = []  # the wrapped call each event starts inside, or -1
+    for start, _ in events:
+        i = bisect.bisect_right(starts, start) - 1
+        holder.append(i if i >= 0 and start <= wrapped[i][1] else -1)
+    timed = {n for n, i in enumerate(holder) if i >= 0}
+    empty = set(range(len(wrapped))) - set(holder)
+    moved = []  # (distance, event, call) of each event outside every call and an empty call of its name beside it
+    for n, (start, name) in enumerate(events):
+        if holder[n] >= 0:
+            continue
+        i = bisect.bisect_right(starts, start) - 1
+        for call, distance in ((i, start - wrapped[i][1] if i >= 0 else 0), (i + 1, starts[i + 1] - start if i + 1 < len(wrapped) else 0)):
+            if call in empty and wrapped[call][2] == name and distance <= CLOCK_SLACK_NS:
+                moved.append((distance, n, call))
+    for _, n, call in sorted(moved):
+        if call in empty and n not in timed:
+            empty.discard(call)
+            timed.add(n)
+    return timed
 
 
 def _tensor_bytes(shapes: list[list[int]], dtypes: list[str]) -> int:

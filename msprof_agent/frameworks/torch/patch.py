@@ -310,7 +310,7 @@ class _Integration:
                 self._in_comm.busy = False
                 try:
                     if self.device.active:
-                        self.device.wrapped_comm.append((start, end))
+                        self.device.wrapped_comm.append((start, end, name))
                     size, dtype = _payload(args, kwargs)
                     record: dict[str, Any] = {records.KIND: records.COMM, "step": self.steps.completed + 1, "name": name, "group": group, "seq": seq,
                               "start": start, "dur": end - start, "bytes": size}
