@@ -126,8 +126,8 @@ def device_tables(data: RunData, mask: np.ndarray, device: str) -> tuple[np.ndar
     return columns[0], columns[1], columns[2].astype(np.float64)  # bincount weighs in float64: converted once, not per table
 
 
-class HostGroups(NamedTuple):
-    """The counted host ops grouped by (op name, op type, input shape): one pass over the ops, which the
+class OpGroups(NamedTuple):
+    """The counted ops of one device grouped by (op name, op type, input shape): one pass over the ops, which the
     type, op and by-shape tables then regroup (a few hundred groups, not millions of ops)."""
     names: np.ndarray  # each group's codes
     types: np.ndarray
@@ -137,18 +137,20 @@ class HostGroups(NamedTuple):
     total_ns: np.ndarray  # their time with the ops nested inside
 
 
-def host_groups(data: RunData, mask: np.ndarray) -> HostGroups | None:
-    """The host ops under MASK as ``HostGroups``; None without any. Numbered by ``groups`` (a presence table, not a sort)."""
+def op_groups(data: RunData, mask: np.ndarray, device: str) -> OpGroups | None:
+    """The ops under MASK that ran on the host ("cpu") or on a CUDA device ("cuda") as ``OpGroups``; None without
+    any. Numbered by ``groups`` (a presence table, not a sort)."""
     ops = data.ops
-    select = mask & ~ops.device_is("cuda")
-    every = bool(select.all())  # the usual case: no copies
+    cuda = ops.device_is("cuda")
+    select = mask & (cuda if device == "cuda" else ~cuda)
+    every = bool(select.all())  # the usual host-only run: no copies
     names, types, shapes, own, total = (column if every else column[select]
                                         for column in (ops["name_id"], ops["type_id"], ops["shape_id"], ops["self"], ops["dur"]))
     if not len(names):
         return None
     group, first = groups([names, types, shapes])
     size = len(first)
-    return HostGroups(names[first], types[first], shapes[first], np.bincount(group, minlength=size), summed(group, own, size), summed(group, total, size))
+    return OpGroups(names[first], types[first], shapes[first], np.bincount(group, minlength=size), summed(group, own, size), summed(group, total, size))
 
 
 def regrouped(codes: np.ndarray, counts: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,7 +163,7 @@ def regrouped(codes: np.ndarray, counts: np.ndarray, totals: np.ndarray) -> tupl
     return order, count[order], total[order]
 
 
-def _write_shapes(data: RunData, host: HostGroups, ctx: "Context", op_type: np.ndarray) -> None:
+def _write_shapes(data: RunData, host: OpGroups, ctx: "Context", op_type: np.ndarray) -> None:
     """Host ops by (op, input shape) with self and total time (total keeps the ops nested inside, torch's
     "CPU total"), from the host groups: (name, shape) pairs numbered by ``groups`` in the order of their codes."""
     pair, first = groups([host.names, host.shapes])
@@ -179,23 +181,12 @@ def _write_shapes(data: RunData, host: HostGroups, ctx: "Context", op_type: np.n
     write_csv(ctx.path(CPU_OP_SHAPES), CPU_OP_SHAPE_HEADER, rows)
 
 
-def _host_tables(data: RunData, host: HostGroups, op_type: np.ndarray) -> tuple[list[TypeRow], list[OpRow], float]:
-    """(type rows, op rows) as (name, count, total ns) plus the grand total, for the host ops."""
+def _tables(data: RunData, grouped: OpGroups, op_type: np.ndarray) -> tuple[list[TypeRow], list[OpRow], float]:
+    """(type rows, op rows) as (name, count, total ns) plus the grand total, for one device's grouped ops."""
     type_lookup, name_lookup = data.op_types, data.op_names
-    types = [(type_lookup[c], n, s) for c, n, s in zip(*regrouped(host.types, host.counts, host.self_ns))]
-    ops = [(name_lookup[c], type_lookup[op_type[c]], n, s) for c, n, s in zip(*regrouped(host.names, host.counts, host.self_ns))]
-    return types, ops, float(host.self_ns.sum()) or 1.0
-
-
-def _device_tables(data: RunData, mask: np.ndarray, op_type: np.ndarray) -> tuple[list[TypeRow], list[OpRow], float] | None:
-    """(type rows, op rows) as (name, count, total ns) plus the grand total, for the CUDA kernels; None without any."""
-    type_ids, name_ids, durs = device_tables(data, mask, "cuda")
-    if not len(durs):
-        return None
-    type_lookup, name_lookup = data.op_types, data.op_names
-    types = [(type_lookup[c], n, s) for c, n, s in zip(*group_sum(type_ids, durs))]
-    ops = [(name_lookup[c], type_lookup[op_type[c]], n, s) for c, n, s in zip(*group_sum(name_ids, durs))]
-    return types, ops, float(durs.sum()) or 1.0
+    types = [(type_lookup[c], n, s) for c, n, s in zip(*regrouped(grouped.types, grouped.counts, grouped.self_ns))]
+    ops = [(name_lookup[c], type_lookup[op_type[c]], n, s) for c, n, s in zip(*regrouped(grouped.names, grouped.counts, grouped.self_ns))]
+    return types, ops, float(grouped.self_ns.sum()) or 1.0
 
 
 def annotations(data: RunData, mask: np.ndarray, kinds: np.ndarray, steps: int) -> list[dict[str, Any]]:
@@ -218,9 +209,9 @@ def write(data: RunData, ctx: "Context") -> dict[str, Any]:
     profiled, kinds, op_type = profiled_op_mask(data), op_kinds(data), type_of_names(data)
     mask = profiled & (kinds == OP)  # counted_op_mask
     result["annotations"] = annotations(data, profiled, kinds, steps)
-    host = host_groups(data, mask)
+    host = op_groups(data, mask, "cpu")
     if host is not None:
-        types, ops, total = _host_tables(data, host, op_type)
+        types, ops, total = _tables(data, host, op_type)
         # execution_frequency(per-step) is an integer: MindInsight reads it with int()
         type_rows = [[t, int(c), round(c / steps), round(s / 1e6, 6), round(s / 1e6 / c, 6), round(s / total, 6)] for t, c, s in types]
         write_csv(ctx.path(CPU_OP_TYPES), CPU_OP_TYPE_HEADER, type_rows)
@@ -231,9 +222,9 @@ def write(data: RunData, ctx: "Context") -> dict[str, Any]:
         _write_shapes(data, host, ctx, op_type)
         result.update({"types": [{"op_type": r[0], "count": r[1], "total_ms": r[3], "percent": r[5]} for r in type_rows],
                        "total_ms": total / 1e6, "ops": len(detail_rows)})
-    tables = _device_tables(data, mask, op_type)
-    if tables:
-        types, ops, total = tables
+    kernels = op_groups(data, mask, "cuda")
+    if kernels is not None:
+        types, ops, total = _tables(data, kernels, op_type)
         write_csv(ctx.path(GPU_OP_TYPES), GPU_OP_TYPE_HEADER,
                   [[t, int(c), round(s / 1e3, 3), round(s / total, 6), round(s / 1e3 / c, 3)] for t, c, s in types])
         write_csv(ctx.path(GPU_OP_DETAIL), GPU_OP_DETAIL_HEADER,
