@@ -16,4 +16,5 @@ AGENT_STARTS = (OPTIONS, DYNAMIC_CFG)
 TORCH_SESSION_EVENTS = "MSPROF_TORCH_SESSION_EVENTS"  # a smaller torch.profiler session size, for tests of the hand-over
 TORCH_SHAPES_EVERY = "MSPROF_TORCH_SHAPES_EVERY"  # shapes in every Nth torch.profiler session (1: all), for tests and benches
 KINETO_LOG_LEVEL = "KINETO_LOG_LEVEL"  # set to quiet Kineto's start-up lines unless the user chose a level
+TEARDOWN_CUPTI = "TEARDOWN_CUPTI"  # set to "1" around a GPU profiler session's start and stop: kineto then detaches CUPTI after it
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"  # compare's Markdown table, under GitHub Actions

@@ -32,6 +32,10 @@ WINDOW: Final = "window"
 NOTE: Final = "note"
 PAUSE: Final = "pause"
 BUFFER: Final = "buffer"
+LAUNCH: Final = "launch"
+DEVICE_STEPS: Final = "dsteps"
+GPU: Final = "gpu"
+GPU_PEAK: Final = "gpupeak"
 END: Final = "end"
 
 COMM_FROM_PROFILER: Final = "profiler"  # a comm record's ``source``: seen in the profiler's events, not timed by a wrapper
@@ -265,6 +269,50 @@ if TYPE_CHECKING:
         steps: NotRequired[int]
         inputs: NotRequired[list[tuple[int, str]]]  # [step, the model's input shapes] where they changed in the session
         shapes_because: NotRequired[str]  # why the session recorded shapes
+
+
+    class Launch(TypedDict):
+        """What launched each device activity of one profiler session (CUDA): aligned with that session's ``cuda``
+        ops by ``start``; ``launched`` is the start of the runtime call that queued it (0: not seen), ``op_codes``
+        name its launching host op against ``op_table`` (-1: not seen)."""
+        k: Literal["launch"]
+        start: list[int]
+        launched: list[int]
+        op_codes: list[int]
+        op_table: list[str]
+
+
+    class DeviceSteps(TypedDict):
+        """Steps timed on the device's own clock: [step n, ns between the CUDA events recorded at the ends of steps
+        n - 1 and n] (read once both had completed, never by synchronising)."""
+        k: Literal["dsteps"]
+        steps: list[list[int]]
+
+
+    class Gpu(TypedDict, total=False):
+        """One sample of the device: the caching allocator's bytes (allocated, reserved) and, with NVML, its
+        utilisation (%), memory used (bytes), power (W), SM clock (MHz) and throttle-reason bits."""
+        k: Literal["gpu"]
+        ts: int
+        device: int
+        allocated: int
+        reserved: int
+        util: int
+        used: int
+        power: float
+        sm_mhz: int
+        throttle: int
+
+
+    class GpuPeak(TypedDict):
+        """The caching allocator's peaks since the process started (``torch.cuda.max_memory_allocated``/``reserved``)
+        and the device's total memory, read when a window stops and at exit."""
+        k: Literal["gpupeak"]
+        ts: int
+        device: int
+        peak_allocated: int
+        peak_reserved: int
+        total: int
 
 
     class End(TypedDict, total=False):

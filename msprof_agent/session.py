@@ -17,6 +17,7 @@ was collected is flushed and analysed; a fork child never writes.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import signal
 import sys
@@ -86,6 +87,7 @@ class Session:
         self.listeners: list[StepListener] = []  # objects with step_opened(n, start_ns) / step_closed(step) (dynamic monitor, capture)
         # told the recording collection when one starts, None when it stops: integrations hook what only a window needs then
         self.recording_watchers: list[Callable[[Collection | None], object]] = []
+        self.finishers: list[Callable[[], object]] = []  # integrations' last words at the end, before the last window stops
         self.background: list[subprocess.Popen[bytes]] = []  # analyses running in their own process
         self.steps = StepRecorder(self._step_opened, self._step_closed)
         self._samplers: list[SamplerThread] = []  # threads started with a window: CPU, and Python stacks when asked
@@ -155,6 +157,8 @@ class Session:
     def _step_opened(self, n: int, start_ns: int) -> None:
         if self.disabled or self.finished:
             return
+        if n == 1:
+            self._take_device_default_window()
         if self.windows.step_window_opens(n):
             self.start_recording(self.run, at_ns=start_ns)
         if self.listeners:
@@ -187,6 +191,25 @@ class Session:
             self._tell_listeners("step_closed", step)
         for c in self.windows.live():
             c.writer.flush_if_due(step["end"])
+
+    def _take_device_default_window(self) -> None:
+        """The device's own default op window (a GPU's: a few steps after the warm-up, every step timed), where the
+        variable chose no steps: recording every op of a long GPU job would cost what a bare profiler costs."""
+        run = self.run
+        choose = getattr(self.device, "default_window", None)
+        if choose is None or run.explicit or not run.options.op_time or {"start_step", "stop_step", "capture"} & set(run.options.keys_given):
+            return
+        try:
+            window = choose()
+        except Exception as exc:
+            log.report_error("choosing the device's op window", exc)
+            return
+        if window is None:
+            return
+        run.options = dataclasses.replace(run.options, start_step=window[0], stop_step=window[1])
+        run.writer.add({records.KIND: records.META, "options": run.options.to_dict()})
+        self.record({records.KIND: records.NOTE, "ts": time.time_ns(), "text": f"ops recorded for steps {window[0]}-{window[1]}, the "
+                     f"default on a GPU (every step is timed); start_step / stop_step choose others (start_step 1 alone: every step)"})
 
     def _tell_listeners(self, event: str, *args: object) -> None:
         for listener in list(self.listeners):
@@ -366,6 +389,11 @@ class Session:
             return None
         self.finished = True
         self.steps.discard_open()
+        for finisher in list(self.finishers):
+            try:
+                finisher()
+            except Exception as exc:
+                log.report_error("an integration at the end", exc)
         for listener in list(self.listeners):
             finish = getattr(listener, "finish", None)
             if finish is not None:

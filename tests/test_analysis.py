@@ -461,7 +461,7 @@ def test_self_durations_match_a_stack_of_open_ops():
     import numpy as np
 
     from msprof_agent.analysis.opcolumns import OpColumns
-    from msprof_agent.analysis.rundata import _self_durations
+    from msprof_agent.analysis.rundata import _self_durations, parents
 
     def by_stack(tids, starts, durs):
         own, stacks = list(durs), {}
@@ -482,4 +482,4 @@ def test_self_durations_match_a_stack_of_open_ops():
         tids = [chance.randint(0, 2) for _ in range(count)]
         ops = OpColumns({"start": np.array(starts, dtype=np.int64), "dur": np.array(durs, dtype=np.int64),
                          "tid_id": np.array(tids, dtype=np.int32)}, {})
-        assert _self_durations(ops).tolist() == by_stack(tids, starts, durs)
+        assert _self_durations(ops["dur"], parents(ops)).tolist() == by_stack(tids, starts, durs)

@@ -17,7 +17,24 @@ from .. import log
 from ..contract import names
 from ..contract.summary import Summary, WarmupStep
 from ..store import raw_ranks
-from . import cluster, communication, cpu_util, data_prep, dynamic_shape, flops, host_io, info, memory, mstx, operators, step_trace, summary, timeline, warmup
+from . import (
+    cluster,
+    communication,
+    cpu_util,
+    data_prep,
+    device,
+    dynamic_shape,
+    flops,
+    host_io,
+    info,
+    memory,
+    mstx,
+    operators,
+    step_trace,
+    summary,
+    timeline,
+    warmup,
+)
 from .communication import collectives as communication_groups
 from .operators import counted_op_mask, device_tables
 from .opevents import OpEvents
@@ -107,7 +124,7 @@ def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = No
         ("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
         ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
         ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),
-        ("host_io", host_io.write, {}), ("mstx", mstx.write, None))
+        ("host_io", host_io.write, {}), ("mstx", mstx.write, None), ("device", device.write, None))
     for name, write, fallback in pages:
         results[name] = run.guarded(name, fallback, write, data, ctx)
     results["cpu"] = run.guarded("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))

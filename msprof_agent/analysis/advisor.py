@@ -40,8 +40,10 @@ if TYPE_CHECKING:
 Finding = dict[str, Any]
 Row = dict[str, Any]
 
-CATEGORIES = ("data", "host", "compute", "runtime", "communication", "memory", "jitter", "warm-up", "straggler", "utilisation")
+CATEGORIES = ("data", "host", "compute", "runtime", "communication", "memory", "jitter", "warm-up", "straggler", "utilisation",
+              "device", "launch", "sync")
 VERDICT_OF = {"data": "data-bound", "host": "host-bound", "compute": "compute-bound", "runtime": "runtime-bound",
+              "device": "GPU-bound", "launch": "launch-bound", "sync": "sync-bound",
               "communication": "communication-bound", "straggler": "straggler-bound", "jitter": "jittery", "memory": "memory-growth",
               "utilisation": "underutilised"}
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
@@ -653,12 +655,19 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     spots = hot_spots(data, steady)
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
     stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta)]
-    if data.op_count:  # no ops recorded: compute, runtime and host unknown
+    device = results.get("device") or {}
+    if "busy_share" in device:  # a GPU's ops: its own timeline says what bounds the step, not the host's clock
+        from . import gpu_advice
+
+        stages += gpu_advice.findings(device, meta)
+    elif data.op_count:  # no ops recorded: compute, runtime and host unknown
         stages += [host_finding(steady, step_ms, step_p50, spots, meta, graph_mode(data) or bool(len(compiled_regions(data)))),
                    runtime_finding(steady, step_ms, step_p50, meta),
                    compute_finding(steady, step_ms, step_p50, results.get("operators") or {}, meta)]
     found = [f for f in stages if f]
     pattern = beat(steady)
+    if pattern is not None and _even_on_the_device(pattern, device):
+        pattern = None
     if pattern is not None:
         _attribute(pattern, found, steady, meta)
         if pattern["stage"] != "wait" or not any(f["id"] == "data_wait" for f in found):
@@ -666,7 +675,7 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     found += [f for f in (memory_finding(data, steady, framework), warmup_finding(breakdown, warm, step_ms),
                           communication_finding(steady, step_ms, step_p50)) if f]
     waiting = any(f["category"] in ("data", "host") for f in found)
-    compute_bound = any(f["id"] == "hot_ops" for f in found)
+    compute_bound = any(f["id"] in ("hot_ops", "gpu_bound") for f in found)
     found += [f for f in (cpu_contention_finding(results.get("cpu"), waiting), mfu_finding(results.get("flops"), compute_bound)) if f]
     # a leak ends the job sooner or later: it heads the findings of its severity, whatever their time at stake
     findings = sorted(found, key=lambda f: (SEVERITY_ORDER[f["severity"]], f["category"] != "memory", -f["ms_per_step"]))
@@ -677,6 +686,15 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
                              for key in ("total",) + STAGES + ("communication",)},
             "breakdown_mean_ms": {key: round(_mean([r[key] for r in steady]), 3) if key in known or key == "total" else None
                                   for key in ("total",) + STAGES + ("communication",)}}
+
+
+def _even_on_the_device(pattern: dict[str, Any], device: dict[str, Any]) -> bool:
+    """A periodic slow step on the host's clock that the device's own step times (CUDA events) do not show: the host
+    waited at a sync (a ``loss.item()`` every N steps) for work the device had queued, which no step lost."""
+    times = dict(device.get("device_step_ms_by_step") or [])
+    slow = [times[n] for n in pattern.get("steps", []) if n in times]
+    rest = [v for n, v in times.items() if n not in set(pattern.get("steps", []))]
+    return bool(slow and rest) and _median(slow) - _median(rest) < JITTER_MIN_MS / 2
 
 
 def verdict(findings: list[Finding]) -> str:

@@ -16,6 +16,11 @@ import time
 from ..contract.names import CPU_PEAK_CACHE
 from ..writers import write_bytes
 
+# Dense TF32 and FP32 peaks, TFLOPS, where the data sheet gives them (else the FP16/BF16 one is used, and said).
+OTHER_PEAK_TFLOPS = {"H200": {"tf32": 494.5, "float32": 66.9}, "H100 PCIe": {"tf32": 378.0, "float32": 51.2},
+                     "H100": {"tf32": 494.5, "float32": 66.9}, "A100": {"tf32": 156.0, "float32": 19.5}, "A800": {"tf32": 156.0, "float32": 19.5},
+                     "L40S": {"tf32": 183.0, "float32": 91.6}, "L4": {"tf32": 60.0, "float32": 30.3}}
+HALF = ("bfloat16", "float16")
 # Dense FP16/BF16 peak, TFLOPS.
 ACCELERATOR_PEAK_TFLOPS = (
     ("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0), ("A800", 312.0), ("L40S", 362.0),
@@ -25,12 +30,17 @@ ACCELERATOR_PEAK_TFLOPS = (
 MATRIX = 1024
 
 
-def peak_gflops(device_target: str, device_name: str | None = None) -> tuple[float | None, str]:
-    """(peak GFLOPS, how it was obtained), or (None, why not)."""
+def peak_gflops(device_target: str, device_name: str | None = None, dtype: str | None = None) -> tuple[float | None, str]:
+    """(peak GFLOPS, how it was obtained), or (None, why not); DTYPE: the matmuls' ("bfloat16", "float16", "tf32",
+    "float32"; None: FP16/BF16, the usual training precision on an accelerator)."""
     if device_target in ("GPU", "Ascend"):
         for key, tflops in ACCELERATOR_PEAK_TFLOPS:
             if device_name and key.lower() in device_name.lower():
-                return tflops * 1000.0, f"table: {key}, {tflops:g} TFLOPS dense FP16/BF16"
+                other = OTHER_PEAK_TFLOPS.get(key, {}).get(dtype or "")
+                if dtype and dtype not in HALF and other:
+                    return other * 1000.0, f"table: {key}, {other:g} TFLOPS dense {dtype.upper()} (the matmuls ran in {dtype})"
+                ran = f" (the matmuls ran in {dtype}; no {dtype} peak is known for it)" if dtype and dtype not in HALF else ""
+                return tflops * 1000.0, f"table: {key}, {tflops:g} TFLOPS dense FP16/BF16{ran}"
         return None, f"no peak known for {device_name or device_target}"
     return _cpu_peak()
 

@@ -18,6 +18,7 @@ from ..writers import write_json, write_text
 from . import warmup
 from .device_peak import peak_gflops
 from .operators import group_sum, profiled_op_mask, shapes_known
+from .rundata import parents
 
 if TYPE_CHECKING:
     from ..records import Step
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")
 ELEMENTWISE = ("biasadd", "relu", "add", "mul", "sigmoid", "tanh", "gelu", "softmax", "sub", "div")
 REDUCTION = ("reduce", "sum", "mean", "max_pool", "maxpool", "avgpool", "avg_pool")
+ATTENTION_CONVENTION = "attention counted as the full square (4*t*s*d forward, twice that backward); a causal mask halves its real work"
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -43,6 +45,8 @@ def estimate(op_type: str, shape_text: str | None) -> float:
         return math.nan
     kind = op_type.lower().replace("aten::", "").replace("_", "")
     first = shapes[0]
+    if "attention" in kind and "evaluatefunction" not in kind:
+        return _attention(shapes, "backward" in kind)
     if "conv" in kind and len(shapes) >= 2 and len(first) == 4 and len(shapes[1]) == 4:
         n, cin, h, w = first
         cout, _, kh, kw = shapes[1]
@@ -55,6 +59,16 @@ def estimate(op_type: str, shape_text: str | None) -> float:
     if any(k in kind for k in ELEMENTWISE + REDUCTION):
         return float(_numel(first))
     return math.nan
+
+
+def _attention(shapes: list[list[int]], backward: bool) -> float:
+    """Scaled dot-product attention from q [..., t, d] and k [..., s, d]: the forward's two matmuls 4*t*s*d per batch and
+    head, the backward's four twice that; the full square (``ATTENTION_CONVENTION``): a causal mask is not in the shapes."""
+    q, k = (shapes[1], shapes[2]) if backward and len(shapes) >= 3 else (shapes[0], shapes[1]) if len(shapes) >= 2 else ([], [])
+    if len(q) < 2 or len(k) < 2 or q[-1] != k[-1]:
+        return math.nan
+    forward = 4.0 * _numel(q[:-1]) * k[-2] * q[-1]
+    return 2 * forward if backward else forward
 
 
 def per_op_flops(data: RunData, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -73,11 +87,29 @@ def per_op_flops(data: RunData, mask: np.ndarray) -> tuple[np.ndarray, np.ndarra
         pairs, inverse = np.unique(ops["type_id"][where] * width + ops["shape_id"][where], return_inverse=True)
         estimates = np.array([estimate(str(data.op_types[p // width]), shape_values[p % width]) for p in pairs.tolist()])
         flops[missing] = estimates[inverse.reshape(-1)]
+    if data.meta.get("nested_ops"):  # an op and the op it calls (aten::linear -> aten::addmm) both report: the inner one counts
+        full = np.full(len(ops["start"]), np.nan)
+        full[mask] = flops
+        flops[counted_inside(full, parents(ops))[mask]] = np.nan
     lowered = np.char.lower(data.op_types.astype(str))
     cube_type = np.zeros(len(lowered), dtype=bool)
     for word in CUBE:
         cube_type |= np.char.find(lowered, word) >= 0
     return flops, cube_type[data.ops["type_id"][mask]]
+
+
+def counted_inside(flops: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Which ops have an op with FLOPs nested inside them (the ancestors of every op with a count): their own count
+    is the same work again, so each multiply is counted once, at the innermost op that reports it."""
+    marked = np.zeros(len(flops), dtype=bool)
+    climbing = parent[np.flatnonzero(~np.isnan(flops))]
+    climbing = climbing[climbing >= 0]
+    while len(climbing):
+        fresh = np.unique(climbing[~marked[climbing]])
+        marked[fresh] = True
+        climbing = parent[fresh]
+        climbing = climbing[climbing >= 0]
+    return marked
 
 
 def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
@@ -108,6 +140,8 @@ def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
         unknown = {n for first, last in unfilled for n in range(first, last + 1)}
         steps = [s for s in steps if s["n"] not in unknown] or steps
     figures = model_flops(data, steps, data.ops["step"][mask][known], values, durs)
+    if any("attention" in str(t).lower() for t in data.op_types):
+        figures["convention"] = ATTENTION_CONVENTION
     summary = {"FLOPs": figures["mflops_per_step"], "FLOPS": figures["gflops_per_s"],
                "FLOPS_Utilization": round(100.0 * figures["mfu"]["ratio"], 4) if figures["mfu"] else 0.0,
                "estimated": bool(np.isnan(data.ops["flops"][mask]).any())}
@@ -122,9 +156,30 @@ def model_flops(data: RunData, steps: Sequence[Step], op_steps: np.ndarray, valu
     numbers = [s["n"] for s in steps]
     in_steps = np.isin(op_steps, numbers) if steps else np.ones(len(values), dtype=bool)
     total_flops = float(values[in_steps].sum())
-    seconds = sum(s["end"] - s["start"] for s in steps) / 1e9 if steps else float(durs.sum()) / 1e9
+    on_device = {n: ns for record in data.device_steps for n, ns in record["steps"]}  # CUDA-event step times, where recorded
+    timed_on_device = bool(steps) and all(n in on_device for n in numbers)
+    if timed_on_device:
+        seconds = sum(on_device[n] for n in numbers) / 1e9
+    else:
+        seconds = sum(s["end"] - s["start"] for s in steps) / 1e9 if steps else float(durs.sum()) / 1e9
     gflops_per_s = total_flops / 1e9 / max(seconds, 1e-9)
-    peak, how = peak_gflops(data.meta.get("device_target", "CPU"), data.meta.get("device_name"))
-    mfu = {"ratio": round(gflops_per_s / peak, 6), "peak_gflops": round(peak, 2), "peak_source": how,
-           "steps": len(steps), "definition": "model FLOPs of the steady steps / their total time / peak"} if peak and steps else None
+    peak, how = peak_gflops(data.meta.get("device_target", "CPU"), data.meta.get("device_name"), _matmul_dtype(data.meta))
+    mfu: dict[str, Any] | None = None
+    if peak and steps:
+        clock = "their time on the device (CUDA events)" if timed_on_device else "their total time"
+        mfu = {"ratio": round(gflops_per_s / peak, 6), "peak_gflops": round(peak, 2), "peak_source": how,
+               "steps": len(steps), "definition": f"model FLOPs of the steady steps / {clock} / peak"}
+        outside = sorted(ns for n, ns in on_device.items() if n not in set(numbers) and n > max(numbers[0], 10))
+        if len(outside) >= 5:  # the run's unprofiled steps, same work a step: the job's own MFU, without the profiler's cost
+            per_step = total_flops / len(steps)
+            mfu["unprofiled"] = {"ratio": round(per_step / (outside[len(outside) // 2] / 1e9) / 1e9 / peak, 6), "steps": len(outside),
+                                 "definition": "model FLOPs a step / the median CUDA-event time of the steps outside the op window / peak"}
     return {"mflops_per_step": round(total_flops / max(len(steps), 1) / 1e6, 6), "gflops_per_s": round(gflops_per_s, 6), "mfu": mfu}
+
+
+def _matmul_dtype(meta: dict[str, Any]) -> str | None:
+    """The precision the matmuls ran in, from what the job did (torch on a GPU: autocast's dtype, else TF32 or FP32)."""
+    settings = meta.get("gpu_settings")
+    if not settings:
+        return None
+    return str(settings["autocast"]) if settings.get("autocast") else "tf32" if settings.get("tf32_matmul") else "float32"

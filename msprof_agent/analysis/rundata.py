@@ -15,14 +15,39 @@ import numpy as np
 import orjson
 
 from ..options import Options
-from ..records import BUFFER, COMM, CPU, END, ENTER, FORMAT, HOSTIO, KIND, MEM, META, MSTX, NOTE, OPS, PAUSE, PIPELINE, PROBE, QUEUE, STACK, STEP, WINDOW
+from ..records import (
+    BUFFER,
+    COMM,
+    CPU,
+    DEVICE_STEPS,
+    END,
+    ENTER,
+    FORMAT,
+    GPU,
+    GPU_PEAK,
+    HOSTIO,
+    KIND,
+    LAUNCH,
+    MEM,
+    META,
+    MSTX,
+    NOTE,
+    OPS,
+    PAUSE,
+    PIPELINE,
+    PROBE,
+    QUEUE,
+    STACK,
+    STEP,
+    WINDOW,
+)
 from ..store import rank_raw_dir, raw_lines
 from . import shapefill
 from .opcolumns import OpBatches, OpColumns, split_ops_line
 from .workers import COUNT, Job, Workers
 
 if TYPE_CHECKING:
-    from ..records import Buffer, Comm, Cpu, End, Enter, Mem, Mstx, Note, Pause, Pipeline, Probe, Queue, Stack, Step, Window
+    from ..records import Buffer, Comm, Cpu, DeviceSteps, End, Enter, Gpu, GpuPeak, Launch, Mem, Mstx, Note, Pause, Pipeline, Probe, Queue, Stack, Step, Window
 
 
 class RunData:
@@ -50,6 +75,10 @@ class RunData:
         self.pauses: list[Pause] = []
         self.probes: list[Probe] = []
         self.entered: list[Enter] = []  # collectives as entered, before they could block (with their group's ranks the first time)
+        self.launches: list[Launch] = []  # what launched each device activity (CUDA), a record per profiler session
+        self.device_steps: list[DeviceSteps] = []  # steps timed on the device's clock (CUDA events)
+        self.gpu: list[Gpu] = []  # the device's samples (allocator bytes, NVML)
+        self.gpu_peaks: list[GpuPeak] = []  # the allocator's peaks, at each window's stop and at exit
         self.buffers: list[Buffer] = []  # the framework profiler's sessions: span, events, RSS before and after its stop
         self.shapes: dict[str, Any] | None = None  # which profiler sessions recorded shapes, and how the others' ops got theirs (shapefill.fill)
         self.end: End | None = None
@@ -92,7 +121,7 @@ class RunData:
 
 _LISTS = {CPU: "cpu", MEM: "mem", QUEUE: "queue", PIPELINE: "pipeline", COMM: "comm", STACK: "stacks",
           HOSTIO: "host_io", MSTX: "mstx", WINDOW: "windows", NOTE: "notes", PAUSE: "pauses", PROBE: "probes", BUFFER: "buffers",
-          ENTER: "entered"}
+          ENTER: "entered", LAUNCH: "launches", DEVICE_STEPS: "device_steps", GPU: "gpu", GPU_PEAK: "gpu_peaks"}
 _META_MARK = orjson.dumps({KIND: META})[1:-1]  # b'"k":"meta"'
 _LARGE_LINE = 1 << 16  # big ops records are parsed straight into arrays; small lines are cheaper left to orjson
 
@@ -164,7 +193,7 @@ def load_rank(profiler_dir: str, rank: int) -> RunData:
         data.ops = batches.columns()
         data.op_names, data.op_types = data.ops.code_values["name"], data.ops.code_values["type"]
         data.ops["step"] = _assign_steps(data.ops["start"], data.steps)
-        data.ops["self"] = _self_durations(data.ops) if data.meta.get("nested_ops") else data.ops["dur"]
+        data.ops["self"] = _self_durations(data.ops["dur"], parents(data.ops)) if data.meta.get("nested_ops") else data.ops["dur"]
         data.shapes = shapefill.fill(data)
     data.options = Options.from_record(data.meta)
     return data
@@ -179,7 +208,7 @@ def _check_format(profiler_dir: str, rank: int, meta: dict[str, Any]) -> None:
                                "or record the job again")
 
 
-def _self_durations(ops: OpColumns) -> np.ndarray:
+def _self_durations(durations: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Each op's time minus its direct children's, per thread, as torch's "Self CPU" column.
 
     Only sources that record nested calls (torch's aten ops inside nn.Module ops) need this; summing
@@ -188,6 +217,15 @@ def _self_durations(ops: OpColumns) -> np.ndarray:
     for all ops at once by pointer jumping: each op's candidate starts at the thread's previous op and,
     while that one had ended, moves to that one's own candidate, so chains halve each round.
     """
+    own = durations.copy()
+    children = np.flatnonzero(parent >= 0)
+    np.subtract.at(own, parent[children], durations[children])
+    clipped: np.ndarray = np.maximum(own, 0)
+    return clipped
+
+
+def parents(ops: OpColumns) -> np.ndarray:
+    """Each op's parent (-1: none): the latest earlier op of its thread still running when it starts."""
     starts, durations = ops["start"], ops["dur"]
     ends = starts + durations
     by_thread = np.argsort(ops["tid_id"], kind="stable")  # each thread's ops, in start order
@@ -199,11 +237,7 @@ def _self_durations(ops: OpColumns) -> np.ndarray:
         ended = ended[ends[candidate[ended]] <= starts[ended]]
         candidate[ended] = candidate[candidate[ended]]
         ended = ended[candidate[ended] >= 0]
-    own = durations.copy()
-    children = np.flatnonzero(candidate >= 0)
-    np.subtract.at(own, candidate[children], durations[children])
-    clipped: np.ndarray = np.maximum(own, 0)
-    return clipped
+    return candidate
 
 
 def _assign_steps(op_start: np.ndarray, steps: list[Step]) -> np.ndarray:

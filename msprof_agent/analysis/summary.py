@@ -17,6 +17,7 @@ from ..options import not_applicable
 from ..records import KIND
 from ..writers import write_csv, write_json
 from . import advisor, communication, warmup
+from .device import IDLE_WORDS
 from .stats import percentile
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
         "step_points": {key: results["step_trace"][key] for key in ("fp_start", "bp_end", "fp_rule", "bp_rule")},
         "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
-        "ops_recorded": data.op_count, "flops": results.get("flops"), "shapes": data.shapes, "memory": results.get("memory"), "cpu": results.get("cpu"),
+        "ops_recorded": data.op_count, "flops": results.get("flops"), "shapes": data.shapes, "memory": results.get("memory"),
+        "device": results.get("device"), "cpu": results.get("cpu"),
         "communication": comm, "verdict": advice["verdict"], "findings": advice["findings"],
         "suggestions": advisor.suggestions(advice["findings"]),
         "step_breakdown_ms": advice["breakdown_ms"], "step_breakdown_mean_ms": advice["breakdown_mean_ms"], "python_hot_spots": advice["hot_spots"],
@@ -93,6 +95,13 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         "warmup_steps": ctx.warmup, "warmup_rule": warmup.RULE, "machine_speed": machine_speed(data.probes),
         "exports": (results.get("export") or {}).get("dirs", []),
     }
+    device = results.get("device")
+    if device:
+        if device.get("top_ops"):  # a GPU profile leads with the device's time, by the op that launched it
+            summary["top_op_types"] = [{k: o[k] for k in ("op_type", "total_ms", "percent")} for o in device["top_ops"]]
+        if device.get("memory", {}).get("peak_allocated_mb") is not None:
+            summary["memory"] = dict(summary["memory"] or {}, peak_allocated_mb=device["memory"]["peak_allocated_mb"],
+                                     peak_reserved_mb=device["memory"]["peak_reserved_mb"], source=device["memory"]["source"])
     if advice["hot_spots"]:
         write_csv(ctx.path(PYTHON_HOT_SPOTS), PYTHON_HOT_SPOTS_HEADER,
                   [[*spot["steps"], spot["function"], spot["self_ms"], spot["total_ms"], spot["self_ms_per_step"]] for spot in advice["hot_spots"]])
@@ -143,11 +152,23 @@ def print_table(summary: Summary) -> None:
         share, stages = summary["stage_share"], summary["stages_ms"]
         say(f"  stages      mean interval {stages['iteration_interval']:.2f} ms ({share['iteration_interval']:.0%}) | "
             f"fwd+bwd {stages['fp_and_bp']:.2f} ms ({share['fp_and_bp']:.0%}) | tail {stages['tail']:.2f} ms ({share['tail']:.0%})")
+    device = summary.get("device") or {}
+    if device.get("device_step_ms"):
+        timed = device["device_step_ms"]
+        say(f"  on the GPU  step mean {timed['mean']:.2f} ms   p50 {timed['p50']:.2f} ms (CUDA events, {device['device_steps_timed']} steps)")
+    if "busy_share" in device:
+        idle = ", ".join(f"{IDLE_WORDS[c]} {ms:.1f} ms" for c, ms in device["idle_ms"].items() if ms >= 0.05)
+        say(f"  GPU busy    {device['busy_share']:.0%} of the window's steps ({device['busy_ms']:.1f} of {device['step_ms']:.1f} ms); idle {idle or 'never'}")
+    if device.get("memory", {}).get("peak_allocated_mb") is not None:
+        say(f"  GPU memory  peak allocated {device['memory']['peak_allocated_mb']:.0f} MiB, reserved {device['memory']['peak_reserved_mb']:.0f} MiB "
+            f"of {device['memory']['total_mb']:.0f} MiB")
     if summary["top_op_types"]:
-        say("  top ops     " + ", ".join(f"{o['op_type']} {o['percent']:.0%}" for o in summary["top_op_types"][:4]))
+        label = "top kernels" if device.get("top_ops") else "top ops    "
+        say(f"  {label} " + ", ".join(f"{o['op_type'][:60]} {o['percent']:.0%}" for o in summary["top_op_types"][:4]))
     mfu = (summary["flops"] or {}).get("mfu")
     if mfu:
-        say(f"  MFU         {mfu['ratio']:.2%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']})")
+        outside = f"; {mfu['unprofiled']['ratio']:.2%} over the {mfu['unprofiled']['steps']} steps without the profiler" if mfu.get("unprofiled") else ""
+        say(f"  MFU         {mfu['ratio']:.2%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']}){outside}")
     if summary["verdict"]:
         say(f"  verdict     {summary['verdict']}")
     shown = [f for f in summary["findings"] if f["id"] != "warm_up" or not summary["warmup_steps"]]  # the warm-up line says it

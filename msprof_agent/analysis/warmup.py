@@ -55,7 +55,22 @@ def of_window(data: RunData) -> list[WarmupStep]:
         return []
     window = {s["n"] for s in data.window_steps}
     totals = [(s["end"] - s["start"] - data.paused_ns(s["start"], s["end"])) / 1e6 for s in run]
-    return [w for w in detect([s["n"] for s in run], totals) if w["step"] in window]
+    found = [w for w in detect([s["n"] for s in run], totals) if w["step"] in window]
+    return found or _profiler_first_step(data)
+
+
+def _profiler_first_step(data: RunData) -> list[WarmupStep]:
+    """On a GPU, a window's first step carries CUPTI's own start (its first launches run slowly), the profiler's
+    cost and not the job's: left out like a warm-up step when it is slow by the same rule."""
+    steps = data.window_steps
+    if data.meta.get("device_target") != "GPU" or len(steps) < MIN_STEPS:
+        return []
+    totals = [(s["end"] - s["start"] - data.paused_ns(s["start"], s["end"])) / 1e6 for s in steps]
+    steady_ms = median(totals[1:])
+    if totals[0] <= FACTOR * steady_ms or totals[0] - steady_ms <= MIN_EXCESS_MS:
+        return []
+    return [{"step": steps[0]["n"], "ms": round(totals[0], 3),
+             "why": f"{totals[0] / steady_ms:.1f}x the steady median {steady_ms:.2f} ms (the GPU profiler's first step: CUPTI starting)"}]
 
 
 def steady(rows: Iterable[Row], warmup: Iterable[WarmupStep]) -> list[Row]:

@@ -56,6 +56,7 @@ class Summary(TypedDict, total=False):
     # steps_not_filled ([first, last] runs) and the fill rule (analysis/shapefill.py); None where every session had shapes
     shapes: dict[str, Any] | None
     memory: dict[str, Any] | None
+    device: dict[str, Any] | None  # the GPU's own view (analysis/device.py): busy and idle by cause, kernels, memory
     cpu: dict[str, Any] | None
     communication: dict[str, Any] | None
     verdict: str | None

@@ -18,6 +18,7 @@ from ... import environment, log, records
 from ...collectors import heap
 from ...options import Options
 from ...store import coded
+from ..cuda import is_runtime_call
 from .fork_guard import guard_fork_children_against_kineto_exit
 
 TYPE_CHECKING = False  # typing is not imported at run time
@@ -37,6 +38,12 @@ OPS_CHUNK = 65536
 # sessions of about this many events, handed over between two steps.
 SESSION_EVENTS = 50_000
 FIRST_SESSION_STEPS = 1  # the first session measures the events per step: one step, however big
+# On a GPU, torch.profiler costs the training little while it records, and its stop() stalls the device for ~2 us an
+# event: a window is one session, as a bare torch.profiler would record it, with shapes throughout, up to this many
+# events (~5 KB each in host memory) before a hand-over; the first session is sized in steps, then by its events.
+GPU_SESSION_EVENTS = 1_000_000
+GPU_DEFAULT_WINDOW = (11, 16)  # ops of these steps where the user chose none: after the warm-up; one stop() of ~30 k events (~0.7 s)
+GPU_FIRST_SESSION_STEPS = 100
 # record_shapes and with_flops make torch.profiler's stop() ~4x slower per event (13.9 us against 3.6, issue 27):
 # shapes are recorded in the first session and a short second one (the first's one step, the window's first,
 # often differs from the rest: the optimizer's state is made there), then in a short one after every
@@ -89,20 +96,53 @@ def cuda_in_use() -> bool:
 _kineto_level_chosen = False
 
 
-def _start_quietly(prof: Any) -> None:
+def _start_quietly(prof: Any, cuda: bool) -> None:
     """Start ``prof`` with kineto's lines off, so the job's output stays its own: the level is set
     for kineto's first start only (it reads it then), and never where the user chose one; the
     variable is removed again, so the job's children do not inherit it."""
     global _kineto_level_chosen
     if _kineto_level_chosen or environment.KINETO_LOG_LEVEL in os.environ:
-        prof.start()
+        (_detaching_cupti if cuda else _without_profiler_warnings)(prof.start)
         return
     _kineto_level_chosen = True
     os.environ[environment.KINETO_LOG_LEVEL] = KINETO_QUIET_LEVEL
     try:
-        prof.start()
+        (_detaching_cupti if cuda else _without_profiler_warnings)(prof.start)
     finally:
         os.environ.pop(environment.KINETO_LOG_LEVEL, None)
+
+
+def _detaching_cupti(call: Any) -> None:
+    """``call()`` (a profiler session's start or stop) with kineto told to detach CUPTI when the session ends
+    (``TEARDOWN_CUPTI=1``): left attached, CUPTI's callbacks slowed every later step of a GPT on an H200 by 11-14 %
+    and a launch-bound job's by 40 %, long after the window. Not where the user or torch chose a value (torch.compile's
+    CUDA graphs set it to 0: CUPTI's re-attach crashes beside them); set only around the call, so children never inherit it."""
+    if environment.TEARDOWN_CUPTI in os.environ or _cuda_graphs_compiled():
+        _without_profiler_warnings(call)
+        return
+    os.environ[environment.TEARDOWN_CUPTI] = "1"
+    try:
+        _without_profiler_warnings(call)
+    finally:
+        os.environ.pop(environment.TEARDOWN_CUPTI, None)
+
+
+def _cuda_graphs_compiled() -> bool:
+    import sys
+
+    inductor = sys.modules.get("torch._inductor.config")
+    return bool(inductor is not None and getattr(getattr(inductor, "triton", None), "cudagraphs", False))
+
+
+def _without_profiler_warnings(call: Any) -> None:
+    """``call()`` with torch.profiler's own warnings hidden: they speak of our sessions ("Profiler clears events
+    at the end of each cycle ... set acc_events=True"), not of the job, whose stderr stays its own."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"torch\.(autograd\.)?profiler")
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
+        call()
 
 
 
@@ -117,7 +157,7 @@ class TorchDeviceSession:
 
     def __init__(self, steps: StepRecorder) -> None:
         self.options = Options()  # the recording window's, from start()
-        self._session_events = _positive_setting(environment.TORCH_SESSION_EVENTS, SESSION_EVENTS, "events")
+        self._events_given = _positive_setting(environment.TORCH_SESSION_EVENTS, 0, "events")  # 0: the device's default
         self.cuda = False  # decided at start(): CUDA activity only where the script uses CUDA
         self._steps = steps
         self.step_ends: list[int] = []  # boundaries of the window's steps, to number the collectives found in it
@@ -155,6 +195,8 @@ class TorchDeviceSession:
 
         self.cuda = cuda_in_use()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        if self.cuda and not continuing:
+            self._session_steps = GPU_FIRST_SESSION_STEPS
         self._shapes_because = self._shapes_reason() if self.options.record_shapes else None
         shapes = self._shapes_because is not None
         # with_stack is the agent's own stack sampler (collectors/stacks.py): torch's Python stack events
@@ -168,21 +210,32 @@ class TorchDeviceSession:
         self._steps_in_session = 0
         self._first_step = self._steps.completed + 1
         before = time.time_ns()
-        _start_quietly(self._prof)
+        _start_quietly(self._prof, self.cuda)
         self._sync = (before, time.time_ns())
         self._in_torch_ns += self._sync[1] - before
         guard_fork_children_against_kineto_exit()
 
+    @property
+    def _events_per_session(self) -> int:
+        return self._events_given or (GPU_SESSION_EVENTS if self.cuda else SESSION_EVENTS)
+
     def _shapes_reason(self) -> str | None:
-        """Why the session starting now records shapes (None: it does not): SHAPES_EVERY's rule."""
+        """Why the session starting now records shapes (None: it does not): SHAPES_EVERY's rule; every session on
+        a GPU, where the sessions are long and shapes cost only their stop."""
         because, self._shapes_next = self._shapes_next, None
         self._sessions += 1
+        if self.cuda:
+            return "every session on a GPU"
         if because is None and self._sessions == 2:  # the first one's step, the window's first, is often unlike the rest
             because = "the window's second session"
         if because is None and self._without_shapes + 1 >= self._shapes_every:
             because = f"every {self._shapes_every}th session" if self._shapes_every > 1 else "every session"
         self._without_shapes = 0 if because is not None else self._without_shapes + 1
         return because
+
+    def default_window(self) -> tuple[int, int] | None:
+        """The op window where the user chose none: on a GPU, GPU_DEFAULT_WINDOW; elsewhere None (every step)."""
+        return GPU_DEFAULT_WINDOW if cuda_in_use() else None
 
     def model_inputs(self, args: tuple[object, ...]) -> None:
         """The shapes of the model's inputs at the step's first forward (its root module's arguments):
@@ -198,7 +251,7 @@ class TorchDeviceSession:
     @property
     def handover_due(self) -> bool:
         steps = self._session_steps
-        if self._shapes_because is not None and steps > 1 and self._shapes_every > 1:  # a sample, short
+        if self._shapes_because is not None and steps > 1 and self._shapes_every > 1 and not self.cuda:  # a sample, short
             steps = min(steps, max(SAMPLE_STEPS, steps // SAMPLE_SHARE))
         return self.active and self._steps_in_session >= steps
 
@@ -209,7 +262,7 @@ class TorchDeviceSession:
         self._in_torch_ns = 0
         events = self.stop(session)
         if events:
-            self._session_steps = max(1, steps * self._session_events // events)
+            self._session_steps = max(1, steps * self._events_per_session // events)
         self._start_profiler(continuing=True)
         return self._in_torch_ns
 
@@ -223,7 +276,10 @@ class TorchDeviceSession:
             return 0
         stopped, held, heap_held = time.time_ns(), _rss(), heap.in_use()
         began = time.perf_counter_ns()
-        prof.stop()
+        if self.cuda:
+            _detaching_cupti(prof.stop)
+        else:
+            _without_profiler_warnings(prof.stop)
         self._in_torch_ns += time.perf_counter_ns() - began
         results = prof.profiler.kineto_results
         events = results.events()
@@ -291,6 +347,7 @@ class TorchDeviceSession:
         memory: list[tuple[int, int, bool]] = []  # (ts, bytes allocated (negative: freed), on the GPU)
         comm: list[Collective] = []
         host: list[HostBatch] = []  # for the step signatures
+        links = _Links() if cuda else None
         skipped = 0
         for event in events:
             try:  # read the whole row before appending, so a bad event never misaligns the columns
@@ -304,6 +361,8 @@ class TorchDeviceSession:
                 row = (name, event.start_ns(), event.duration_ns(),
                        event.device_index() if on_gpu else event.start_thread_id(), event.flops() if shapes_on else 0)
                 stream = event.device_resource_id() if on_gpu else None
+                if links is not None:
+                    links.see(event, name, row[1], on_gpu)
                 if name.startswith(COMM_OP_PREFIXES):
                     comm.append((name, row[1], row[2], event.shapes(), event.dtypes()))
                 shape = orjson.dumps(event.shapes()).decode() if shapes_on else None
@@ -337,6 +396,8 @@ class TorchDeviceSession:
             self._emit_memory(session, memory, offset)
         if comm:
             self._emit_comm(session, comm, offset)
+        if links is not None and links.kernels:
+            session.record(links.record(offset))
         if skipped:
             session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
         return host
@@ -401,6 +462,42 @@ class TorchDeviceSession:
             peaks = np.maximum.reduceat(allocated, first)
             for when, value in zip(ts[first].tolist(), peaks.tolist()):
                 session.record({records.KIND: records.MEM, "ts": when, "allocated": value, "device": device})
+
+
+class _Links:
+    """Which runtime call queued each device activity, and from which host op, by kineto's correlation ids: a
+    kernel (or memcpy, memset) and the runtime call that launched it share a ``correlation_id``; both carry the
+    launching op's own id as ``linked_correlation_id``. Read while the events stream by, written as one ``launch``
+    record a session (``records.Launch``); builds of torch without these ids give an empty record."""
+
+    def __init__(self) -> None:
+        self.kernels: list[tuple[int, int, int]] = []  # (start, correlation id, launching op's id)
+        self._launches: dict[int, int] = {}  # runtime call's correlation id -> its start
+        self._ops: dict[int, str] = {}  # host op's id -> its name
+        self._readable = True
+
+    def see(self, event: Any, name: str, start: int, on_gpu: bool) -> None:
+        if not self._readable:
+            return
+        try:
+            correlation, linked = event.correlation_id(), event.linked_correlation_id()
+        except AttributeError:  # a torch build without them
+            self._readable = False
+            return
+        if on_gpu:
+            self.kernels.append((start, correlation, linked))
+        elif is_runtime_call(name):
+            self._launches[correlation] = start
+        else:
+            self._ops[correlation] = name
+
+    def record(self, offset: int) -> dict[str, Any]:
+        names = [self._ops.get(linked, "") for _, _, linked in self.kernels]
+        codes, table = coded(names)
+        blank = table.index("") if "" in table else -1
+        return {records.KIND: records.LAUNCH, "start": [start + offset for start, _, _ in self.kernels],
+                "launched": [self._launches[c] + offset if c in self._launches else 0 for _, c, _ in self.kernels],
+                "op_codes": [-1 if code == blank else code for code in codes], "op_table": table}
 
 
 def _rss() -> int:

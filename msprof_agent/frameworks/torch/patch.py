@@ -30,9 +30,11 @@ import weakref
 from typing import TYPE_CHECKING, cast  # typing is loaded already: this runs once torch is imported
 
 from ... import log, records
+from ..import_hooks import when_imported
 from ..patching import Patches, after_call
 from .ddp import DdpEntries
 from .device import TorchDeviceSession, cuda_in_use
+from .gpu import DeviceClock, GpuSampler, peak_record
 from .profile import PROFILE
 
 if TYPE_CHECKING:
@@ -102,6 +104,9 @@ class _Integration:
         self._groups: dict[int, list[Any]] = {}  # id(ProcessGroup) -> [name, ranks, sequence number, the stores its ranks were written to]
         self._loader_noted = False  # the training DataLoader's settings are in the meta
         self._ranges = _UserRanges(session)
+        self._clock: DeviceClock | None = None  # CUDA events at the step ends, once the primary optimizer steps on a GPU
+        self._gpu_sampler: GpuSampler | None = None  # while a collection records on a GPU
+        self._gpu_settings_noted = False
 
     # -- installing ------------------------------------------------------------------------------
     def install(self) -> None:
@@ -119,8 +124,11 @@ class _Integration:
         self._patches.replace(dataloader_mod._BaseDataLoaderIter, "__next__", self._timing_fetches)
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._loader_iter)  # once an epoch: wrapt will do
         self._patches.replace(torch.autograd, "backward", self._marking_backward_end)
+        when_imported("torch._dynamo.eval_frame", self._patch_compiled_modules)
         self.session.recording_watchers.append(self._ranges.recording_changed)
         self._ranges.recording_changed(self.session.owner)
+        self.session.recording_watchers.append(self._gpu_recording_changed)
+        self.session.finishers.append(self._gpu_finish)
         if torch.distributed.is_available():
             for name in COMM_FUNCTIONS:
                 if callable(getattr(torch.distributed, name, None)):
@@ -134,8 +142,14 @@ class _Integration:
         if self._fp_hook is not None:
             self._fp_hook.remove()
         self._patches.remove_all()
-        if self._ranges.recording_changed in self.session.recording_watchers:
-            self.session.recording_watchers.remove(self._ranges.recording_changed)
+        for watcher in (self._ranges.recording_changed, self._gpu_recording_changed):
+            if watcher in self.session.recording_watchers:
+                self.session.recording_watchers.remove(watcher)
+        if self._gpu_finish in self.session.finishers:
+            self.session.finishers.remove(self._gpu_finish)
+        if self._gpu_sampler is not None:
+            self._gpu_sampler.stop()
+            self._gpu_sampler = None
         self._ranges.remove()
 
     # -- forward start ---------------------------------------------------------------------------
@@ -151,11 +165,30 @@ class _Integration:
             self.steps.mark_fp(time.time_ns())
             if self._fp_hook is not None:  # set by install(), before any hook can run
                 self._fp_hook.disarm()
+            if self._clock is not None and not self._gpu_settings_noted:
+                self._note_gpu_settings(module)
             if self.device.active:
                 self.device.model_inputs(_args)
         except Exception as exc:
             log.report_error("marking the forward start", exc)
         return None
+
+    def _patch_compiled_modules(self, eval_frame: Any) -> None:
+        """``torch.compile(module)``'s wrapper warns whenever a global module hook is armed, and its hooks fire an
+        extra time: its own ``__call__`` marks the forward start instead, with the global hook taken out first."""
+        try:
+            self._patches.replace(eval_frame.OptimizedModule, "__call__", self._marking_compiled_forward)
+        except Exception as exc:
+            log.report_error("instrumenting torch.compile's modules", exc)
+
+    def _marking_compiled_forward(self, call: Method) -> Method:
+        def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            hook = self._fp_hook
+            if hook is not None and hook.armed:
+                hook.disarm()
+                self._forward_pre_hook(module, args)
+            return call(module, *args, **kwargs)
+        return __call__
 
     def _adopt_root(self, module: torch.nn.Module) -> None:
         """The first evaluation forward before any optimizer step: this module's forwards may be an
@@ -199,6 +232,8 @@ class _Integration:
             device.step_ended(now)
         if steps.current is None:
             steps.open(now)
+        if self._clock is not None:  # before close(): closing a window's last step stops the profiler, which is ours
+            self._clock.step_ended(steps.completed + 1)
         steps.close(now)
         if self._fp_hook is not None:
             self._fp_hook.arm()
@@ -287,6 +322,9 @@ class _Integration:
                     import torch
 
                     self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name())
+                    if self._clock is None:
+                        self._clock = DeviceClock(self.session.record)
+                        self._gpu_recording_changed(self.session.owner)
             elif primary is not optimizer:
                 return
             if self.session.disabled:
@@ -294,6 +332,50 @@ class _Integration:
             self._step_ends(now)
         except Exception as exc:
             log.report_error("closing a training step", exc)
+
+    # -- the GPU's own view ---------------------------------------------------------------------------
+    def _gpu_recording_changed(self, owner: Collection | None) -> None:
+        """The session's watcher: the device is sampled while a collection records; its step times go out as it stops."""
+        try:
+            if owner is not None and self._gpu_sampler is None and cuda_in_use():
+                self._gpu_sampler = GpuSampler(owner.writer.queue)
+                self._gpu_sampler.start()
+            elif owner is None:
+                if self._gpu_sampler is not None:
+                    self._gpu_sampler.stop()
+                    self._gpu_sampler = None
+                if self._clock is not None:
+                    self._clock.flush()
+        except Exception as exc:
+            log.report_error("sampling the GPU", exc)
+
+    def _note_gpu_settings(self, module: torch.nn.Module) -> None:
+        """What the job already does on its GPU (autocast and its dtype, compile, a fused optimizer, TF32), read once at a
+        training forward, so the advice never repeats it."""
+        import torch
+
+        self._gpu_settings_noted = True
+        primary = self._primary() if self._primary is not None else None
+        defaults = getattr(primary, "defaults", {}) or {}
+        autocast = torch.is_autocast_enabled("cuda")
+        self.session.add_meta(gpu_settings={
+            "autocast": str(torch.get_autocast_dtype("cuda")).removeprefix("torch.") if autocast else None,
+            "compiled": type(module).__name__ == "OptimizedModule" or bool(getattr(module, "_compiled_call_impl", None)),
+            "optimizer": type(primary).__name__ if primary is not None else None,
+            "optimizer_fused": bool(defaults.get("fused")), "optimizer_foreach": defaults.get("foreach"),
+            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32})
+
+    def _gpu_finish(self) -> None:
+        """At the end: the last steps' device times (their events waited for: the job is done) and the memory peaks."""
+        try:
+            if self._clock is not None:
+                self._clock.finish(wait=True)
+            if cuda_in_use():
+                peak = peak_record()
+                if peak is not None:
+                    self.session.record(peak)
+        except Exception as exc:
+            log.report_error("reading the GPU at the end", exc)
 
     # -- communication -----------------------------------------------------------------------------
     def _comm_wrapper(self, name: str) -> Callable[[Method, Any, Args, Kwargs], Any]:
@@ -421,6 +503,10 @@ class _ReArmableHook:
         self._handle = register(hook)
         self._hooks = cast("dict[int, Method]", self._handle.hooks_dict_ref())  # torch's global hook dict: its weak reference never dies
         self._removed = False
+
+    @property
+    def armed(self) -> bool:
+        return self._handle.id in self._hooks
 
     def arm(self) -> None:
         if not self._removed:
