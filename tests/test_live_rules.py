@@ -69,6 +69,8 @@ def test_a_hang_names_who_waits_in_which_collective_and_who_never_entered_it():
     assert "rank(s) 0, 2 wait in all_reduce #120 of group world at step 41; rank(s) 1 (after step 40) never entered it" in lines[0]
     assert lines[1:] == ["  rank 0 (waits) stack: <module> (train.py:9) > all_reduce (c10d.py:3)", "  rank 1 (missing) stack: <module> (train.py:5)"]
     assert "hang" not in rules.job_view(records, last + 5 * 10 ** 9)  # within the threshold: no hang
+    level = [record(r, steps(40, 50.0, end=last), collectives=entered) for r in range(3)]
+    assert contract.hang(level, NOW) is None  # every rank in the same place: the job's own pause (an evaluation), not a hang
 
 
 def test_a_capture_starts_seconds_of_steps_ahead_on_a_round_step():

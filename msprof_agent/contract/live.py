@@ -128,7 +128,8 @@ def is_running(path: str) -> bool:
 def hang(records: list[dict[str, Any]], now: int) -> dict[str, Any] | None:
     """No rank has finished a step for the threshold (the ranks' largest): per group, the ranks that entered its latest
     collective (waiting) and the members that never did (missing), the group with both first; without entries, the
-    ranks behind the others' step count are missing."""
+    ranks behind the others' step count (or with no record) are missing. None where no rank is missing: every rank
+    stopped at the same place is a pause of the job's own (an evaluation, a checkpoint), not a hang to name."""
     latest = latest_by_rank(records)
     if not latest or any(state_of(r, now) == "ended" for r in latest.values()):
         return None
@@ -160,6 +161,8 @@ def hang(records: list[dict[str, Any]], now: int) -> dict[str, Any] | None:
                         missing_steps_done={str(r): latest[r].get("steps_done") if r in latest else None for r in missing})
     most = max(int(r.get("steps_done", 0)) for r in latest.values())
     behind = sorted([rank for rank, r in latest.items() if int(r.get("steps_done", 0)) < most] + [r for r in range(rank_size) if r not in latest])
+    if not behind:
+        return None
     return dict(hang, group=None, seq=None, step=most + 1, collective=None, waiting=[], missing=behind,
                 missing_steps_done={str(r): latest[r].get("steps_done") if r in latest else None for r in behind})
 
