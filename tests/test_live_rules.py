@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -40,7 +41,7 @@ def test_the_job_view_names_the_rank_whose_own_work_grew_and_not_those_waiting_f
     assert view["slow_ranks"] == [1] and view["slowest"][0]["rank"] == 1
     straggler = view["findings"][0]
     assert straggler["id"] == "straggler" and straggler["text"].startswith("Straggler: rank 1 works 40.0 ms more per step"), straggler
-    assert view["steps_per_s"] == pytest.approx(20.0, rel=0.05) and view["step_ms_now"] == 50.0 and "hang" not in view
+    assert view["steps_per_s"] == pytest.approx(20.0, rel=0.05) and view["step_ms_now"] == 50.0 and view["hang"] is None
 
 
 def test_slow_steps_now_are_a_finding_of_the_rank_and_no_beat():
@@ -68,7 +69,7 @@ def test_a_hang_names_who_waits_in_which_collective_and_who_never_entered_it():
     assert lines[0].startswith("hang: no rank has finished a step for 15 s (threshold 10 s")
     assert "rank(s) 0, 2 wait in all_reduce #120 of group world at step 41; rank(s) 1 (after step 40) never entered it" in lines[0]
     assert lines[1:] == ["  rank 0 (waits) stack: <module> (train.py:9) > all_reduce (c10d.py:3)", "  rank 1 (missing) stack: <module> (train.py:5)"]
-    assert "hang" not in rules.job_view(records, last + 5 * 10 ** 9)  # within the threshold: no hang
+    assert rules.job_view(records, last + 5 * 10 ** 9)["hang"] is None  # within the threshold: no hang
     level = [record(r, steps(40, 50.0, end=last), collectives=entered) for r in range(3)]
     assert contract.hang(level, NOW) is None  # every rank in the same place: the job's own pause (an evaluation), not a hang
 
@@ -113,3 +114,26 @@ def test_a_session_keeps_its_live_record_and_says_at_exit_that_it_ended(tmp_path
     assert running["ticks"] >= 3 and running["cost_ms"] > 0 and running["hang_after_s"] == contract.HANG_MIN_S
     ended = read_json(os.path.join(tmp_path, "profiler", "raw", "rank_0", "live.json"))
     assert ended["state"] == "ended" and ended["end_reason"] == "exit" and ended["updated_ns"] > running["updated_ns"]
+
+
+def test_the_viewer_lists_a_running_job_and_shows_it_reloading_itself_marked_running(tmp_path):
+    pytest.importorskip("jinja2")
+    from test_viewer import Live
+
+    now = time.time_ns()
+    for rank, comm in ((0, 40.0), (1, 0.0)):
+        path = tmp_path / "job" / "profiler" / "raw" / f"rank_{rank}" / "live.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(dict(record(rank, steps(60, 50.0, comm_ms=comm, end=now), rank_size=2), updated_ns=now)))
+    server = Live(tmp_path)
+    try:
+        status, _, index = server.get("/")
+        assert status == 200 and '<tr data-job="job"><td><a href="/live?job=job">' in index and "<td>running</td>" in index, index
+        status, _, page = server.get("/live?job=job")
+        assert status == 200 and '<meta http-equiv="refresh" content="2">' in page and '<span class="badge" id="live-state">RUNNING</span>' in page
+        assert '<tr data-rank="1" class="slow"><td>1 (slow)</td>' in page and "Straggler: rank 1 works 40.0 ms more per step" in page, page
+        status, _, body = server.get("/api/live?job=job")
+        assert status == 200 and json.loads(body)["slow_ranks"] == [1]
+        assert server.get("/live?job=../etc")[0] == 404
+    finally:
+        server.close()

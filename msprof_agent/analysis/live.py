@@ -134,11 +134,8 @@ def job_view(records: list[dict[str, Any]], now: int) -> dict[str, Any]:
         "steps_per_s": min((v["steps_per_s"] for v in running), default=0.0), "step_ms_now": max(times) if times else None,
         "trend": max(trends) if trends else None, "slow_ranks": slow_ranks,
         "slowest": [{"rank": v["rank"], "own_ms_now": v["own_ms_now"], "step_ms_now": v["step_ms_now"], "why": _why(v)} for v in slowest],
-        "findings": findings, "capture": next((v["capture"] for v in ranks if v["capture"]), None),
+        "findings": findings, "capture": next((v["capture"] for v in ranks if v["capture"]), None), "hang": contract.hang(records, now),
     }
-    hang = contract.hang(records, now)
-    if hang:
-        view["hang"] = hang
     return view
 
 
