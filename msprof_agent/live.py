@@ -7,7 +7,7 @@ training thread's Python stack. The findings are drawn from it by the readers (`
 
 The training thread only appends one tuple a step (``step_closed``) and notes collectives (the torch
 integration's entries); a daemon thread, started at the first step's close (never at import: a thread
-alive at ``fork()`` is a hazard), does the rest: the rules, the atomic write, the hang watch (no rank has
+alive at ``fork()`` is a hazard), does the rest: the heap sample, the atomic write, the hang watch (no rank has
 finished a step for ``hang_after_s``: said once on stderr by the lowest waiting rank, the job left alone)
 and the job's all-rank capture request (``capture.AllRankCapture`` follows it). The thread's CPU time is
 kept in the record (``cost_ms``); ``bench/live_record.py`` measures what it costs a step.
