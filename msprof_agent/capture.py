@@ -252,6 +252,10 @@ def request_from_outside(path: str, steps: int) -> int:
     if not running:
         print(f"msprof-agent capture: no running job under {path} (no fresh live record, raw/rank_*/live.json)")
         return 2
+    if all(r.get("recording") == "run" for r in running):
+        print(f"msprof-agent capture: the job under {path} records the ops of every step already (its run's own window); "
+              "a job leaves op recording to captures under a capture policy (\"capture\": {...})")
+        return 1
     lead = max(running, key=lambda r: r.get("steps_done", 0))
     done = int(lead.get("steps_done", 0))
     profiler_dir = os.path.dirname(os.path.dirname(os.path.dirname(lead["path"])))

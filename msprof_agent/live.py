@@ -126,7 +126,7 @@ class LiveState:
             "steps_done": self.session.steps.completed, "hang_after_s": threshold, "cost_ms": round(self.cost_ns / 1e6, 3),
             "ticks": self.ticks, "steps": contract.step_columns(steps), "memory": [list(m) for m in self.memory],
             "collectives": {g: {"seq": s, "name": n, "step": st, "ranks": r} for g, (s, n, st, r) in list(self.entered.items())},
-            "meta": {key: meta[key] for key in ADVICE_META if key in meta},
+            "meta": {key: meta[key] for key in ADVICE_META if key in meta}, "recording": self._recording(),
         }
         if reason:
             record["end_reason"] = reason
@@ -145,6 +145,11 @@ class LiveState:
                 self._watch_hang(now)
             self._follow_capture_request()
         return record
+
+    def _recording(self) -> str | None:
+        """What records ops now: "run" (the run's own window, every step), "window", or None (step timing only)."""
+        owner = self.session.owner
+        return None if owner is None else "run" if owner is self.session.run else "window"
 
     def _watch_hang(self, now: int) -> None:
         """Every rank's step has stalled: the lowest waiting rank (else the lowest rank) says who is missing, who waits where."""

@@ -130,7 +130,7 @@ def hung_job(tmp_path_factory):
     with open(err, "w") as handle:
         job = torchrun(out, ["--steps", "50", "--busy-rank", "-1", "--stop-rank", str(STOP_RANK), "--stop-step", str(STOP_STEP), "--stop-s", str(STOP_S)],
                        extra={environment.HANG_AFTER_S: str(HANG_S)}, stderr=handle)
-        seen, screen = {}, None
+        seen, screen, refused = {}, None, None
         while job.poll() is None:
             now = time.time_ns()
             with open(err) as reader:
@@ -139,10 +139,11 @@ def hung_job(tmp_path_factory):
             if screen is None and any("msprof-agent: hang:" in line for line in seen):
                 screen = subprocess.run([PY, "-m", "msprof_agent", "top", out, "--once"], capture_output=True, text=True, cwd=ROOT,
                                         timeout=60).stdout
+                refused = subprocess.run([PY, "-m", "msprof_agent", "capture", out], capture_output=True, text=True, cwd=ROOT, timeout=60)
             time.sleep(0.1)
     with open(err) as reader:
         lines = reader.read().splitlines()
-    return {"out": out, "lines": lines, "seen": seen, "screen": screen, "status": job.returncode}
+    return {"out": out, "lines": lines, "seen": seen, "screen": screen, "refused": refused, "status": job.returncode}
 
 
 @pytest.mark.torch
@@ -165,6 +166,12 @@ def test_a_stopped_rank_is_named_missing_with_the_others_collective_and_stacks_w
     screen = hung_job["screen"]
     assert screen and "HUNG" in screen.splitlines()[0] and "HANG hang:" in screen, screen
     assert f"rank(s) {STOP_RANK} (after step {STOP_STEP - 1}) never entered it" in " ".join(screen.split()), screen
+
+
+@pytest.mark.torch
+def test_a_capture_is_refused_where_the_run_records_every_step_s_ops_already(hung_job):
+    refused = hung_job["refused"]
+    assert refused.returncode == 1 and "records the ops of every step already" in refused.stdout, refused.stdout + refused.stderr
 
 
 @pytest.mark.torch
