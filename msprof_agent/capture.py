@@ -20,7 +20,7 @@ training loop does not wait for them.
 All ranks at once (``AllRankCapture``): in a job of several ranks a slow step asks every rank for the
 window instead, through the job's request file (``contract.names.live_capture_file``), as
 ``msprof-agent capture DIR --steps 5`` does from outside: the window starts at a step all ranks will reach
-(``analysis.live.capture_start``: a few seconds of steps ahead), each rank's live thread reads the request
+(``contract.live.capture_start``: a few seconds of steps ahead), each rank's live thread reads the request
 within a second, and each opens the same steps, analysed into the same ``window_{start}_{stop}`` (a job whose
 ranks share an output path gets the window's cluster summary comparing them rank by rank).
 """
@@ -179,6 +179,8 @@ class AllRankCapture:
         if key in self.seen or self.active is not None or live is None:
             return
         self.seen.add(key)
+        if int(request.get("at_ns") or 0) < self.session.started_ns:  # an earlier job's request left in the folder
+            return
         start, stop = int(request["start"]), int(request["start"]) + int(request["steps"]) - 1
         live.capture = {"id": key, "steps": [start, stop], "by": request.get("by"), "state": "armed"}
         if start <= self.session.steps.completed + 1 - (self.session.steps.current is None):
@@ -267,7 +269,7 @@ def request_from_outside(path: str, steps: int) -> int:
         return 1
     start = contract.capture_start(done, contract.recent_step_s((lead.get("steps") or {}).get("ms") or []))
     stop = start + steps - 1
-    write_json(request_path, {"id": f"cli-{now}", "start": start, "steps": steps, "by": "msprof-agent capture"})
+    write_json(request_path, {"id": f"cli-{now}", "at_ns": now, "start": start, "steps": steps, "by": "msprof-agent capture"})
     window = os.path.join(os.path.dirname(profiler_dir), names.window_name(start, stop), names.RUN_FOLDER)
     print(f"msprof-agent capture: steps {start}..{stop} on every rank ({len(running)} running, the furthest at step {done}) -> {window}")
     return 0

@@ -188,7 +188,7 @@ class LiveState:
 
     def request_capture(self, steps: int, info: dict[str, Any]) -> dict[str, Any] | None:
         """Ask every rank of the job to record op detail for STEPS steps from a step all of them will reach (this one's
-        lead, ``analysis.live.capture_start``); None when a request is still pending or recording."""
+        lead, ``contract.live.capture_start``); None when a request is still pending or recording."""
         from .writers import write_json
 
         path = names.live_capture_file(self.session.profiler_dir)
@@ -196,7 +196,8 @@ class LiveState:
         if contract.pending_request(path, done):
             return None
         start = contract.capture_start(done, contract.recent_step_s([(end - begin) / 1e6 for _, begin, end, *_ in list(self.steps)]))
-        request = {"id": f"{self.rank}-{time.time_ns()}", "start": start, "steps": steps, "by": f"rank {self.rank}", **info}
+        now = time.time_ns()
+        request = {"id": f"{self.rank}-{now}", "at_ns": now, "start": start, "steps": steps, "by": f"rank {self.rank}", **info}
         write_json(path, request)
         if self.on_capture_request is not None:
             self.on_capture_request(request)

@@ -91,11 +91,15 @@ def test_top_s_screen_shows_the_rates_the_ranks_and_the_straggler():
 
 
 SESSION = """
-import json, sys, time
-from msprof_agent import live, session as S
+import json, os, sys, time
+from msprof_agent import capture, live, session as S
 from msprof_agent.options import parse_text
 live.INTERVAL_S = 0.05
+os.makedirs(os.path.join(sys.argv[1], "profiler"))
+with open(os.path.join(sys.argv[1], "profiler", "live_capture.json"), "w") as f:  # an earlier job's request
+    json.dump({"id": "cli-1", "at_ns": 1, "start": 5, "steps": 2, "by": "msprof-agent capture"}, f)
 s = S.start(parse_text(json.dumps({"start": True, "output_path": sys.argv[1], "capture": {"every": 1000}})), "env")
+capture.follow_requests(s)
 s.run.claim()
 for n in range(30):
     s.steps.open(); time.sleep(0.01); s.steps.close()
@@ -106,12 +110,14 @@ with open(s.live.path) as f:
 
 
 def test_a_session_keeps_its_live_record_and_says_at_exit_that_it_ended(tmp_path):
+    """Its steps driven directly, an earlier job's capture request in the folder."""
     proc = subprocess.run([sys.executable, "-c", SESSION, str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120,
                           env={k: v for k, v in os.environ.items() if k not in ("MS_PROFILER_OPTIONS", "MSPROF_DYNAMIC_CFG")})
     assert proc.returncode == 0, proc.stderr
     running = json.loads(proc.stdout.strip().splitlines()[-1])
     assert running["state"] == "running" and running["steps_done"] == 30 and running["steps"]["n"] == list(range(1, 31)), running
     assert running["ticks"] >= 3 and running["cost_ms"] > 0 and running["hang_after_s"] == contract.HANG_MIN_S
+    assert "capture" not in running and "capture" not in proc.stderr and running["recording"] is None  # the old request is left alone
     ended = read_json(os.path.join(tmp_path, "profiler", "raw", "rank_0", "live.json"))
     assert ended["state"] == "ended" and ended["end_reason"] == "exit" and ended["updated_ns"] > running["updated_ns"]
 

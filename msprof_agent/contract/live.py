@@ -1,5 +1,5 @@
 """The live record's contract: its columns, its reader, the hang rule over the ranks' records, the all-rank
-capture request. Standard library only: a rank's live thread (``live.py``) runs it inside the training process,
+capture request. The standard library (and orjson) only: a rank's live thread (``live.py``) runs it inside the training process,
 where importing numpy and the analysis (~100-300 ms holding the interpreter) would stall a step of the job;
 the findings that need them are drawn by the readers (``analysis/live.py``: ``top``, the viewer).
 """
