@@ -6,12 +6,13 @@ a training job. Two parts, both counted in CPU time, not wall time, so the share
 not enter:
 
 1. the training thread's part: ``LiveState.step_closed`` (one tuple appended), timed over 100 000 calls;
-2. the writer thread's part: its CPU time per tick (``thread_time``: the rules over the kept steps and
-   heap samples, the JSON, the atomic write; the first tick's imports apart, a one-off), spread over the
+2. the writer thread's part: its CPU time per tick (``thread_time``: the heap sample, the kept steps as
+   columns, the JSON, the atomic write; the first tick's imports apart, a one-off), spread over the
    steps of a second (100 at 10 ms). While it runs it holds the GIL, so this is also the most the
    training thread can wait for it.
 
-Run: ``python bench/live_record.py`` (``--steps 1500`` by default, ~15 s).
+Run: ``python bench/live_record.py`` (``--steps 1500`` by default, ~15 s). On 2026-12-04 (2 shared cores, loaded):
+14.7 us a 10 ms step, 0.15 %: the writer thread 1.4 ms of CPU a tick (8 ms the first), ``step_closed`` 0.35 us.
 """
 import argparse
 import json
