@@ -122,7 +122,7 @@ class LiveState:
         open_s = (now - steps[-1][2]) / 1e9 if steps else 0.0
         record: dict[str, Any] = {
             "format": contract.FORMAT, "rank": self.rank, "rank_size": self.session.options.world_size, "host": meta.get("host"),
-            "pid": os.getpid(), "framework": self.session.framework, "state": state, "updated_ns": now,
+            "pid": os.getpid(), "framework": self.session.framework, "state": state, "started_ns": self.session.started_ns, "updated_ns": now,
             "steps_done": self.session.steps.completed, "hang_after_s": threshold, "cost_ms": round(self.cost_ns / 1e6, 3),
             "ticks": self.ticks, "steps": contract.step_columns(steps), "memory": [list(m) for m in self.memory],
             "collectives": {g: {"seq": s, "name": n, "step": st, "ranks": r} for g, (s, n, st, r) in list(self.entered.items())},

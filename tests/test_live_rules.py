@@ -30,7 +30,8 @@ def steps(count, ms, comm_ms=0.0, wait_ms=0.0, end=NOW, slow_from=None, slow_ms=
 
 
 def record(rank, step_tuples, rank_size=3, **extra):
-    return dict({"rank": rank, "rank_size": rank_size, "host": "h", "state": "running", "updated_ns": NOW, "framework": "torch",
+    return dict({"rank": rank, "rank_size": rank_size, "host": "h", "state": "running", "started_ns": NOW - 60 * 10 ** 9, "updated_ns": NOW,
+                 "framework": "torch",
                  "steps_done": step_tuples[-1][0], "hang_after_s": 10.0, "steps": contract.step_columns(step_tuples),
                  "findings": [], "collectives": {}}, **extra)
 
@@ -41,6 +42,8 @@ def test_the_job_view_names_the_rank_whose_own_work_grew_and_not_those_waiting_f
     assert view["slow_ranks"] == [1] and view["slowest"][0]["rank"] == 1
     straggler = view["findings"][0]
     assert straggler["id"] == "straggler" and straggler["text"].startswith("Straggler: rank 1 works 40.0 ms more per step"), straggler
+    earlier = dict(record(3, steps(60, 50.0, end=NOW - 3600 * 10 ** 9), rank_size=4), state="ended", updated_ns=NOW - 3600 * 10 ** 9)
+    assert rules.job_view(records + [dict(earlier, started_ns=NOW - 4000 * 10 ** 9)], NOW)["rank_size"] == 3  # an earlier job's rank 3
     assert view["steps_per_s"] == pytest.approx(20.0, rel=0.05) and view["step_ms_now"] == 50.0 and view["hang"] is None
 
 
@@ -130,7 +133,7 @@ def test_the_viewer_lists_a_running_job_and_shows_it_reloading_itself_marked_run
     for rank, comm in ((0, 40.0), (1, 0.0)):
         path = tmp_path / "job" / "profiler" / "raw" / f"rank_{rank}" / "live.json"
         path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(dict(record(rank, steps(60, 50.0, comm_ms=comm, end=now), rank_size=2), updated_ns=now)))
+        path.write_text(json.dumps(dict(record(rank, steps(60, 50.0, comm_ms=comm, end=now), rank_size=2), started_ns=now - 60 * 10 ** 9, updated_ns=now)))
     server = Live(tmp_path)
     try:
         status, _, index = server.get("/")

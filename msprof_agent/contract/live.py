@@ -106,10 +106,13 @@ def job_records(path: str) -> list[dict[str, Any]]:
 
 
 def latest_by_rank(records: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Each rank's newest record (a restarted rank writes a new one)."""
+    """Each rank's newest record of the newest job: a record last written before the newest one's process started is an
+    earlier job's in the same folder (one of more ranks than this job has, say) and left out."""
+    newest_start = max((int(r.get("started_ns") or 0) for r in records), default=0)
     latest: dict[int, dict[str, Any]] = {}
     for record in records:
-        latest.setdefault(record["rank"], record)
+        if int(record.get("updated_ns") or 0) >= newest_start:
+            latest.setdefault(record["rank"], record)
     return latest
 
 
