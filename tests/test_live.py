@@ -12,6 +12,7 @@ import pytest
 
 from conftest import PY, ROOT, SCRIPTS, hook_env, profile_into, read_json, read_records
 from msprof_agent import environment
+from msprof_agent.analysis import live as rules
 from msprof_agent.contract import live as contract
 from msprof_agent.contract import names
 
@@ -210,3 +211,14 @@ def test_a_capture_asked_from_outside_records_the_same_steps_on_every_rank(tmp_p
         assert steps == list(range(start, stop + 1)), (rank, steps)
         assert any(r.get("k") == "ops" for r in read_records(window, rank)), rank
     assert read_json(os.path.join(window, names.CLUSTER_SUMMARY))["per_step"]["step"] == list(range(start, stop + 1))
+
+
+@pytest.mark.mindspore
+def test_a_mindspore_job_keeps_the_same_live_record(lenet_job):
+    """The record is the session's, whatever the framework: the bundled LeNet's (12 steps) says it ended after them."""
+    [path] = names.live_records(lenet_job)
+    record = read_json(path)
+    assert (record["framework"], record["state"], record["end_reason"], record["steps_done"]) == ("mindspore", "ended", "exit", 12), record
+    assert record["steps"]["n"] == list(range(1, 13)) and all(ms > 0 for ms in record["steps"]["ms"])
+    view = rules.job_view(contract.job_records(lenet_job), record["updated_ns"])
+    assert view["state"] == "ended" and view["ranks"][0]["steps_done"] == 12 and view["hang"] is None
