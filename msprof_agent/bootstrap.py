@@ -55,9 +55,10 @@ def activate_from_environment() -> Session | None:
     from .frameworks import install_post_import_hooks
 
     current: Session = session.start(opts, origin="env" if opts.start else "dynamic")
-    if opts.capture is not None:
-        from .capture import attach
+    from .capture import attach, follow_requests
 
+    follow_requests(current)
+    if opts.capture is not None:
         attach(current)
     if dynamic_cfg:
         _start_dynamic_monitor(current, dynamic_cfg, opts.output_path)

@@ -16,6 +16,13 @@ triggered it, under ``"windows"`` in the run's ``summary_{rank}.json``:
 ``max_windows`` and ``max_trace_mb`` (raw data of all windows together) bound the cost: once spent,
 no further window opens, which is said once. Windows are analysed in a separate process, so the
 training loop does not wait for them.
+
+All ranks at once (``AllRankCapture``): in a job of several ranks a slow step asks every rank for the
+window instead, through the job's request file (``contract.names.live_capture_file``), as
+``msprof-agent capture DIR --steps 5`` does from outside: the window starts at a step all ranks will reach
+(``contract.live.capture_start``: a few seconds of steps ahead), each rank's live thread reads the request
+within a second, and each opens the same steps, analysed into the same ``window_{start}_{stop}`` (a job whose
+ranks share an output path gets the window's cluster summary comparing them rank by rank).
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ import collections
 import os
 
 from . import log
+from .contract import names
 from .windows import ASYNC
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
@@ -67,6 +75,12 @@ class CapturePolicy:
             self._trigger = None
             info = {"trigger": "slow_step", "slow_step": step["n"], "slow_ms": round(duration / 1e6, 3),
                     "median_ms": round(median / 1e6, 3), "factor": self.policy["slow_step"]}
+            live = self.session.live
+            if live is not None and self.session.options.world_size > 1:  # every rank records the same steps
+                if self._within_budget():  # a request another rank made first counts too: this rank records it
+                    live.request_capture(self.policy["steps"], dict(info, rank=self.session.options.rank_id))
+                    self.opened += 1
+                return
             collection = self._open(n, start_ns, info)
             if collection is not None:
                 collection.writer.add(dict(step, win=False))
@@ -79,6 +93,9 @@ class CapturePolicy:
                 self._skip = step["n"] + 1  # the next step pays for the stop: it is not judged
                 self._finished.append(collection)
                 self.session.analyse(collection, reason=f"{self.kind} window end")
+            return
+        if self.session.owner is not None:  # a window's step (an all-rank one's) pays for the recording: not judged
+            self._skip = step["n"] + 1
             return
         if self.kind == "slow_step" and step["n"] > 1 and step["n"] != self._skip:  # step 1 carries start-up work
             self._observe(step)
@@ -144,6 +161,118 @@ def _tree_bytes(path: str) -> int:
             except OSError:
                 pass
     return total
+
+
+class AllRankCapture:
+    """Follows the job's all-rank capture requests (``live.LiveState`` hands each one over, from its thread): a
+    session listener only from a request's arrival to its window's end, so steps keep their fast path otherwise."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.request: dict[str, Any] | None = None  # the request armed, until its window ends
+        self.active: tuple[int, Collection] | None = None
+        self.seen: set[str] = set()
+
+    def follow(self, request: dict[str, Any]) -> None:
+        live = self.session.live
+        key = str(request.get("id"))
+        if key in self.seen or self.active is not None or live is None:
+            return
+        self.seen.add(key)
+        if int(request.get("at_ns") or 0) < self.session.started_ns:  # an earlier job's request left in the folder
+            return
+        start, stop = int(request["start"]), int(request["start"]) + int(request["steps"]) - 1
+        live.capture = {"id": key, "steps": [start, stop], "by": request.get("by"), "state": "armed"}
+        if start <= self.session.steps.completed + 1 - (self.session.steps.current is None):
+            live.capture["state"] = "missed"
+            log.warn_once(f"capture: the all-rank window {start}..{stop} was asked for after this rank had begun step {start}; "
+                          "this rank records nothing", key=("capture-missed", key))
+            return
+        self.request = request
+        if self not in self.session.listeners:
+            self.session.listeners.append(self)
+
+    def step_opened(self, n: int, start_ns: int) -> None:
+        request = self.request
+        if request is None or self.active is not None or n < int(request["start"]):
+            return
+        start, stop = n, int(request["start"]) + int(request["steps"]) - 1
+        if n > int(request["start"]):  # armed too late after all: the window would not be the other ranks' steps
+            self._done("missed")
+            return
+        base = self.session.run.options
+        info = {"trigger": "all_ranks", "requested_by": request.get("by"), "request": request.get("id")}
+        info.update({k: request[k] for k in ("slow_step", "slow_ms", "median_ms", "rank") if k in request})
+        collection = self.session.start_window(base.output_path, start, stop, base, "capture", ASYNC, info, at_ns=start_ns)
+        if collection is None:
+            log.warn_once(f"capture: all-rank window {start}..{stop} skipped, another collection is recording", key=("capture-busy", start))
+            self._done("skipped")
+            return
+        self.active = (stop, collection)
+        self._state("recording")
+
+    def step_closed(self, step: Step) -> None:
+        if self.active is not None and step["n"] >= self.active[0]:
+            collection = self.active[1]
+            self.active = None
+            self._done("done")
+            self.session.analyse(collection, reason="all-rank capture end")
+
+    def _state(self, state: str) -> None:
+        live = self.session.live
+        if live is not None and live.capture is not None:
+            live.capture = dict(live.capture, state=state)
+
+    def _done(self, state: str) -> None:
+        self._state(state)
+        self.request = None
+        if self in self.session.listeners:
+            self.session.listeners.remove(self)
+
+
+def follow_requests(session: Session) -> AllRankCapture | None:
+    """Let the session's live record hand the job's all-rank capture requests to a follower."""
+    if session.live is None:
+        return None
+    follower = AllRankCapture(session)
+    session.live.on_capture_request = follower.follow
+    return follower
+
+
+def request_from_outside(path: str, steps: int) -> int:
+    """``msprof-agent capture PATH --steps N``: ask every rank of the running job under PATH for the same N steps."""
+    import time
+
+    from .contract import live as contract
+    from .writers import write_json
+
+    if steps < 1:
+        print(f"msprof-agent capture: --steps {steps}: accepted: 1 or more")
+        return 2
+    now = time.time_ns()
+    running = [r for r in contract.job_records(path) if contract.state_of(r, now) == "running"]
+    if not running:
+        print(f"msprof-agent capture: no running job under {path} (no fresh live record, raw/rank_*/live.json)")
+        return 2
+    if all(r.get("recording") == "run" for r in running):
+        print(f"msprof-agent capture: the job under {path} records the ops of every step already (its run's own window); "
+              "a job leaves op recording to captures under a capture policy (\"capture\": {...})")
+        return 1
+    lead = max(running, key=lambda r: r.get("steps_done", 0))
+    done = int(lead.get("steps_done", 0))
+    profiler_dir = os.path.dirname(os.path.dirname(os.path.dirname(lead["path"])))
+    request_path = names.live_capture_file(profiler_dir)
+    pending = contract.read_request(request_path)
+    if pending is not None and contract.pending_request(request_path, done):
+        print(f"msprof-agent capture: steps {pending['start']}..{pending['start'] + pending['steps'] - 1} are already asked for "
+              f"({pending.get('by')}); try again after them")
+        return 1
+    start = contract.capture_start(done, contract.recent_step_s((lead.get("steps") or {}).get("ms") or []))
+    stop = start + steps - 1
+    write_json(request_path, {"id": f"cli-{now}", "at_ns": now, "start": start, "steps": steps, "by": "msprof-agent capture"})
+    window = os.path.join(os.path.dirname(profiler_dir), names.window_name(start, stop), names.RUN_FOLDER)
+    print(f"msprof-agent capture: steps {start}..{stop} on every rank ({len(running)} running, the furthest at step {done}) -> {window}")
+    return 0
 
 
 def attach(session: Session) -> CapturePolicy | None:

@@ -226,6 +226,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return compare_main(args)
 
 
+def cmd_top(args: argparse.Namespace) -> int:
+    from .top import main as top_main
+
+    return top_main(args.path, once=args.once)
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    from .capture import request_from_outside
+
+    return request_from_outside(args.path, args.steps)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msprof-agent", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -276,6 +288,16 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--allow-different", action="store_true",
                          help="gate even when the runs differ in framework, world size or model (less than half their op time by op type shared)")
     compare.set_defaults(func=cmd_compare)
+
+    top = sub.add_parser("top", help="a running job's every rank in the terminal, updated in place (Ctrl-C quits)")
+    top.add_argument("path", help="the job's output path (holding profiler/ or rank_*/profiler/)")
+    top.add_argument("--once", action="store_true", help="print one screen and leave")
+    top.set_defaults(func=cmd_top)
+
+    capture = sub.add_parser("capture", help="record op detail of the same steps on every rank of a running job")
+    capture.add_argument("path", help="the job's output path (holding profiler/ or rank_*/profiler/)")
+    capture.add_argument("--steps", type=int, default=5, help="steps to record (default: %(default)s)")
+    capture.set_defaults(func=cmd_capture)
     return parser
 
 

@@ -4,6 +4,7 @@ setup.py's .pth spell OPTIONS themselves: they run before this package may be im
 OPTIONS = "MS_PROFILER_OPTIONS"  # the options' JSON object: the zero-code door
 DYNAMIC_CFG = "MSPROF_DYNAMIC_CFG"  # the dynamic monitor's folder (profiler_config.json), zero-code
 DEBUG = "MSPROF_AGENT_DEBUG"  # agent errors with their traceback
+HANG_AFTER_S = "MSPROF_AGENT_HANG_S"  # seconds with no rank finishing a step before the live record names a hang (0: off)
 # Who this process is, as MindSpore's launchers (first) and torchrun set it.
 RANK = ("RANK_ID", "RANK")
 DEVICE = ("DEVICE_ID", "LOCAL_RANK")

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .collectors import SamplerThread
     from .contract.summary import Summary
     from .frameworks.device_session import DeviceSession
+    from .live import LiveState
     from .options import Options
     from .store import EventWriter, Record
     from .windows import Collection
@@ -91,6 +92,7 @@ class Session:
         self.background: list[subprocess.Popen[bytes]] = []  # analyses running in their own process
         self.steps = StepRecorder(self._step_opened, self._step_closed)
         self._samplers: list[SamplerThread] = []  # threads started with a window: CPU, and Python stacks when asked
+        self.live: LiveState | None = None  # the rank's live record (live.py), kept from the first step on
 
     # -- the collections, as integrations and tests know them ------------------------------------
     @property
@@ -167,6 +169,8 @@ class Session:
     def _step_closed(self, step: dict[str, Any]) -> None:
         if self.disabled or self.finished:
             return
+        if self.live is not None:
+            self.live.step_closed(step)
         windows = self.windows
         run = windows.run
         if windows.owner is None and not windows.awaiting and not self.listeners and not run.analysed:
@@ -394,6 +398,8 @@ class Session:
                 finisher()
             except Exception as exc:
                 log.report_error("an integration at the end", exc)
+        if self.live is not None:
+            self.live.finish(reason)
         for listener in list(self.listeners):
             finish = getattr(listener, "finish", None)
             if finish is not None:
@@ -424,6 +430,9 @@ def start(options: Options, origin: str) -> Session:
     if _current is not None:
         return _current
     _current = Session(options, origin)
+    from . import live
+
+    _current.live = live.start(_current)
     _install_process_hooks()
     return _current
 

@@ -30,6 +30,8 @@ STEP_LIST_FOLDER = "steps_{first}-{last}"  # ``msprof-agent analyse --step-list`
 DYNAMIC_CONFIG = "profiler_config.json"  # MSPROF_DYNAMIC_CFG / DynamicProfilerMonitor's file in cfg_path
 CPU_PEAK_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent", "cpu_peak.json")
 WRITE_PROBE = ".write-test-{pid}"  # the writable-output check's probe file
+LIVE_RECORD = "live.json"  # raw/rank_{rank}/live.json: the rank's live state while the job runs (live.py), rewritten about once a second
+LIVE_CAPTURE = "live_capture.json"  # the job's all-rank capture request, where its ranks' summaries meet (cluster_dir)
 
 # -- analysed files ------------------------------------------------------------------------------
 
@@ -221,6 +223,19 @@ _SUMMARY_RE = rank_pattern(SUMMARY)
 def summary_ranks(profiler_dir: str) -> list[int]:
     """Ranks with a ``summary_{rank}.json`` in the directory, in rank order."""
     return sorted(int(m.group(1)) for m in map(_SUMMARY_RE.match, _entries(profiler_dir)) if m)
+
+
+def live_records(path: str) -> list[str]:
+    """Every rank's ``LIVE_RECORD`` of the job(s) under PATH (an output path, a profiler directory or a job of ``rank_N`` folders)."""
+    found = []
+    for profiler_dir in profiler_dirs(path, lambda d: os.path.isdir(os.path.join(d, RAW_FOLDER))):
+        found += glob.glob(os.path.join(profiler_dir, RAW_FOLDER, RAW_RANK_FOLDER.format(rank="*"), LIVE_RECORD))
+    return sorted(found)
+
+
+def live_capture_file(profiler_dir: str) -> str:
+    """The job's ``LIVE_CAPTURE`` request: one file every rank of the job reads, beside its cluster summary."""
+    return os.path.join(cluster_dir(profiler_dir), LIVE_CAPTURE)
 
 
 def _entries(directory: str) -> list[str]:

@@ -25,6 +25,7 @@ from urllib.parse import urlencode
 import orjson
 
 from .. import frameworks
+from ..contract.live import hang_lines
 from ..contract.names import SUMMARY, rank_file
 from ..contract.summary import read_summary
 from .assets import TEMPLATE_DIR, static_text
@@ -350,8 +351,18 @@ def run_row(run: Run) -> dict[str, Any]:
             "p50": (summary.get("step_time_ms") or {}).get("p50"), "verdict": summary.get("verdict")}
 
 
-def index_page(base: str, runs: Mapping[str, Run]) -> str:
-    return render("index.html", base=base, runs=[(run_id, runs[run_id], run_row(runs[run_id])) for run_id in sorted(runs)])
+def index_page(base: str, runs: Mapping[str, Run], running: Mapping[str, dict[str, Any]] | None = None) -> str:
+    return render("index.html", base=base, runs=[(run_id, runs[run_id], run_row(runs[run_id])) for run_id in sorted(runs)],
+                  running=sorted((running or {}).items()))
+
+
+LIVE_REFRESH_S = 2
+
+
+def live_page(job: str, view: dict[str, Any]) -> str:
+    """A running job as ``msprof-agent top`` shows it (``analysis.live.job_view``), reloading itself every LIVE_REFRESH_S while it runs."""
+    return render("live.html", job=job, view=view, refresh=LIVE_REFRESH_S if view["state"] == "running" else None,
+                  hang_lines=hang_lines(view["hang"]) if view.get("hang") else [])
 
 
 def error_page(status: int, message: str) -> str:

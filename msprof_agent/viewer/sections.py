@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypedDict
 
+from ..contract import live as live_record
 from ..contract import names, readers
 
 _INFO_RE = names.rank_pattern(names.PROFILER_INFO)
@@ -79,6 +80,23 @@ def scan(base: str) -> dict[str, Run]:
         rel = os.path.relpath(key, base_real).replace(os.sep, "/")
         runs[rel] = Run(rel, rank_dirs)
     return runs
+
+
+def running_jobs(base: str) -> dict[str, str]:
+    """The jobs under ``base`` running now (a rank's live record fresh, ``contract.live``), keyed by id as ``scan``'s runs."""
+    base_real = os.path.realpath(base)
+    jobs: dict[str, str] = {}
+    for directory, subdirs, _files in os.walk(base_real, followlinks=False):
+        subdirs[:] = sorted(d for d in subdirs if d != names.RAW_FOLDER and _inside(os.path.join(directory, d), base_real)
+                            and not names.ASCEND_FOLDER_RE.match(d))
+        if os.path.basename(directory) != names.RUN_FOLDER or not os.path.isdir(os.path.join(directory, names.RAW_FOLDER)):
+            continue
+        key = _run_key(directory)
+        key = key if _inside(key, base_real) else directory
+        rel = os.path.relpath(key, base_real).replace(os.sep, "/")
+        if rel not in jobs and live_record.is_running(key):
+            jobs[rel] = key
+    return jobs
 
 
 class RunIndex:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
+import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,6 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from ..analysis import live as live_rules
+from ..contract import live as live_record
 from ..contract.names import MERGED_SUFFIX, MERGED_TIMELINE
 from . import merged_timeline, render, sections
 from .assets import INSTALL_VIEWER, STATIC_DIR, plotly_js_path, template_engine_missing
@@ -85,7 +88,14 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(url.query, keep_blank_values=True)
         path = url.path
         if path in ("/", "/index.html"):
-            return 200, "text/html; charset=utf-8", render.index_page(self.index.base, self.index.runs(fresh=True)), {}
+            running = {job: self.live_view(job) for job in sections.running_jobs(self.index.base)}
+            return 200, "text/html; charset=utf-8", render.index_page(self.index.base, self.index.runs(fresh=True), running), {}
+        if path in ("/live", "/api/live"):
+            job = (query.get("job") or [""])[0]
+            view = self.live_view(job)
+            if path.startswith("/api/"):
+                return 200, "application/json", orjson.dumps(view), {}
+            return 200, "text/html; charset=utf-8", render.live_page(job, view), {}
         if path == "/favicon.ico":
             return 204, "image/x-icon", b"", {}
         if path.startswith("/static/"):
@@ -105,6 +115,18 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, "application/json", orjson.dumps(loaded, option=orjson.OPT_NON_STR_KEYS), {}
             return 200, "text/html; charset=utf-8", render.run_page(run, rank, page_name, loaded), {}
         raise HTTPError(404, "not found")
+
+    def live_view(self, job: str) -> dict[str, Any]:
+        """The running job JOB's view (``analysis.live.job_view``): only a job the scan found under the base directory."""
+        directory = sections.running_jobs(self.index.base).get(job) or self._ended_job(job)
+        if directory is None:
+            raise HTTPError(404, f"no job {job!r} with live records under the summary directory")
+        return live_rules.job_view(live_record.job_records(directory), time.time_ns())
+
+    def _ended_job(self, job: str) -> str | None:
+        """A job that has just ended is still shown (its records say so), where the scan finds its folder."""
+        run = self.index.get(job)
+        return os.path.join(self.index.base, job) if run is not None and live_record.job_records(os.path.join(self.index.base, job)) else None
 
     def run_and_rank(self, query: Query) -> tuple[sections.Run, int]:
         """The run named in the query, only if the scan found it under the base directory."""

@@ -1,5 +1,8 @@
-"""A 2-rank torchrun/gloo training loop where one rank computes more each step (real matmuls, not a
-sleep): its own Computing is larger while the collectives make every rank's step time equal."""
+"""A torchrun/gloo training loop where one rank computes more each step (real matmuls, not a
+sleep): its own Computing is larger while the collectives make every rank's step time equal.
+For the live view: ``--busy-from`` turns the rank busy from that step on, ``--step-ms`` paces every
+step with a sleep, and ``--stop-rank`` stops a rank ``--stop-s`` seconds before ``--stop-step``'s
+forward (the others wait in that step's first all_reduce), after which it goes on."""
 import argparse
 import time
 
@@ -10,6 +13,11 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=5)
 parser.add_argument("--busy-rank", type=int, default=1)
 parser.add_argument("--busy-ms", type=float, default=150.0)
+parser.add_argument("--busy-from", type=int, default=1)
+parser.add_argument("--step-ms", type=float, default=0.0)
+parser.add_argument("--stop-rank", type=int, default=-1)
+parser.add_argument("--stop-step", type=int, default=0)
+parser.add_argument("--stop-s", type=float, default=0.0)
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -18,9 +26,13 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 extra = torch.randn(128, 128)
-for _ in range(args.steps):
+for step in range(1, args.steps + 1):
+    if rank == args.stop_rank and step == args.stop_step:
+        time.sleep(args.stop_s)
+    if args.step_ms:
+        time.sleep(args.step_ms / 1000)
     x, y = torch.randn(32, 64), torch.randn(32, 8)
-    if rank == args.busy_rank:
+    if rank == args.busy_rank and step >= args.busy_from:
         until = time.perf_counter() + args.busy_ms / 1000
         while time.perf_counter() < until:
             extra = torch.tanh(extra @ extra)

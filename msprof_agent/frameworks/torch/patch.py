@@ -390,6 +390,8 @@ class _Integration:
             finally:
                 end = time.time_ns()
                 self._in_comm.busy = False
+                if self.session.live is not None:
+                    self.session.live.collective_left(end - start)
                 try:
                     if self.device.active:
                         self.device.wrapped_comm.append((start, end, name))
@@ -422,6 +424,8 @@ class _Integration:
                 name_of = "world" if group is dist.group.WORLD else group.group_name  # the default group: "world", as the exports call it
                 known = self._groups[id(group)] = [name_of, dist.get_process_group_ranks(group), 0, set()]
             known[2] += 1
+            if self.session.live is not None:
+                self.session.live.collective_entered(known[0], known[2], name, self.steps.completed + 1, known[1])
             writer = self.session.writer_now()
             if writer is not None:
                 entry: dict[str, Any] = {records.KIND: records.ENTER, "group": known[0], "seq": known[2], "name": name,
