@@ -46,8 +46,7 @@ SCENARIOS = {  # name: (script, arguments, extra options)
     "torch_window_5": (TORCH, ["--steps", "20"], {"start_step": 5}),
     "zoo_clean": (ZOO, [], {}),
     "zoo_callback": (ZOO, ["--callback-ms", "40"], {}),
-    # ~150 ms a batch (4 samples): the pipeline's prefetched batches last ~12 steps (made during the graph's compile), the rest wait
-    "zoo_data": (ZOO, ["--data-ms", "37.5", "--steps", "40"], {}),
+    "zoo_data": (ZOO, ["--data-ms", "37.5", "--steps", "64"], {}),  # ~150 ms a batch of 4 samples; ~20 steps take queued batches
 }
 REPEATED = ["torch_clean", "torch_data", "torch_memory", "zoo_data"]  # cheap jobs, run three times each (the fixture's run and 2 more)
 

@@ -4,7 +4,7 @@ GeneratorDataset with a ``map`` and ``batch``. Many small layers make the step's
 the compiled graph's ops (MindSpore's runtime launching each), not in Python: 128 of them put
 12-17 ms there on today's 2-core runners, 2.4x the advisor's 5 ms floor and more (64 put 4.3-4.8 ms
 there, below the floor, though ~20 ms on an older, slower runner). ``--callback-ms`` adds host work in a callback,
-``--data-ms`` a slow source."""
+``--data-ms`` a slow source (the pipeline's queues then short, see ``main``)."""
 import argparse
 import time
 
@@ -64,6 +64,8 @@ def main():
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(1)
     batch = CONFIG["batch_size"]
+    if args.data_ms:  # the pipeline's default queues (16 rows between ops) hold ~40 batches, made during the graph's compile
+        ds.config.set_prefetch_size(2)  # (7-17 s here): short ones make the steps after the first few wait, as a long run's do
     dataset = ds.GeneratorDataset(Source(args.steps * batch, args.data_ms), ["x", "y"], shuffle=False, num_parallel_workers=1,
                                   python_multiprocessing=False)
     dataset = dataset.map(lambda x: x * 1.0, input_columns=["x"]).batch(batch, drop_remainder=True)
