@@ -45,8 +45,10 @@ SCENARIOS = {  # name: (script, arguments, extra options)
     "torch_workers": (TORCH, WORKERS + ["--sample-ms", "40", "--steps", "24"], {}),  # 160 ms a batch a worker: one each 80 ms
     "torch_window_5": (TORCH, ["--steps", "20"], {"start_step": 5}),
     "zoo_clean": (ZOO, [], {}),
-    "zoo_callback": (ZOO, ["--callback-ms", "40"], {}),
-    "zoo_data": (ZOO, ["--data-ms", "37.5", "--steps", "64"], {}),  # ~150 ms a batch of 4 samples; ~20 steps take queued batches
+    # 80 ms: more than the runtime gaps' 12-17 ms, and than the 66 ms they grew to on a machine other jobs kept busy
+    "zoo_callback": (ZOO, ["--callback-ms", "80"], {}),
+    # ~150 ms a batch of 4 samples; ~20 steps take queued batches; 32 layers: runtime gaps of a few ms (69 ms at 128 on a busy machine)
+    "zoo_data": (ZOO, ["--data-ms", "37.5", "--steps", "64", "--depth", "32"], {}),
 }
 REPEATED = ["torch_clean", "torch_data", "torch_memory", "zoo_data"]  # cheap jobs, run three times each (the fixture's run and 2 more)
 
@@ -419,7 +421,7 @@ def test_model_zoo_graph_run_gets_runtime_overhead_and_is_never_told_to_use_grap
     assert not [f for f in summary["findings"] if f["severity"] == "high"], summary["findings"]
     busy = scenario("zoo_callback")[1]
     finding = top(busy, "host", "host_work")
-    near(finding["ms_per_step"] - summary["step_breakdown_mean_ms"]["host"], 40.0, 0.20)
+    near(finding["ms_per_step"] - summary["step_breakdown_mean_ms"]["host"], 80.0, 0.20)
     for f in summary["findings"] + busy["findings"]:
         assert "use GRAPH mode" not in f["action"] and "GRAPH mode (ms.jit)" not in f["action"], f
 

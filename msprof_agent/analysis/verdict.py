@@ -77,10 +77,10 @@ def consequence(finding: Finding, left: tuple[int, str] | None, step_ms: float, 
     said = f"would exhaust the {room / (1 << 30):.1f} GiB left ({source}) at step {last_step + steps} ({hours_words(hours)} at this rate)"
     finding["evidence_text"] += f"; {said}"
     if within:
-        finding["text"] += f": {said}, within {horizon}"
+        finding["text"] += f"; it {said}, within {horizon}"
     else:
         finding["severity"] = "medium"
-        finding["text"] += f": {said}, beyond {horizon}, so ranked after the time findings"
+        finding["text"] += f"; it {said}, beyond {horizon}, so ranked after the time findings"
 
 
 def margin(figure: float, line: float) -> float:

@@ -22,6 +22,7 @@ def parse():
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--callback-ms", type=float, default=0.0, help="host work in a step-end callback")
     parser.add_argument("--data-ms", type=float, default=0.0, help="the source sleeps this long per sample")
+    parser.add_argument("--depth", type=int, default=CONFIG["depth"], help="Dense layers (fewer: less runtime overhead)")
     return parser.parse_args()
 
 
@@ -69,7 +70,7 @@ def main():
     dataset = ds.GeneratorDataset(Source(args.steps * batch, args.data_ms), ["x", "y"], shuffle=False, num_parallel_workers=1,
                                   python_multiprocessing=False)
     dataset = dataset.map(lambda x: x * 1.0, input_columns=["x"]).batch(batch, drop_remainder=True)
-    net = build_network(CONFIG)
+    net = build_network(dict(CONFIG, depth=args.depth))
     model = Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), learning_rate=CONFIG["lr"], momentum=0.9))
     model.train(1, dataset, callbacks=[LossMonitor(1000), HostWorkInCallback(args.callback_ms)], dataset_sink_mode=False)
     print("trained", flush=True)
