@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import SCRIPTS, hook_env, profile_into, read_json, stack_python
+from conftest import SCRIPTS, hook_env, one_verdict, profile_into, read_json, stack_python
 
 ACCELERATE = ("stack-accelerate-1.15.0", ["accelerate==1.15.0"])
 SCRIPT = os.path.join(SCRIPTS, "stack_accelerate.py")
@@ -126,10 +126,11 @@ def test_a_list_keeping_each_steps_output_is_memory_growth(job, name):
 @pytest.mark.torch
 @pytest.mark.parametrize("name", ["clean", "leak"])
 def test_three_runs_of_an_accelerate_job_give_one_verdict(job, name):
-    """The fixture's run and two more: the same verdict and top finding; the clean one no alarm in any."""
+    """The fixture's run and two more: the same verdict and top finding (the clean job's: its findings sit on their lines,
+    where a run differing says it is unsure, ``one_verdict``); the clean one no alarm in any. Three clean runs read
+    data_wait 10.8 ms (a busy machine), data_wait 5.5 ms with hot_ops 5.0 (close) and hot_ops 6.9 ms at 1.02x its line."""
     runs = [job(name, again) for again in range(3)]
-    verdicts = [(s["verdict"], s["findings"][0]["id"] if s["findings"] else None) for s in runs]
-    assert verdicts == [verdicts[0]] * 3, verdicts
+    one_verdict(runs, clean=name == "clean")
     if name == "clean":
         for summary in runs:
             clean(summary)

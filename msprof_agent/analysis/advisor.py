@@ -33,7 +33,7 @@ from .. import frameworks
 from .intervals import length_within, merge
 from .operators import ANNOTATION, OP, op_kinds
 from .stats import median
-from .verdict import basis, consequence, margin, memory_left, rank
+from .verdict import NEAR, basis, consequence, margin, memory_left, rank
 
 if TYPE_CHECKING:
     from ..contract.summary import WarmupStep
@@ -682,11 +682,29 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     findings = rank(found)
     _within_the_step(findings, step_ms)
     known = ("wait", "communication") if not data.op_count else STAGES + ("communication",)
-    return {"findings": findings, "verdict": verdict(findings), "verdict_basis": basis(findings, VERDICT_OF), "hot_spots": spots + warm_spots,
+    missed = near_misses(steady, step_ms, step_p50, results.get("operators") or {}, {f["id"] for f in found}, bool(data.op_count))
+    return {"findings": findings, "verdict": verdict(findings), "verdict_basis": basis(findings, VERDICT_OF, missed, MIN_STAKE_MS),
+            "hot_spots": spots + warm_spots,
             "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) if key in known or key == "total" else None
                              for key in ("total",) + STAGES + ("communication",)},
             "breakdown_mean_ms": {key: round(_mean([r[key] for r in steady]), 3) if key in known or key == "total" else None
                                   for key in ("total",) + STAGES + ("communication",)}}
+
+
+def near_misses(steady: list[Row], step_ms: float, step_p50: float, operators: dict[str, Any], found: set[str], ops_known: bool) -> list[Finding]:
+    """The stage findings not made whose figure came within ``NEAR`` of its trigger (margin 1/NEAR to 1): another
+    run's noise lifts them over, so the verdict names one that costs about as much as its own (``verdict.basis``)."""
+    wait = _mean([r["wait"] for r in steady])
+    candidates = [("data_wait", "data", wait, margin(wait, max(MIN_STAKE_MS, MIN_SHARE * step_ms)))]
+    if ops_known:
+        candidates += [(STAGE_FINDING[stage], stage, _mean([r[stage] for r in steady]), _typical_margin(steady, stage, step_p50))
+                       for stage in ("host", "runtime")]
+        types = operators.get("types") or []
+        if types:
+            compute, median = _stage_figures(steady, "compute")
+            candidates.append(("hot_ops", "compute", compute * types[0]["percent"], margin(median, 0.5 * step_p50)))
+    return [{"id": finding_id, "category": category, "ms_per_step": round(ms, 1), "at_stake": stake_words(round(ms, 1)), "margin": near}
+            for finding_id, category, ms, near in candidates if finding_id not in found and 1 / NEAR <= near < 1]
 
 
 def verdict(findings: list[Finding]) -> str:

@@ -9,9 +9,10 @@ training; beyond it the growth ranks after the time findings and says so. A grow
 job is a risk to watch, not what limits its speed.
 
 The verdict does not flip on noise unseen: ``basis`` gives the top finding's margin over its own trigger
-(``margin`` in its evidence: 1.0 on the line) and the runner-up's cost; a runner-up of another category
-costing ``CLOSE`` or more of the top's is named beside it (``close_to``): the two are even within the run's
-noise, and either may win another run.
+(``margin`` in its evidence: 1.0 on the line) and the runner-up's cost, the runner-up being a finding of
+another category or a cause just under its trigger (a near miss: noise lifts it over in another run); a
+runner-up costing ``CLOSE`` or more of the top's, or within the noise (``noise_ms``) of it, is named beside
+it (``close_to``): the two are even within the run's noise, and either may win another run.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ CLOSE = 0.8  # a runner-up costing this share of the top finding's time or more 
 NEAR = 1.25  # a margin under this: the finding is near its trigger, and the verdict says so
 RULE = (f"the finding that costs most: a memory growth that would exhaust the memory left within the job's horizon (its planned "
         f"steps where known, else {DEFAULT_HORIZON_H:.0f} h at the mean steady step) first, then the mean time at stake per steady "
-        f"step, then severity; warm-up is never the verdict; a runner-up of another category costing {CLOSE:.0%} or more of the top's "
-        f"time is named beside it")
+        f"step, then severity; warm-up is never the verdict; a runner-up of another category (a finding, or a cause just under its "
+        f"trigger) costing {CLOSE:.0%} or more of the top's time, or within the noise of it, is named beside it")
 
 Finding = dict[str, Any]
 
@@ -88,10 +89,12 @@ def margin(figure: float, line: float) -> float:
     return round(figure / line, 2) if line > 0 else float("inf")
 
 
-def basis(findings: Sequence[Finding], verdict_of: Mapping[str, str]) -> dict[str, Any] | None:
+def basis(findings: Sequence[Finding], verdict_of: Mapping[str, str], near_misses: Sequence[Finding] = (),
+          noise_ms: float = 0.0) -> dict[str, Any] | None:
     """Why the verdict is what it is: ``RULE``, the top finding, its ``cost`` in words and its margin, the runner-up and its
-    time over the top's (``runner_up_share``), and ``close_to`` (another verdict
-    within ``CLOSE``); ``confidence``: clear, close, or near its trigger (its margin under ``NEAR``). None where no finding gives a verdict."""
+    time over the top's (``runner_up_share``; ``runner_up_margin`` under 1 for a near miss: ``near_misses``, each an id,
+    category, ms_per_step, at_stake and margin), and ``close_to`` (another verdict within ``CLOSE`` or ``noise_ms``);
+    ``confidence``: clear, close, or near its trigger (its margin under ``NEAR``). None where no finding gives a verdict."""
     ranked = [f for f in findings if f["category"] in verdict_of]
     if not ranked:
         return None
@@ -101,12 +104,14 @@ def basis(findings: Sequence[Finding], verdict_of: Mapping[str, str]) -> dict[st
     if top["category"] == "memory":
         step = top["evidence"].get("exhaust_at_step")
         out["cost"] = f"would exhaust memory at step {step}" if step else "a leak, the memory left unknown"
-    others = [f for f in ranked[1:] if f["ms_per_step"] > 0 and f["category"] != top["category"]]
+    others = [f for f in list(ranked[1:]) + list(near_misses) if f["ms_per_step"] > 0 and f["category"] != top["category"]]
     if others:
-        runner = others[0]
+        runner = max(others, key=lambda f: f["ms_per_step"])
         share = runner["ms_per_step"] / top["ms_per_step"] if top["ms_per_step"] > 0 else 0.0
         out.update(runner_up=runner["id"], runner_up_cost=f"{runner['at_stake']} at stake", runner_up_share=round(share, 2))
-        if share >= CLOSE:
+        if runner in near_misses:
+            out["runner_up_margin"] = runner["margin"]
+        if top["ms_per_step"] > 0 and (share >= CLOSE or top["ms_per_step"] - runner["ms_per_step"] < noise_ms):
             out.update(close_to=verdict_of[runner["category"]], confidence="close")
     if out["confidence"] == "clear" and out["margin"] is not None and out["margin"] < NEAR:
         out["confidence"] = "near its trigger"
