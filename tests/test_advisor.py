@@ -539,7 +539,7 @@ def test_one_long_torch_profiler_session_is_no_memory_growth(tmp_path_factory):
     """The whole window in one torch.profiler session (MSPROF_TORCH_SESSION_EVENTS raised): the session holds every
     event until its stop, ~1 MiB a step of a 48-layer MLP, and one buffer record says so at the end; the growth it
     made is netted out, and the job (which keeps nothing) has no memory finding."""
-    (profiler_dir, summary, _), _ = measured_run(tmp_path_factory, "one_session", TORCH, ["--depth", "48", "--steps", "150"], {},
+    (profiler_dir, summary, _), _ = measured_run(tmp_path_factory, "one_session", TORCH, ["--depth", "48", "--steps", "80"], {},
                                                   {"MSPROF_TORCH_SESSION_EVENTS": "100000000"})
     sessions = [r for r in read_records(profiler_dir, 0) if r.get("k") == "buffer"]
     held = max(s["heap_before"] - s["heap_after"] for s in sessions)
