@@ -118,6 +118,8 @@ if TYPE_CHECKING:
         agent: float  # the agent's own processes (its background analysis), neither the job's nor others'
         rss: int  # bytes, this process
         heap: NotRequired[int]  # bytes in use: the C heap's (glibc's mallinfo2) and Python's small objects', on the samples its cost allows
+        avail: NotRequired[int]  # the machine's available memory, bytes
+        cg_left: NotRequired[int]  # the tightest memory limit of the process's cgroups less their usage, bytes (where one is set)
 
 
     class HostIo(TypedDict, total=False):

@@ -141,6 +141,19 @@ def read_csv(path):
         return list(csv.reader(handle))
 
 
+def one_verdict(summaries, clean=False):
+    """Runs of one job give one verdict and top finding. A CLEAN job's findings sit near their triggers, where noise
+    decides: there runs may differ where one side says it is unsure (``verdict_basis`` confidence close or near its
+    trigger; balanced, no finding, is sure), as long as most agree."""
+    picks = [(s["verdict"], s["findings"][0]["id"] if s["findings"] else None) for s in summaries]
+    common = max(picks, key=picks.count)
+    if not clean:
+        assert picks == [common] * len(picks), picks
+    sure = [(s["verdict_basis"] or {}).get("confidence", "clear") == "clear" for s in summaries]
+    odd, usual = [ok for ok, pick in zip(sure, picks) if pick != common], [ok for ok, pick in zip(sure, picks) if pick == common]
+    assert len(usual) > len(picks) / 2 and (not any(odd) or not any(usual)), (picks, sure)
+
+
 def read_records(profiler_dir, rank):
     """Every record of one rank's raw store; a torn last line (killed mid-write) is skipped."""
     import orjson

@@ -201,6 +201,8 @@ def test_device_falls_back_to_the_public_profiler(tmp_path, monkeypatch):
     from msprof_agent.options import from_mapping
 
     class Records(list):
+        owner = None  # no recording collection: nothing to flush
+
         def record(self, record):
             self.append(record)
 

@@ -8,14 +8,15 @@ clean run's host time (scaled to the run's speed, ±20 %); their clean runs have
 accelerate loop the clean run has no memory finding (the profiler's buffer, and the freed holes its events
 leave in the heap, are ours); the real leak (a list keeping each step's 2 MiB output) is memory growth,
 with op_time on (the default) and off; launched by torchrun as 2 CPU ranks on gloo with rank 1 sleeping in
-its loop, the roll-up names rank 1 the straggler. Each job runs once per module (``job``, ``trainer_job``, ...).
+its loop, the roll-up names rank 1 the straggler. Each job runs once per module (``job``, ``trainer_job``, ...); the
+accelerate clean and leak jobs twice more, for the same verdict in three runs.
 """
 import os
 import subprocess
 
 import pytest
 
-from conftest import SCRIPTS, hook_env, profile_into, read_json, stack_python
+from conftest import SCRIPTS, hook_env, one_verdict, profile_into, read_json, stack_python
 
 ACCELERATE = ("stack-accelerate-1.15.0", ["accelerate==1.15.0"])
 SCRIPT = os.path.join(SCRIPTS, "stack_accelerate.py")
@@ -40,19 +41,19 @@ VENVS = [(name, requirements, "stack") for name, requirements in (ACCELERATE, TR
 
 def jobs(tmp_path_factory, stack, script, steps, table):
     """``run(name)``: the summary of that job of TABLE (name: (arguments, extra options)), run on first use
-    with STACK's python (``stack_python``)."""
+    with STACK's python (``stack_python``); ``run(name, again=n)``: its n-th run more."""
     python = stack_python(*stack)
     done = {}
 
-    def run(name):
-        if name not in done:
+    def run(name, again=0):
+        if (name, again) not in done:
             arguments, options = table[name]
-            out = str(tmp_path_factory.mktemp(name))
+            out = str(tmp_path_factory.mktemp(f"{name}_{again}"))
             proc = subprocess.run([python, script] + steps + arguments, env=hook_env(profile_into(out, **options)),
                                   capture_output=True, text=True, timeout=300, cwd=out)
             assert proc.returncode == 0, proc.stderr[-3000:]
-            done[name] = read_json(os.path.join(out, "profiler", "summary_0.json"))
-        return done[name]
+            done[name, again] = read_json(os.path.join(out, "profiler", "summary_0.json"))
+        return done[name, again]
     return run
 
 
@@ -117,8 +118,21 @@ def test_a_list_keeping_each_steps_output_is_memory_growth(job, name):
     """With op_time on, RSS grows ~4 MiB a step in the clean run too (freed heap the profiler's events
     fragment): the verdict is read on the heap's bytes in use, the same with op_time on and off."""
     finding = top(job(name), "memory_growth")
-    assert finding["severity"] == "high"
+    assert finding["severity"] == "high" and finding["evidence"]["within_horizon"], finding
     near(finding["evidence"]["bytes_per_step"], 2 << 20)
+    assert f"at step {finding['evidence']['exhaust_at_step']}" in finding["text"]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["clean", "leak"])
+def test_three_runs_of_an_accelerate_job_give_one_verdict(job, name):
+    """The fixture's run and two more: the same verdict and top finding (the clean job's: its findings sit on their lines,
+    where a run differing says it is unsure, ``one_verdict``); the clean one no memory finding in any. Three clean runs read
+    data_wait 10.8 ms (a busy machine), data_wait 5.5 ms with hot_ops 5.0 (close) and hot_ops 6.9 ms at 1.02x its line."""
+    runs = [job(name, again) for again in range(3)]
+    one_verdict(runs, clean=name == "clean")
+    if name == "clean":  # its 2 workers' hand-over is a real wait (5-11 ms a step, at times 30 % of it): no memory finding is its no alarm
+        assert all("memory_growth" not in {f["id"] for f in s["findings"]} for s in runs), [s["findings"] for s in runs]
 
 
 @pytest.mark.torch

@@ -5,9 +5,10 @@ A finding is a dict: ``id``, ``category`` (one of ``CATEGORIES``), ``severity`` 
 steps; 0 where the cause costs no step time, e.g. memory growth), ``at_stake`` (that figure in words,
 the one string every reader prints), ``evidence`` (the structured numbers, steps, ops, functions),
 ``evidence_text`` (the same in words) and ``action`` in the words of the framework in use, from the
-run's recorded settings. Findings come ordered by severity (memory growth first within its own),
-then time at stake; the verdict is
-``VERDICT_OF`` the first finding's category (warm-up never: it is a one-off cost).
+run's recorded settings; ``evidence["margin"]`` is how far a finding is over its trigger (1.0 on it).
+Findings come ranked by what they cost (``verdict.RULE``: a memory growth by when it would exhaust the
+memory left); the verdict is ``VERDICT_OF`` the first finding's category (warm-up never: it is a one-off cost), with
+``verdict.basis`` saying why and how sure.
 
 Each step is split into stages (``STAGES``): data wait, compute (some op running: the union of the
 ops' intervals outside the wait; annotation ranges and Python calls are not ops, see
@@ -32,6 +33,7 @@ from .. import frameworks
 from .intervals import length_within, merge
 from .operators import ANNOTATION, OP, op_kinds
 from .stats import median
+from .verdict import NEAR, basis, consequence, margin, memory_left, rank
 
 if TYPE_CHECKING:
     from ..contract.summary import WarmupStep
@@ -46,7 +48,6 @@ VERDICT_OF = {"data": "data-bound", "host": "host-bound", "compute": "compute-bo
               "device": "GPU-bound", "launch": "launch-bound", "sync": "sync-bound",
               "communication": "communication-bound", "straggler": "straggler-bound", "jitter": "jittery", "memory": "memory-growth",
               "utilisation": "underutilised"}
-SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 STAGES = ("wait", "compute", "runtime", "host", "pause")  # a step's time, split without overlap
 STAGE_FINDING = {"wait": "data_wait", "compute": "hot_ops", "runtime": "runtime_overhead", "host": "host_work"}
 STAGE_WORDS = {"wait": "data wait", "compute": "op time", "runtime": "runtime gaps between compiled ops", "host": "host time",
@@ -255,8 +256,12 @@ def _stage_figures(steady: list[Row], key: str) -> tuple[float, float]:
 def _typical(steady: list[Row], key: str, step_p50: float) -> bool:
     """A stage has a finding when it costs a typical step (its median) MIN_STAKE_MS and MIN_SHARE of it:
     a cost of only some steps is a pattern (jitter), not a stage's."""
-    median = _median([r[key] for r in steady])
-    return median >= MIN_STAKE_MS and median >= MIN_SHARE * step_p50
+    return _typical_margin(steady, key, step_p50) >= 1.0
+
+
+def _typical_margin(steady: list[Row], key: str, step_p50: float) -> float:
+    """``_typical``'s figure over its line: 1.0 on it."""
+    return margin(_median([r[key] for r in steady]), max(MIN_STAKE_MS, MIN_SHARE * step_p50))
 
 
 def workers_needed(batch_ms: float, consume_ms: float) -> int:
@@ -296,7 +301,7 @@ def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], m
         return None
     slow = [r["n"] for r in steady if r["wait"] >= 0.5 * wait]
     evidence: dict[str, Any] = {"wait_ms": round(wait, 3), "wait_p50_ms": round(median, 3), "step_ms": round(step_ms, 3),
-                                "share": round(wait / step_ms, 4), "steps": ranges(slow)}
+                                "share": round(wait / step_ms, 4), "steps": ranges(slow), "margin": margin(wait, max(MIN_STAKE_MS, MIN_SHARE * step_ms))}
     words = [f"waits in {steps_words(slow)}: mean {ms_words(wait)}, p50 {ms_words(median)} of a mean {ms_words(step_ms)} step"]
     pipeline = (data_prep or {}).get("pipeline") or {}
     bottleneck = None
@@ -321,7 +326,8 @@ def host_finding(steady: list[Row], step_ms: float, step_p50: float, hot_spots: 
     where = [r["n"] for r in steady if r["host"] >= 0.5 * median]
     compute = _mean([r["compute"] for r in steady])
     evidence: dict[str, Any] = {"host_ms": round(host, 3), "host_p50_ms": round(median, 3), "step_ms": round(step_ms, 3),
-                                "share": round(host / step_ms, 4), "compute_ms": round(compute, 3), "steps": ranges(where)}
+                                "share": round(host / step_ms, 4), "compute_ms": round(compute, 3), "steps": ranges(where),
+                                "margin": _typical_margin(steady, "host", step_p50)}
     words = [f"host time in {steps_words(where)}: mean {ms_words(host)}, p50 {ms_words(median)}; ops run a mean {ms_words(compute)}"]
     named = ""
     if hot_spots:
@@ -342,7 +348,8 @@ def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: di
     where = [r["n"] for r in steady if r["runtime"] >= 0.5 * median]
     region = "the GRAPH-mode graph" if meta.get("framework") == "mindspore" else "the torch.compile regions"
     evidence = {"runtime_ms": round(runtime, 3), "runtime_p50_ms": round(median, 3), "compute_ms": round(compute, 3),
-                "step_ms": round(step_ms, 3), "share": round(runtime / step_ms, 4), "steps": ranges(where)}
+                "step_ms": round(step_ms, 3), "share": round(runtime / step_ms, 4), "steps": ranges(where),
+                "margin": _typical_margin(steady, "runtime", step_p50)}
     words = [f"gaps between the ops inside {region} in {steps_words(where)}: mean {ms_words(runtime)}, p50 {ms_words(median)}; "
              f"ops run a mean {ms_words(compute)}"]
     text = f"Runtime overhead: a mean {ms_words(runtime)} of each step lies between the ops inside {region} " \
@@ -360,7 +367,7 @@ def compute_finding(steady: list[Row], step_ms: float, step_p50: float, operator
     top = types[0]
     hot = [{"op_type": t["op_type"], "percent": t["percent"], "ms_per_step": round(compute * t["percent"], 3)} for t in types[:5]]
     evidence = {"compute_ms": round(compute, 3), "compute_p50_ms": round(median, 3), "share": round(compute / step_ms, 4),
-                "step_ms": round(step_ms, 3), "hot_ops": hot}
+                "step_ms": round(step_ms, 3), "hot_ops": hot, "margin": margin(median, 0.5 * step_p50)}
     words = [f"ops run a mean {ms_words(compute)} of a mean {ms_words(step_ms)} step",
              "top op types: " + ", ".join(f"{h['op_type']} {h['percent']:.0%} ({ms_words(h['ms_per_step'])} a step)" for h in hot[:3])]
     text = f"Compute-bound: ops run {compute / step_ms:.0%} of the step; {top['op_type']} takes {top['percent']:.0%} of op time"
@@ -507,7 +514,8 @@ def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Findi
     if slope < MEMORY_MIN_BYTES_PER_STEP or growth < MEMORY_MIN_GROWTH or r2 < 0.8:
         return None
     span = [[int(numbers[0]), int(numbers[-1])]]
-    evidence = {"bytes_per_step": int(slope), "growth_bytes": int(growth), "r2": round(r2, 4), "steps": span, "source": source}
+    evidence = {"bytes_per_step": int(slope), "growth_bytes": int(growth), "r2": round(r2, 4), "steps": span, "source": source,
+                "margin": min(margin(slope, MEMORY_MIN_BYTES_PER_STEP), margin(growth, MEMORY_MIN_GROWTH))}
     words = [f"{slope / (1 << 20):.1f} MiB a step over {steps_words(span)} ({growth / (1 << 20):.0f} MiB in all, {source}, "
              f"linear fit R² {r2:.2f})"]
     text = f"Memory grows {slope / (1 << 20):.1f} MiB every step ({steps_words(span)}, {growth / (1 << 20):.0f} MiB in all, " \
@@ -558,7 +566,8 @@ def communication_finding(steady: list[Row], step_ms: float, step_p50: float) ->
     ms, median = _stage_figures(steady, "communication")
     if median < MIN_STAKE_MS or median < 0.2 * step_p50:
         return None
-    evidence = {"communication_ms": round(ms, 3), "communication_p50_ms": round(median, 3), "share": round(ms / step_ms, 4)}
+    evidence = {"communication_ms": round(ms, 3), "communication_p50_ms": round(median, 3), "share": round(ms / step_ms, 4),
+                "margin": margin(median, max(MIN_STAKE_MS, 0.2 * step_p50))}
     words = [f"collectives take a mean {ms_words(ms)} (p50 {ms_words(median)}) of a mean {ms_words(step_ms)} step"]
     text = f"Communication-bound: collectives take a mean {ms_words(ms)} of a mean {ms_words(step_ms)} step"
     return _finding("communication", "communication", _share_severity(ms / step_ms), ms, evidence, words, text, action("communication", None))
@@ -650,7 +659,7 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     breakdown = step_breakdown(data, rows)
     steady = [r for r in breakdown if r["n"] not in warm] or breakdown
     if not steady:
-        return {"findings": [], "verdict": None, "breakdown_ms": None, "breakdown_mean_ms": None, "hot_spots": []}
+        return {"findings": [], "verdict": None, "verdict_basis": None, "breakdown_ms": None, "breakdown_mean_ms": None, "hot_spots": []}
     step_ms, step_p50 = _stage_figures(steady, "total")
     spots = hot_spots(data, steady)
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
@@ -672,16 +681,20 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
         _attribute(pattern, found, steady, meta)
         if pattern["stage"] != "wait" or not any(f["id"] == "data_wait" for f in found):
             found += [f for f in [jitter_finding(steady, pattern, meta)] if f]
-    found += [f for f in (memory_finding(data, steady, framework), warmup_finding(breakdown, warm, step_ms),
-                          communication_finding(steady, step_ms, step_p50)) if f]
+    memory = memory_finding(data, steady, framework)
+    if memory is not None:
+        consequence(memory, memory_left(data.cpu, steady[-1]["end"], meta.get("memory_bytes")), step_ms, steady[-1]["n"], meta.get("planned_steps"))
+    found += [f for f in (memory, warmup_finding(breakdown, warm, step_ms), communication_finding(steady, step_ms, step_p50)) if f]
     waiting = any(f["category"] in ("data", "host") for f in found)
     compute_bound = any(f["id"] in ("hot_ops", "gpu_bound") for f in found)
     found += [f for f in (cpu_contention_finding(results.get("cpu"), waiting), mfu_finding(results.get("flops"), compute_bound)) if f]
-    # a leak ends the job sooner or later: it heads the findings of its severity, whatever their time at stake
-    findings = sorted(found, key=lambda f: (SEVERITY_ORDER[f["severity"]], f["category"] != "memory", -f["ms_per_step"]))
+    findings = rank(found)
     _within_the_step(findings, step_ms)
     known = ("wait", "communication") if not data.op_count else STAGES + ("communication",)
-    return {"findings": findings, "verdict": verdict(findings), "hot_spots": spots + warm_spots,
+    host_stages = bool(data.op_count) and "busy_share" not in device  # on a GPU the host's stages decide nothing
+    missed = near_misses(steady, step_ms, step_p50, results.get("operators") or {}, {f["id"] for f in found}, host_stages)
+    return {"findings": findings, "verdict": verdict(findings), "verdict_basis": basis(findings, VERDICT_OF, missed, MIN_STAKE_MS),
+            "hot_spots": spots + warm_spots,
             "breakdown_ms": {key: round(_median([r[key] for r in steady]), 3) if key in known or key == "total" else None
                              for key in ("total",) + STAGES + ("communication",)},
             "breakdown_mean_ms": {key: round(_mean([r[key] for r in steady]), 3) if key in known or key == "total" else None
@@ -695,6 +708,22 @@ def _even_on_the_device(pattern: dict[str, Any], device: dict[str, Any]) -> bool
     slow = [times[n] for n in pattern.get("steps", []) if n in times]
     rest = [v for n, v in times.items() if n not in set(pattern.get("steps", []))]
     return bool(slow and rest) and _median(slow) - _median(rest) < JITTER_MIN_MS / 2
+
+
+def near_misses(steady: list[Row], step_ms: float, step_p50: float, operators: dict[str, Any], found: set[str], ops_known: bool) -> list[Finding]:
+    """The stage findings not made whose figure came within ``NEAR`` of its trigger (margin 1/NEAR to 1): another
+    run's noise lifts them over, so the verdict names one that costs about as much as its own (``verdict.basis``)."""
+    wait = _mean([r["wait"] for r in steady])
+    candidates = [("data_wait", "data", wait, margin(wait, max(MIN_STAKE_MS, MIN_SHARE * step_ms)))]
+    if ops_known:
+        candidates += [(STAGE_FINDING[stage], stage, _mean([r[stage] for r in steady]), _typical_margin(steady, stage, step_p50))
+                       for stage in ("host", "runtime")]
+        types = operators.get("types") or []
+        if types:
+            compute, median = _stage_figures(steady, "compute")
+            candidates.append(("hot_ops", "compute", compute * types[0]["percent"], margin(median, 0.5 * step_p50)))
+    return [{"id": finding_id, "category": category, "ms_per_step": round(ms, 1), "at_stake": stake_words(round(ms, 1)), "margin": near}
+            for finding_id, category, ms, near in candidates if finding_id not in found and 1 / NEAR <= near < 1]
 
 
 def verdict(findings: list[Finding]) -> str:

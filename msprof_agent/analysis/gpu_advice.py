@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .advisor import MIN_SHARE, MIN_STAKE_MS, Finding, _finding, ms_words
+from .verdict import margin
 
 GPU_BOUND_SHARE = 0.60  # the device busy this share of the mean step
 LAUNCH_BOUND_SHARE = 0.50  # under this share, with short kernels, the host's launches are the limit
@@ -61,7 +62,7 @@ def _gpu_bound(device: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
     top = device.get("top_kernels", [])[:3]
     evidence = {"busy_share": share, "busy_ms": busy_ms, "step_ms": step, "families": {k: round(v, 4) for k, v in shares.items()},
                 "top_kernels": [{"kernel": k["kernel"][:120], "launched_by": k["launched_by"], "share": k["share"]} for k in top],
-                "settings": settings}
+                "settings": settings, "margin": margin(share, GPU_BOUND_SHARE)}
     words = [f"the device is busy {share:.0%}: {where}",
              f"device time by kernel family: {_share_words(shares)}"]
     words += [f"{k['kernel'][:80]}{' (from ' + k['launched_by'] + ')' if k['launched_by'] else ''}: {k['share']:.0%}" for k in top]
@@ -81,7 +82,8 @@ def _launch_bound(device: dict[str, Any], meta: dict[str, Any]) -> Finding | Non
     settings = meta.get("gpu_settings") or {}
     kernels, us = device["kernels_per_step"], device.get("kernel_us_p50") or 0.0
     evidence = {"busy_share": share, "idle_host_ms": idle["host"], "idle_after_sync_ms": idle["sync"], "kernels_per_step": kernels,
-                "kernel_us_p50": us, "syncs_per_step": device["syncs_per_step"], "settings": settings}
+                "kernel_us_p50": us, "syncs_per_step": device["syncs_per_step"], "settings": settings,
+                "margin": margin(waiting, max(MIN_STAKE_MS, MIN_SHARE * step))}
     words = [f"the device is busy {share:.0%}: {where}", f"in the profiled steps it waits {ms_words(idle['host'])} a step for launches "
              f"and {ms_words(idle['sync'])} after host syncs", f"{kernels:.0f} kernels a step, median {us:.1f} us each"]
     steps = []
@@ -106,7 +108,7 @@ def _syncs(device: dict[str, Any]) -> Finding | None:
     if idle < MIN_STAKE_MS or idle < MIN_SHARE * device["step_ms"]:
         return None
     syncs = device["syncs_per_step"]
-    evidence = {"idle_after_sync_ms": idle, "syncs_per_step": syncs}
+    evidence = {"idle_after_sync_ms": idle, "syncs_per_step": syncs, "margin": margin(idle, max(MIN_STAKE_MS, MIN_SHARE * device["step_ms"]))}
     text = f"Host syncs: {syncs:.1f} a step, after which the GPU idles {ms_words(idle)} a step until the host launches again"
     return _finding("host_sync", "sync", "medium", idle, evidence, [text], text,
                     "read device values (loss.item(), .cpu(), .tolist(), printing a tensor) every N steps, not every step, and keep "

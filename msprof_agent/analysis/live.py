@@ -14,7 +14,7 @@ from typing import Any
 
 from ..contract import live as contract
 from ..contract.live import RECENT_STEPS, median
-from . import advisor, cluster, warmup
+from . import advisor, cluster, verdict, warmup
 
 Row = dict[str, Any]
 
@@ -72,8 +72,7 @@ def rank_findings(columns: dict[str, list[Any]], memory: list[list[int]], meta: 
         found.append(advisor.jitter_finding(steady, meta=meta))
     data = types.SimpleNamespace(mem=[], cpu=[{"ts": ts, "heap": value} for ts, value in memory], buffers=[], op_count=0)
     found.append(advisor.memory_finding(data, steady, meta.get("framework")))
-    kept = [f for f in found if f is not None]
-    kept.sort(key=lambda f: (advisor.SEVERITY_ORDER[f["severity"]], -f["ms_per_step"]))
+    kept = verdict.rank([f for f in found if f is not None])
     return [{key: f[key] for key in ("id", "category", "severity", "ms_per_step", "text", "evidence_text", "action")} for f in kept]
 
 
@@ -124,7 +123,7 @@ def job_view(records: list[dict[str, Any]], now: int) -> dict[str, Any]:
     findings = [dict(f, rank=None) for f in straggling]
     for v in ranks:  # a straggler's peers are slow now because they wait for it: the straggler finding says so once
         findings += [dict(f, rank=v["rank"]) for f in v["findings"] if not (slow_ranks and v["rank"] not in slow_ranks and f["id"] == "slow_steps")]
-    findings.sort(key=lambda f: (advisor.SEVERITY_ORDER.get(f["severity"], 3), -f["ms_per_step"]))
+    findings = verdict.rank(findings)
     times = [v["step_ms_now"] for v in running if v["step_ms_now"] is not None]
     trends = [v["trend"] for v in running if v["trend"] is not None]
     view: dict[str, Any] = {

@@ -16,7 +16,7 @@ from ..contract.summary import NO_END_RECORD, SUMMARY_VERSION, Summary
 from ..options import not_applicable
 from ..records import KIND
 from ..writers import write_csv, write_json
-from . import advisor, communication, warmup
+from . import advisor, communication, verdict, warmup
 from .device import IDLE_WORDS
 from .stats import percentile
 
@@ -81,7 +81,8 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
         "ops_recorded": data.op_count, "flops": results.get("flops"), "shapes": data.shapes, "memory": results.get("memory"),
         "device": results.get("device"), "cpu": results.get("cpu"),
-        "communication": comm, "verdict": advice["verdict"], "findings": advice["findings"],
+        "communication": comm, "verdict": advice["verdict"], "verdict_basis": advice["verdict_basis"],
+        "findings": advice["findings"],
         "suggestions": advisor.suggestions(advice["findings"]),
         "step_breakdown_ms": advice["breakdown_ms"], "step_breakdown_mean_ms": advice["breakdown_mean_ms"], "python_hot_spots": advice["hot_spots"],
         "annotations": results["operators"].get("annotations", []),
@@ -170,7 +171,7 @@ def print_table(summary: Summary) -> None:
         outside = f"; {mfu['unprofiled']['ratio']:.2%} over the {mfu['unprofiled']['steps']} steps without the profiler" if mfu.get("unprofiled") else ""
         say(f"  MFU         {mfu['ratio']:.2%} of {mfu['peak_gflops']:.0f} GFLOPS ({mfu['peak_source']}){outside}")
     if summary["verdict"]:
-        say(f"  verdict     {summary['verdict']}")
+        say(f"  verdict     {verdict.words(summary['verdict'], summary.get('verdict_basis'))}")
     shown = [f for f in summary["findings"] if f["id"] != "warm_up" or not summary["warmup_steps"]]  # the warm-up line says it
     for finding in shown[:3]:
         say(f"  finding     {finding['at_stake']} at stake: {finding['text']}")

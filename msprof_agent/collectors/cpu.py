@@ -4,8 +4,8 @@ psutil gives machine user/sys/nice/iowait/steal/idle and context switches, /proc
 count, and the job's CPU times (``job_tree``: this process and its descendants, DataLoader, dataset
 and compile workers included) apart from the agent's own processes (its niced background analysis),
 and this process's RSS and heap in use (``heap.py``: the C heap's, where the C library counts it, and
-Python's small objects'); with ``host_sys`` "disk" / "network", the machine's disk and network I/O
-counters (and the process's own disk bytes) as deltas per sample. Samples go to the writer's thread-safe
+Python's small objects') and the memory left to it (``memory_left.py``); with ``host_sys`` "disk" / "network",
+the machine's disk and network I/O counters (and the process's own disk bytes) as deltas per sample. Samples go to the writer's thread-safe
 queue; the main thread writes them at the next flush, so this thread never touches a file or a lock of ours.
 
 It also probes the machine's speed as it starts and as it stops (``probe`` records): ``compare``
@@ -23,6 +23,7 @@ import psutil
 from .. import records
 from . import SamplerThread
 from .heap import HeapReader
+from .memory_left import MemoryLeft
 
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
@@ -223,6 +224,7 @@ class CpuSampler(SamplerThread):
         last_ctx = psutil.cpu_stats().ctx_switches
         tree = _JobTree(process)
         heap = HeapReader()
+        left = MemoryLeft()
         began = last_wall = time.monotonic()
         adaptive = self._adaptive
         last_io = _io_counters(process, self._io_kinds) if self._io_kinds else None
@@ -249,6 +251,9 @@ class CpuSampler(SamplerThread):
                     held = heap.read()
                     if held is not None:
                         sample["heap"] = held
+                    sample["avail"], cgroup = left.read()
+                    if cgroup is not None:
+                        sample["cg_left"] = cgroup
                     self._queue.append(sample)
                     last_ctx, last_wall, last_times = ctx, wall, times
                     if last_io is not None:

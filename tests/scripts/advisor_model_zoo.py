@@ -4,7 +4,7 @@ GeneratorDataset with a ``map`` and ``batch``. Many small layers make the step's
 the compiled graph's ops (MindSpore's runtime launching each), not in Python: 128 of them put
 12-17 ms there on today's 2-core runners, 2.4x the advisor's 5 ms floor and more (64 put 4.3-4.8 ms
 there, below the floor, though ~20 ms on an older, slower runner). ``--callback-ms`` adds host work in a callback,
-``--data-ms`` a slow source."""
+``--data-ms`` a slow source (the pipeline's queues then short, see ``main``)."""
 import argparse
 import time
 
@@ -22,6 +22,7 @@ def parse():
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--callback-ms", type=float, default=0.0, help="host work in a step-end callback")
     parser.add_argument("--data-ms", type=float, default=0.0, help="the source sleeps this long per sample")
+    parser.add_argument("--depth", type=int, default=CONFIG["depth"], help="Dense layers (fewer: less runtime overhead)")
     return parser.parse_args()
 
 
@@ -64,10 +65,12 @@ def main():
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(1)
     batch = CONFIG["batch_size"]
+    if args.data_ms:  # the pipeline's default queues (16 rows between ops) hold ~40 batches, made during the graph's compile
+        ds.config.set_prefetch_size(2)  # (7-17 s here): short ones make the steps after the first few wait, as a long run's do
     dataset = ds.GeneratorDataset(Source(args.steps * batch, args.data_ms), ["x", "y"], shuffle=False, num_parallel_workers=1,
                                   python_multiprocessing=False)
     dataset = dataset.map(lambda x: x * 1.0, input_columns=["x"]).batch(batch, drop_remainder=True)
-    net = build_network(CONFIG)
+    net = build_network(dict(CONFIG, depth=args.depth))
     model = Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), learning_rate=CONFIG["lr"], momentum=0.9))
     model.train(1, dataset, callbacks=[LossMonitor(1000), HostWorkInCallback(args.callback_ms)], dataset_sink_mode=False)
     print("trained", flush=True)

@@ -14,6 +14,7 @@ parse.add_argument("--big-op", type=int, default=0, help="a square matmul of thi
 parse.add_argument("--grow-mb", type=float, default=0.0, help="memory kept per step")
 parse.add_argument("--grow-objects", type=int, default=0, help="small Python objects kept per step (tuples of an int and a float)")
 parse.add_argument("--closure", action="store_true")
+parse.add_argument("--depth", type=int, default=0, help="hidden layers more: many small ops, a large profiler buffer a step")
 parse.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
 parse.add_argument("--batch", type=int, default=0, help="samples per batch (0: the dataset gives whole batches)")
 parse.add_argument("--sample-ms", type=float, default=0.0, help="__getitem__ sleeps this long per sample")
@@ -36,7 +37,8 @@ class Batches(torch.utils.data.Dataset):
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+        hidden = [layer for _ in range(args.depth) for layer in (torch.nn.Linear(32, 32), torch.nn.ReLU())]
+        self.layers = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), *hidden, torch.nn.Linear(32, 1))
         self.big = torch.randn(args.big_op, args.big_op) if args.big_op else None
 
     def forward(self, x):

@@ -13,8 +13,10 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import time
 
 from ... import log, records
+from ...collectors import heap
 from ...contract import names
 from ...store import rank_raw_dir
 from . import profiler_files
@@ -40,11 +42,12 @@ class MindSporeDevice:
         self._dataset_profiler: Any = None
         self._first_step = 1  # the window's first step and the ends of its steps (``step_closed``), to number its collectives
         self._step_ends: list[int] = []
+        self._started = 0  # when the op profiler started (epoch ns), for the window's ``buffer`` record
 
     def start(self, options: Options) -> None:
         """Start the CPU profiler for a window with the window's OPTIONS."""
         self.options = options
-        self._first_step, self._step_ends = self.session.steps.completed + 1, []
+        self._first_step, self._step_ends, self._started = self.session.steps.completed + 1, [], time.time_ns()
         if self not in self.session.listeners:
             self.session.listeners.append(self)  # told of the window's step ends; removed at its end
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -75,13 +78,29 @@ class MindSporeDevice:
         self._public = Profiler(output_path=self.scratch, profile_memory=options.profile_memory)
 
     def stop(self, session: Session) -> None:
+        """Stop the profilers and read their files back. A ``buffer`` record says what the op profiler held in
+        this process (its op records, ~3.5 KB an op, kept until its stop), as the torch session's does, so that
+        the advisor judges the job's memory net of it."""
         try:
+            stopped, rss_held, heap_held = time.time_ns(), heap.rss(), heap.in_use()
             if self._native is not None:
                 self._native.stop()
             elif self._public is not None:
                 self._public.stop()
             self._stop_dataset_profiler()
-            self._read_back(session)
+            events = self._read_back(session)
+            if events and self.options is not None:
+                if session.owner is not None:
+                    session.owner.writer.flush()  # the read-back batches leave memory before the heap is read again
+                heap.return_freed_memory()
+                buffer: dict[str, Any] = {records.KIND: records.BUFFER, "start": self._started, "stop": stopped, "events": events,
+                                          "rss_before": rss_held, "rss_after": heap.rss(), "record_shapes": self.options.record_shapes,
+                                          "profile_memory": bool(self.options.profile_memory), "first_step": self._first_step,
+                                          "steps": len(self._step_ends)}
+                heap_freed = heap.in_use()
+                if heap_held is not None and heap_freed is not None:
+                    buffer.update(heap_before=heap_held, heap_after=heap_freed)
+                session.record(buffer)
         finally:
             self._native = self._public = None
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -94,7 +113,9 @@ class MindSporeDevice:
     def step_closed(self, step: dict[str, Any]) -> None:
         self._step_ends.append(step["end"])
 
-    def _read_back(self, session: Session) -> None:
+    def _read_back(self, session: Session) -> int:
+        """Emit the profilers' files as raw records; returns how many ops they held."""
+        count = 0
         path = profiler_files.find(self.scratch, names.MS_OP_EXECUTIONS)
         if path is not None:
             ops = profiler_files.read_op_executions(path)
@@ -104,6 +125,7 @@ class MindSporeDevice:
             for batch in profiler_files.op_batches(ops, "mindspore-cpu"):
                 session.record(batch)
             self._emit_collectives(session, ops)
+            count = len(ops["start"])
         memory = profiler_files.find(self.scratch, names.MS_MEMORY_RECORD)
         if memory is not None:
             for record in profiler_files.memory_records(memory):
@@ -120,6 +142,7 @@ class MindSporeDevice:
             cpu = profiler_files.find(self.scratch, names.MS_CPU_UTILIZATION)
             for snapshot in profiler_files.pipeline_records(pipeline, cpu):
                 session.record(snapshot)
+        return count
 
     def _emit_collectives(self, session: Session, ops: profiler_files.OpColumns) -> None:
         """A ``comm`` record for each collective op execution, numbered by the step it starts in."""

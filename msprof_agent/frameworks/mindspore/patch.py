@@ -187,6 +187,9 @@ def _with_step_callback(state: _State, args: Args, kwargs: Kwargs, amp_level: st
     if dataset is not None:
         try:
             state.note_dataset(dataset, amp_level)
+            if not sink or ms.get_context("device_target") == "CPU":  # one step a batch: the run's planned steps are known
+                epochs = int(arguments[0] if arguments else kwargs["epoch"]) - int(arguments[5] if len(arguments) > 5 else kwargs.get("initial_epoch", 0))
+                state.session.add_meta(planned_steps=state.session.steps.completed + epochs * int(dataset.get_dataset_size()))
         except Exception as exc:
             log.report_error("reading the dataset's settings", exc)
     if sink and ms.get_context("device_target") == "CPU":

@@ -274,7 +274,7 @@ class TorchDeviceSession:
         prof, self._prof, self.active = self._prof, None, False
         if prof is None:
             return 0
-        stopped, held, heap_held = time.time_ns(), _rss(), heap.in_use()
+        stopped, held, heap_held = time.time_ns(), heap.rss(), heap.in_use()
         began = time.perf_counter_ns()
         if self.cuda:
             _detaching_cupti(prof.stop)
@@ -292,9 +292,11 @@ class TorchDeviceSession:
         del events, results, prof
         if session.owner is not None:
             session.owner.writer.flush()  # the emitted batches leave memory too before the RSS is read again
-        _return_freed_memory()
+        self._compare_steps(host)
+        del host  # the session's host columns too (~80 bytes an event): held at the reading, they read as the job's growth
+        heap.return_freed_memory()
         buffer: dict[str, Any] = {records.KIND: records.BUFFER, "start": self._sync[0], "stop": stopped, "events": count, "rss_before": held,
-                  "rss_after": _rss(), "record_shapes": self._shapes_because is not None,
+                  "rss_after": heap.rss(), "record_shapes": self._shapes_because is not None,
                   "profile_memory": bool(self.options.profile_memory), "first_step": self._first_step,
                   "steps": self._steps_in_session, "inputs": self._inputs}
         if self._shapes_because is not None:
@@ -303,7 +305,6 @@ class TorchDeviceSession:
         if heap_held is not None and heap_freed is not None:  # exact: bytes in use, whatever the heap kept of the freed
             buffer.update(heap_before=heap_held, heap_after=heap_freed)
         session.record(buffer)
-        self._compare_steps(host)
         return count
 
     def _compare_steps(self, host: list[HostBatch]) -> None:
@@ -498,24 +499,6 @@ class _Links:
         return {records.KIND: records.LAUNCH, "start": [start + offset for start, _, _ in self.kernels],
                 "launched": [self._launches[c] + offset if c in self._launches else 0 for _, c, _ in self.kernels],
                 "op_codes": [-1 if code == blank else code for code in codes], "op_table": table}
-
-
-def _rss() -> int:
-    import psutil
-
-    rss: int = psutil.Process().memory_info().rss  # psutil is untyped
-    return rss
-
-
-def _return_freed_memory() -> None:
-    """Hand the freed profiler buffer back to the OS (glibc keeps freed heap pages otherwise), so that the
-    RSS after a stop shows what the session held; elsewhere nothing, and the drop reads smaller."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _positive_setting(name: str, default: int, unit: str) -> int:

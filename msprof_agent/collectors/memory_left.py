@@ -1,0 +1,59 @@
+"""The memory a growing job could still take: the machine's available memory and, where the process's
+cgroup (v2 or v1, any level up to the root) has a limit, what that limit leaves. The advisor turns a
+memory growth into the step it would exhaust the smaller of the two at (``analysis/verdict.py``).
+"""
+from __future__ import annotations
+
+import os
+
+import psutil
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+UNLIMITED = 1 << 60  # v1 writes "no limit" as a page-rounded 2**63 - 1
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # v2 writes "max" for no limit
+
+
+def _limited_cgroups() -> list[tuple[str, str]]:
+    """(limit file, usage file) of each cgroup of this process, itself and its ancestors, with a memory limit."""
+    pairs: list[tuple[str, str]] = []
+    try:
+        with open("/proc/self/cgroup") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return pairs
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one unified hierarchy
+            base, limit, usage = CGROUP_ROOT, "memory.max", "memory.current"
+        elif "memory" in controllers.split(","):
+            base, limit, usage = os.path.join(CGROUP_ROOT, "memory"), "memory.limit_in_bytes", "memory.usage_in_bytes"
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            folder = os.path.join(base, *parts[:depth])
+            value = _read_int(os.path.join(folder, limit))
+            if value is not None and value < UNLIMITED:
+                pairs.append((os.path.join(folder, limit), os.path.join(folder, usage)))
+    return pairs
+
+
+class MemoryLeft:
+    """``read()``: (the machine's available bytes, the tightest cgroup limit less its usage or None where no
+    cgroup limits this process); the cgroups are found once."""
+
+    def __init__(self) -> None:
+        self._cgroups = _limited_cgroups()
+
+    def read(self) -> tuple[int, int | None]:
+        room = [limit - usage for limit, usage in ((_read_int(a), _read_int(b)) for a, b in self._cgroups)
+                if limit is not None and usage is not None]
+        return int(psutil.virtual_memory().available), max(min(room), 0) if room else None
