@@ -554,11 +554,14 @@ def cpu_contention_finding(cpu: dict[str, Any] | None, host_or_data: bool) -> Fi
 
 def mfu_finding(flops: dict[str, Any] | None, compute_bound: bool) -> Finding | None:
     mfu = (flops or {}).get("mfu")
-    if not mfu or not compute_bound or mfu["ratio"] >= LOW_MFU:
+    if not mfu:
         return None
-    evidence = {"mfu": mfu["ratio"], "peak_gflops": mfu["peak_gflops"], "peak_source": mfu["peak_source"]}
-    text = f"Low utilisation: the ops reach {mfu['ratio']:.1%} of {mfu['peak_gflops']:.0f} GFLOPS"
-    return _finding("low_mfu", "utilisation", "low", 0.0, evidence, [f"{mfu['ratio']:.1%} of a peak of {mfu['peak_gflops']:.0f} GFLOPS "
+    ratio = (mfu.get("unprofiled") or mfu)["ratio"]  # the job's own, where its steps without the profiler were timed on the device
+    if not compute_bound or ratio >= LOW_MFU:
+        return None
+    evidence = {"mfu": ratio, "peak_gflops": mfu["peak_gflops"], "peak_source": mfu["peak_source"], "margin": margin(LOW_MFU, max(ratio, 1e-9))}
+    text = f"Low utilisation: the ops reach {ratio:.1%} of {mfu['peak_gflops']:.0f} GFLOPS"
+    return _finding("low_mfu", "utilisation", "low", 0.0, evidence, [f"{ratio:.1%} of a peak of {mfu['peak_gflops']:.0f} GFLOPS "
                                                                     f"({mfu['peak_source']})"], text, action("low_mfu", None))
 
 
