@@ -44,6 +44,9 @@ SCENARIOS = {  # name: (script, arguments, extra options)
     "torch_workers_clean": (TORCH, WORKERS + ["--steps", "24"], {}),
     "torch_workers": (TORCH, WORKERS + ["--sample-ms", "40", "--steps", "24"], {}),  # 160 ms a batch a worker: one each 80 ms
     "torch_window_5": (TORCH, ["--steps", "20"], {"start_step": 5}),
+    # a loader without workers: __getitem__ waits 5 ms a sample (a slow disk), or computes 2 ms; ~10 ms of ops a step
+    "torch_loader_waits": (TORCH, ["--batch", "4", "--sample-ms", "5", "--big-op", "500", "--steps", "30"], {}),
+    "torch_loader_computes": (TORCH, ["--batch", "4", "--sample-cpu-ms", "2", "--big-op", "500", "--steps", "30"], {}),
     "zoo_clean": (ZOO, [], {}),
     "zoo_callback": (ZOO, ["--callback-ms", "40"], {}),
 }
@@ -391,6 +394,50 @@ def test_the_two_worker_jobs_verdict_is_the_same_in_three_runs(scenario, tmp_pat
     for summary, outside in runs:
         data_bound_at_the_injected_cost(summary, outside, clean, scenario.outside["torch_workers_clean"])
     assert [(s["verdict"], s["findings"][0]["id"]) for s, _ in runs] == [("data-bound", "data_wait")] * 3
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["torch_loader_waits", "torch_loader_computes"])
+def test_the_loader_advice_followed_makes_the_step_faster(scenario, tmp_path_factory, name):
+    """The advice tells loading that waits from loading that computes by the fetches' CPU time against their
+    wall time, and sizes num_workers by it: waiting is not bounded by the cores. The advised setting, run,
+    makes the median step faster in both cases."""
+    _, summary, _ = scenario(name)
+    finding = top(summary, "data", "data_wait")
+    share, advised = finding["evidence"]["loading_cpu_share"], finding["evidence"].get("workers_advised")
+    assert (share < 0.25) if name == "torch_loader_waits" else (share > 0.4), finding["evidence"]
+    if advised is None and name == "torch_loader_computes":  # a worker would only take turns with the training and the others
+        assert "free beside the training process" in finding["action"], finding["action"]
+        pytest.skip(f"no core free here for a CPU-bound worker, which the advice said: {finding['action']}")
+    assert f"num_workers from 0 to {advised}" in finding["action"], finding["action"]
+    script, arguments, options = SCENARIOS[name]
+    (_, followed, _), outside = measured_run(tmp_path_factory, name + "_followed", script, arguments + ["--workers", str(advised)], options)
+    before, after = summary["step_time_ms"]["p50"], followed["step_time_ms"]["p50"]
+    cpus = psutil.cpu_count() or 1
+    taken = max(scenario.outside[name]["others_percent"], outside["others_percent"]) / 100 * cpus  # other jobs' cores, either run
+    if name == "torch_loader_computes" and taken > cpus - 1 - advised * share:
+        pytest.skip(f"other processes took ~{taken:.1f} of the {cpus} cores: no core was left for the advised CPU-bound workers "
+                    f"(p50 step {before} -> {after} ms)")
+    assert after < 0.8 * before, (before, after, finding["action"], followed["findings"][:1])
+
+
+@pytest.mark.unit
+def test_the_loaders_cpu_share_bounds_the_workers_by_the_cores_only_for_its_cpu_part():
+    """Three workers deliver one batch a 40 ms step, a step consumes one every 10 ms: 12 workers keep up.
+    Loading that waits gets them on 2 cores; loading that computes gets what 4 cores allow, and cheaper work."""
+    steady = _stage_rows([30.0] * 20)
+    meta = {"framework": "torch", "cpus": 2, "data_settings": {"num_workers": 3, "batch_size": 4}}
+    step_ms = sum(r["total"] for r in steady) / len(steady)
+    waits = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.05}, meta)
+    assert waits["action"].startswith("raise the DataLoader's num_workers from 3 to 12"), waits["action"]
+    assert waits["evidence"]["workers_advised"] == 12 and "waits the rest" in waits["action"]
+    computes = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.9}, dict(meta, cpus=8))
+    assert computes["action"].startswith("raise the DataLoader's num_workers from 3 to 7, what the 8 cores allow"), computes["action"]
+    assert "__getitem__" in computes["action"] and computes["evidence"]["workers_needed"] == 12
+    busy = {"machine_busy_mean": 90.0, "process_user_mean": 38.0, "process_sys_mean": 2.0, "agent_mean": 0.0}  # others: 1 of 2 cores
+    taken = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.9}, meta, busy)
+    assert taken["action"].startswith("num_workers is 3; ~12 workers would keep up"), taken["action"]
+    assert "2 cores (other processes keep ~1.0 busy), 0 free" in taken["action"] and "workers_advised" not in taken["evidence"]
 
 
 @pytest.mark.torch

@@ -58,6 +58,7 @@ JITTER_MIN_BEATS = 4  # slow steps on the period's beat
 MEMORY_MIN_BYTES_PER_STEP = 256 << 10
 MEMORY_MIN_GROWTH = 32 << 20
 LOW_MFU = 0.10
+MIN_LOADING_CORES = 0.5  # the CPU the data workers may always take, however busy the machine
 
 # Actions in any framework's words; the framework-specific ones are its profile's advice (frameworks/<name>/profile.py).
 ACTIONS = {
@@ -262,31 +263,49 @@ def workers_needed(batch_ms: float, consume_ms: float) -> int:
     return max(1, math.ceil(batch_ms / max(consume_ms, 1e-3)))
 
 
-def _data_action(meta: dict[str, Any], wait: float, step_ms: float, bottleneck: str | None) -> tuple[str, list[str]]:
+def _data_action(meta: dict[str, Any], wait: float, step_ms: float, bottleneck: str | None,
+                 cpu_share: float | None, others_cores: float) -> tuple[str, list[str], dict[str, Any]]:
     """From the data loader's recorded settings (meta ``data_settings``): what to set, from what to what, with
-    the arithmetic, within the machine's cores. Data-bound, w workers deliver one batch a step: a batch
-    takes w steps to make in one (w = 0: the wait itself); a step takes one every (step - wait)."""
+    the arithmetic. Data-bound, w workers deliver one batch a step: a batch takes w steps to make in one (w = 0:
+    the wait itself); a step takes one every (step - wait). The cores bound only the loading's CPU part
+    (``cpu_share``, data_prep's): loading that waits (a disk, the network) needs workers, not cores; the cores
+    other processes kept busy (``others_cores``) are not the workers'."""
     framework = meta.get("framework")
     settings = meta.get("data_settings") or {}
     if not settings:
-        return action("data_wait_unknown", framework), []
+        return action("data_wait_unknown", framework), [], {}
     profile = frameworks.profile_of(framework) or frameworks.TORCH
     cpus = int(meta.get("cpus") or 1)
+    free = max(cpus - 1 - others_cores, 0.0) if cpu_share is not None else max(cpus - 1, 1)  # beside the training process
     workers = int(settings.get(profile.workers_setting) or 0)
     consume = max(step_ms - wait, 1e-3)
     batch = workers * step_ms if workers else wait
     needed = workers_needed(batch, consume)
-    fields = dict(settings, workers=workers, needed=needed, batch=ms_words(batch), consume=ms_words(consume), cpus=cpus,
-                  free=max(cpus - 1, 0), op=bottleneck or settings.get("op") or "the dataset's slow op")
-    act = action("data_wait" if needed <= max(cpus - 1, 1) else "data_wait_cores", framework, **fields)
+    share = 1.0 if cpu_share is None else max(cpu_share, 0.0)  # unmeasured: as if each worker kept a core busy
+    # loading that waits overlaps its waits at little CPU: it gets half a core's worth of workers even on a full machine
+    affordable = math.floor(max(free, MIN_LOADING_CORES) / share) if share > 0 else needed
+    advised = min(needed, affordable)
+    loading = (f"the loading runs on a CPU {share:.0%} of its time and waits the rest (a disk, the network, a busy CPU), so "
+               f"{advised} worker{'s' if advised > 1 else ''} keep{'' if advised > 1 else 's'} ~{advised * share:.1f} of the {cpus} "
+               f"cores busy" if cpu_share is not None else f"{cpus} cores here")
+    fields = dict(settings, workers=workers, needed=needed, advised=advised, batch=ms_words(batch), consume=ms_words(consume),
+                  cpus=cpus, free=f"{free:.1f}".removesuffix(".0"), loading=loading,
+                  others=f" (other processes keep ~{others_cores:.1f} busy)" if others_cores >= 0.5 else "",
+                  op=bottleneck or settings.get("op") or "the dataset's slow op")
+    fits = needed <= affordable
+    act = action("data_wait" if fits else "data_wait_cores" if advised <= workers else "data_wait_cores_raise", framework, **fields)
     if workers and settings.get("persistent_workers") is False:
         act += action("data_wait_persistent", framework)
     words = [", ".join(f"{key}={value}" for key, value in settings.items()),
              f"a batch takes ~{ms_words(batch)} to make and a step consumes one every {ms_words(consume)}"]
-    return act, words
+    if cpu_share is not None:
+        words.append(f"the loading's CPU time is {cpu_share:.0%} of its wall time ({'CPU-bound' if cpu_share >= 0.5 else 'waiting'})")
+    said = {"loading_cpu_share": cpu_share, "workers_needed": needed, "workers_advised": advised if advised > workers else None}
+    return act, words, said
 
 
-def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
+def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], meta: dict[str, Any],
+                 cpu: dict[str, Any] | None = None) -> Finding | None:
     """Waits for data, judged on their mean: a pipeline that cannot keep up makes every step wait or,
     with workers, every few steps wait longer (``_attribute``)."""
     wait, median = _stage_figures(steady, "wait")
@@ -305,7 +324,8 @@ def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], m
     if data_prep.get("empty_queue_ratio") is not None:
         evidence["empty_queue_ratio"] = round(data_prep["empty_queue_ratio"], 4)
         words.append(f"the data queue was empty in {data_prep['empty_queue_ratio']:.0%} of the fetches")
-    act, said = _data_action(meta, wait, step_ms, bottleneck)
+    act, said, sized = _data_action(meta, wait, step_ms, bottleneck, data_prep.get("loading_cpu_share"), others_cores(cpu, meta))
+    evidence.update((key, value) for key, value in sized.items() if value is not None)
     where = f", dataset op {bottleneck} is the pipeline's bottleneck" if bottleneck else ""
     text = f"Data-bound: each step waits a mean {ms_words(wait)} for data ({wait / step_ms:.0%} of a mean {ms_words(step_ms)} step){where}"
     return _finding("data_wait", "data", _share_severity(wait / step_ms), wait, evidence, words + said, text, act)
@@ -523,6 +543,15 @@ def warmup_finding(rows: list[Row], warm: list[int], steady_ms: float) -> Findin
     return _finding("warm_up", "warm-up", "low", 0.0, evidence, words, text, action("warm_up", None))
 
 
+def others_cores(cpu: dict[str, Any] | None, meta: dict[str, Any]) -> float:
+    """Cores other processes kept busy while the job ran (neither the job's tree nor the agent's), from the CPU page."""
+    keys = ("machine_busy_mean", "process_user_mean", "process_sys_mean")
+    if not cpu or any(cpu.get(key) is None for key in keys):
+        return 0.0
+    others = cpu["machine_busy_mean"] - cpu["process_user_mean"] - cpu["process_sys_mean"] - (cpu.get("agent_mean") or 0.0)
+    return max(float(others), 0.0) / 100 * int(meta.get("cpus") or 1)
+
+
 def cpu_contention_finding(cpu: dict[str, Any] | None, host_or_data: bool) -> Finding | None:
     """Others' CPU use matters only when the training waits on the host or data. The job is its process
     tree (DataLoader and dataset workers included); the agent's own processes are neither the job's nor others'."""
@@ -652,7 +681,7 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     step_ms, step_p50 = _stage_figures(steady, "total")
     spots = hot_spots(data, steady)
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
-    stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta)]
+    stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta, results.get("cpu"))]
     if data.op_count:  # no ops recorded: compute, runtime and host unknown
         stages += [host_finding(steady, step_ms, step_p50, spots, meta, graph_mode(data) or bool(len(compiled_regions(data)))),
                    runtime_finding(steady, step_ms, step_p50, meta),
