@@ -42,14 +42,14 @@ def activate_from_environment() -> Session | None:
     try:
         opts = parse_text(text) if text.strip() else parse_text("{}")
     except OptionsError as exc:
-        log.say(f"{environment.OPTIONS}: {exc}. Profiling is off for this run.")
+        _said_off(f"{environment.OPTIONS}: {exc}")
         return None
     dynamic_cfg = os.environ.get(environment.DYNAMIC_CFG)
     if not opts.start and not dynamic_cfg:
         return None
     problem = output_path_error(opts.output_path)
     if problem:
-        log.say(f"{problem}. Profiling is off for this run.")
+        _said_off(problem)
         return None
     from . import session
     from .frameworks import install_post_import_hooks
@@ -63,6 +63,22 @@ def activate_from_environment() -> Session | None:
         _start_dynamic_monitor(current, dynamic_cfg, opts.output_path)
     install_post_import_hooks(current)
     return current
+
+
+def _said_off(problem: str) -> None:
+    """Why profiling is off, said now and again at exit when the process trained (imported a framework),
+    where the line is last on the screen rather than scrolled away above the job's output."""
+    import atexit
+
+    log.say(f"{problem}. Profiling is off for this run.")
+    atexit.register(_repeat_if_trained, problem)
+
+
+def _repeat_if_trained(problem: str) -> None:
+    from .frameworks import PROFILES
+
+    if any(name in sys.modules for name in PROFILES):
+        log.say(f"no profile written: {problem}")
 
 
 def launcher(argv: list[str]) -> str | None:
