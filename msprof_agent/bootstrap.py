@@ -102,6 +102,11 @@ def output_path_error(output_path: str, source: str | None = environment.OPTIONS
     """The one-line error (without a final full stop; after ``SOURCE: `` where given) when OUTPUT_PATH/profiler
     cannot be made and written by this process, else None. ``run`` and ``Profiler()`` ask too."""
     profiler_dir = run_dir(output_path)
+    made = []  # the folders the probe makes, removed after it: a process that never steps leaves nothing
+    folder = os.path.abspath(profiler_dir)
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        made.append(folder)
+        folder = os.path.dirname(folder)
     try:
         os.makedirs(profiler_dir, exist_ok=True)
         probe = os.path.join(profiler_dir, WRITE_PROBE.format(pid=os.getpid()))
@@ -111,6 +116,12 @@ def output_path_error(output_path: str, source: str | None = environment.OPTIONS
     except OSError as exc:
         return (f'{source + ": " if source else ""}key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
                 "accepted: a directory this process can create and write")
+    finally:
+        for folder in made:  # innermost first; one another process has written into meanwhile stays
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
     return None
 
 

@@ -129,7 +129,8 @@ def _say_outcome(output_path: str, before_ns: int) -> bool:
                 f"(killed?); analyse it with: msprof-agent analyse {output_path}")
     else:
         log.say(f"no profile written to {profiler_dir}: the agent started, but the job ran no MindSpore or PyTorch "
-                "training step it could profile")
+                "training step it could profile (no optimizer step, training-data fetch, compiled step function or model "
+                "forward): run the model through an nn.Module / Cell, or profile a region with msprof_agent.Profiler start() / stop()")
     return False
 
 
@@ -169,6 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .compare import run_with_baseline
 
         return run_with_baseline(executable, command, env, args)
+    os.makedirs(run_dir(opts.output_path), exist_ok=True)  # the agent's probe in the job then changes its time (_say_outcome)
     before_ns = os.stat(run_dir(opts.output_path)).st_mtime_ns
     status = supervise.run_job(executable, command, env)
     written = _say_outcome(opts.output_path, before_ns)

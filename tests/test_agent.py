@@ -434,3 +434,28 @@ def test_framework_import_under_the_hook_is_transparent(out_dir):
     result = run_script(["-c", code], options=profile_into(out_dir))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["SourceFileLoader", "SourceFileLoader", "True", "True"]
+
+
+@pytest.mark.torch
+def test_a_rerun_into_the_same_output_path_keeps_the_earlier_run(two_tiny_ranks, tmp_path):
+    """Two ranks of a second job into the folder a first two-rank job left: the first job's profiler/ is
+    moved whole, once, to earlier/<analysed at>/profiler (both summaries and its cluster summary there, said on
+    stderr), profiler/ holds the new job's alone, and compare reads the earlier run as a baseline."""
+    out = str(tmp_path / "out")
+    shutil.copytree(two_tiny_ranks, out)
+    procs = [subprocess.Popen([PY, TINY, "--steps", str(6 + rank)], env=hook_env(profile_into(out), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    said = []
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        said += [line for line in agent_lines(stderr) if "earlier run" in line]
+    (earlier,) = glob.glob(os.path.join(out, "earlier", "*"))
+    assert said == [f"msprof-agent: the earlier run in {out}/profiler is kept in {earlier}/profiler"], said
+    for rank, (before, now) in enumerate([(4, 6), (5, 7)]):
+        assert read_json(os.path.join(earlier, "profiler", f"summary_{rank}.json"))["steps_total"] == before
+        assert read_json(os.path.join(out, "profiler", f"summary_{rank}.json"))["steps_total"] == now
+        assert len(glob.glob(os.path.join(out, "profiler", "raw", f"rank_{rank}", "*.jsonl"))) == 1
+    assert os.path.exists(os.path.join(earlier, "profiler", "cluster_summary.json"))
+    compared = subprocess.run([PY, "-m", "msprof_agent", "compare", earlier, out], capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0 and "step" in compared.stdout, compared.stderr

@@ -30,6 +30,9 @@ STEP_LIST_FOLDER = "steps_{first}-{last}"  # ``msprof-agent analyse --step-list`
 DYNAMIC_CONFIG = "profiler_config.json"  # MSPROF_DYNAMIC_CFG / DynamicProfilerMonitor's file in cfg_path
 CPU_PEAK_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent", "cpu_peak.json")
 WRITE_PROBE = ".write-test-{pid}"  # the writable-output check's probe file
+EARLIER_FOLDER = "earlier"  # output_path/earlier/{analysed at}/profiler: an earlier run a rerun into output_path kept
+EARLIER_STAMP = "%Y%m%dT%H%M%SZ"  # the earlier run's folder: when it was analysed, UTC (time.strftime)
+MOVING_LOCK = ".msprof-agent-moving"  # beside profiler/ while one process of a job moves the earlier run aside
 
 # -- analysed files ------------------------------------------------------------------------------
 
@@ -214,6 +217,12 @@ def rank_pattern(template: str) -> re.Pattern[str]:
 
 
 _SUMMARY_RE = rank_pattern(SUMMARY)
+
+
+def earlier_runs(output_path: str) -> list[str]:
+    """The earlier runs a rerun kept (``output_path/earlier/*``, each holding a ``profiler``), oldest first."""
+    earlier = os.path.join(output_path, EARLIER_FOLDER)
+    return sorted(os.path.join(earlier, d) for d in _entries(earlier) if os.path.isdir(os.path.join(earlier, d, RUN_FOLDER)))
 
 
 def summary_ranks(profiler_dir: str) -> list[int]:
