@@ -540,3 +540,15 @@ def test_times_at_stake_never_add_up_to_more_than_the_mean_step():
     findings = [{"ms_per_step": 30.0, "at_stake": ""}, {"ms_per_step": 25.0, "at_stake": ""}, {"ms_per_step": 0.0, "at_stake": ""}]
     advisor._within_the_step(findings, 40.0)
     assert [f["ms_per_step"] for f in findings] == [30.0, 10.0, 0.0] and findings[1]["at_stake"] == "mean 10.0 ms/step"
+
+
+@pytest.mark.unit
+def test_a_findings_text_gives_the_figure_its_label_is_defined_on():
+    """Compute-bound is ops >= 50 % of the median step: the text says that share, not ops over the mean step,
+    which a few slow steps pull down (a new user read 'Compute-bound: ops run 31 % of the step')."""
+    steady = _stage_rows([0.0] * 20, host=1.0, compute=9.0)
+    for row in steady[::4]:
+        row["host"], row["total"] = 60.0, 69.0
+    step_ms, step_p50 = sum(r["total"] for r in steady) / len(steady), sorted(r["total"] for r in steady)[10]
+    finding = advisor.compute_finding(steady, step_ms, step_p50, {"types": [{"op_type": "MatMul", "percent": 0.6}]}, {"framework": "torch"})
+    assert finding["text"].startswith("Compute-bound: ops run 90% of the median step"), finding["text"]

@@ -905,3 +905,29 @@ def test_injected_slow_function_heads_the_hot_spots_of_viewer_and_report(tmp_pat
         assert re.findall(r'<td data-col="function" data-v="([^"]*)"', table)[0] == injected
     assert ("/run/steps?run=host&amp;rank=0#python-hot-spots", "hot-spots") in _links(overview, "host_work")
     assert ("#python-hot-spots", "hot-spots") in _links(report, "host_work")
+
+
+@pytest.mark.unit
+def test_the_overview_and_the_step_trace_show_one_step_time(tmp_path):
+    """One definition of the run's step on every page: the steady steps' mean (warm-up left out), the summary's,
+    not the step trace file's average over every step (a new user read 9.99 ms on one page, 11.205 on the other)."""
+    profiler = root = tmp_path / "s"
+    profiler = root / "warm" / "profiler"
+    make_fixture(str(profiler), steps=12, warmup=[{"step": n, "ms": 5.0} for n in (1, 2, 3)])
+    csv_path = str(profiler / "step_trace_raw_0_detail_time.csv")
+    header, *rows = read_csv(csv_path)
+    for row in rows[:3]:  # the warm-up steps 5 ms longer, in their interval
+        row[2], row[3], row[6] = int(row[2]) + 500_000, int(row[3]) + 500_000, int(row[6]) + 500_000
+    columns = [[int(row[i]) for row in rows[:-1]] for i in (6, 7, 8)]
+    rows[-1] = ["-", "", "", sum(map(sum, columns)) / len(columns[0]), "", "", *(sum(c) / len(c) for c in columns)]
+    with open(csv_path, "w", newline="") as handle:
+        csv.writer(handle).writerows([header, *rows])
+    steady = [[int(v) / 1e5 for v in row[6:9]] for row in rows[3:-1]]  # steps 4..12: interval, fp_and_bp, tail (10 ns units)
+    summary = read_json(str(profiler / "summary_0.json"))
+    summary["stages_ms"] = dict(zip(("iteration_interval", "fp_and_bp", "tail"), (sum(c) / len(steady) for c in zip(*steady))))
+    summary["step_time_ms"]["mean"] = mean = sum(map(sum, steady)) / len(steady)
+    (profiler / "summary_0.json").write_text(json.dumps(summary))
+    with served(root) as server:
+        shown = [re.search(rf'id="{span}total">([^<]*)<', server.get(f"/run/{page}?run=warm&rank=0")[2]).group(1)
+                 for page, span in (("overview", "ov-step-"), ("steps", "st-"))]
+    assert shown == [f"{mean:.3f}"] * 2 and float(rows[-1][3]) / 1e5 != pytest.approx(mean, abs=1e-3), (shown, rows[-1])

@@ -346,7 +346,7 @@ def host_finding(steady: list[Row], step_ms: float, step_p50: float, hot_spots: 
         evidence["hot_spots"] = [{"function": spot["function"], "self_ms_per_step": spot["self_ms_per_step"]} for spot in hot_spots[:3]]
         named = f"; top Python hot spot {hot_spots[0]['function']} ({ms_words(hot_spots[0]['self_ms_per_step'])} a step)"
         words.append("Python hot spots: " + ", ".join(f"{s['function']} {ms_words(s['self_ms_per_step'])} a step" for s in hot_spots[:3]))
-    text = f"Host-bound: a mean {ms_words(host)} of each step runs no op and waits for no data ({host / step_ms:.0%} of the step){named}"
+    text = f"Host-bound: a median {ms_words(median)} of each step runs no op and waits for no data ({median / step_p50:.0%} of the median step){named}"
     return _finding("host_work", "host", _share_severity(host / step_ms), host, evidence, words, text,
                     action("host_work_compiled" if compiled else "host_work", meta.get("framework")))
 
@@ -363,8 +363,8 @@ def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: di
                 "step_ms": round(step_ms, 3), "share": round(runtime / step_ms, 4), "steps": ranges(where)}
     words = [f"gaps between the ops inside {region} in {steps_words(where)}: mean {ms_words(runtime)}, p50 {ms_words(median)}; "
              f"ops run a mean {ms_words(compute)}"]
-    text = f"Runtime overhead: a mean {ms_words(runtime)} of each step lies between the ops inside {region} " \
-           f"({runtime / step_ms:.0%} of the step)"
+    text = f"Runtime overhead: a median {ms_words(median)} of each step lies between the ops inside {region} " \
+           f"({median / step_p50:.0%} of the median step)"
     # medium whatever its share: the model's structure, not a mistake in the job (a clean run has no high finding)
     return _finding("runtime_overhead", "runtime", "medium", runtime, evidence, words, text,
                     action("runtime_overhead", meta.get("framework"), jit_level=meta.get("jit_level") or "not set"))
@@ -381,7 +381,7 @@ def compute_finding(steady: list[Row], step_ms: float, step_p50: float, operator
                 "step_ms": round(step_ms, 3), "hot_ops": hot}
     words = [f"ops run a mean {ms_words(compute)} of a mean {ms_words(step_ms)} step",
              "top op types: " + ", ".join(f"{h['op_type']} {h['percent']:.0%} ({ms_words(h['ms_per_step'])} a step)" for h in hot[:3])]
-    text = f"Compute-bound: ops run {compute / step_ms:.0%} of the step; {top['op_type']} takes {top['percent']:.0%} of op time"
+    text = f"Compute-bound: ops run {median / step_p50:.0%} of the median step; {top['op_type']} takes {top['percent']:.0%} of op time"
     return _finding("hot_ops", "compute", "medium" if top["percent"] >= 0.5 else "low", compute * top["percent"], evidence, words,
                     text, action("hot_ops", meta.get("framework"), amp_level=meta.get("amp_level") or "not recorded"))
 

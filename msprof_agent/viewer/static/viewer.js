@@ -160,7 +160,7 @@
   function fmt(v) { return v === null || v === undefined ? "\u2014" : v.toFixed(3); }
   if (steps && pick) {
     pick.addEventListener("change", function () {
-      var row = steps.average, label = "Average step";
+      var row = steps.average, label = pick.options[0].text;
       if (pick.value !== "avg") {
         var n = parseInt(pick.value, 10);
         row = steps.steps.filter(function (s) { return s.step === n; })[0];
