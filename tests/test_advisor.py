@@ -32,6 +32,7 @@ SCENARIOS = {  # name: (script, arguments, extra options)
     "torch_clean": (TORCH, [], {}),
     "torch_data": (TORCH, ["--data-ms", "60"], {}),
     "torch_loop": (TORCH, ["--loop-ms", "60"], {"with_stack": True}),
+    "torch_loop_unnamed": (TORCH, ["--loop-ms", "60", "--steps", "10"], {}),  # as a user first runs it: no with_stack
     "torch_forward": (TORCH, ["--forward-ms", "50", "--closure"], {"with_stack": True}),
     "torch_op": (TORCH, ["--big-op", "600"], {}),
     "torch_pause": (TORCH, ["--pause-every", "4", "--pause-ms", "100", "--steps", "24"], {}),
@@ -162,6 +163,17 @@ def test_torch_host_work_is_host_bound_and_names_the_function(scenario, name, in
     assert all("::" in t for t in op_types), op_types  # ranges and Python calls are not ops
     if name == "torch_forward":
         assert "Optimizer.step#SGD.step" in [a["name"] for a in summary["annotations"]]
+    assert "with_stack" not in finding["action"] and finding["action"].startswith("move the Python work named in the evidence")
+
+
+@pytest.mark.torch
+def test_host_work_with_no_function_named_says_how_to_have_it_named(scenario):
+    """Without with_stack the evidence names no Python work: the action says how to have it named (the run with
+    it, above, names the injected function's line) before it says to move it."""
+    finding = top(scenario("torch_loop_unnamed")[1], "host", "host_work")
+    assert "hot_spots" not in finding["evidence"], finding["evidence"]
+    assert finding["action"].startswith('the evidence names no Python work: profile again with "with_stack": true'), finding["action"]
+    assert "then move the Python work named in the evidence" in finding["action"]
 
 
 @pytest.mark.torch

@@ -831,6 +831,7 @@ def test_findings_link_to_their_steps_and_hot_spots_in_viewer_and_report(tmp_pat
         assert _links(overview, "periodic_pause") == [("/run/steps?run=job&amp;rank=0#steps=4,8,12", "steps")]
         assert _links(overview, "memory_growth") == []
         assert EVIL not in overview and "Host-bound &lt;img" in overview
+        assert len(re.findall(r">Notes<", overview)) == 1 and "note with &lt;img" in overview  # the card's title, no second heading
         steps = server.get("/run/steps?run=job&rank=0")[2]
         assert 'id="step-highlight" hidden' in steps and 'id="python-hot-spots"' in steps
         table = steps.split('id="hot-spots"', 1)[1].split("</table>", 1)[0]

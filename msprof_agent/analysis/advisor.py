@@ -66,6 +66,8 @@ ACTIONS = {
                       "make it rarer or asynchronous (gc.freeze() after setup, save checkpoints in a thread)",
     "warm_up": "one-off cost of compilation and first allocations; profile from a later step "
                "(start_step / schedule) so it does not skew the steady numbers",
+    "host_work_unnamed": "the evidence names no Python work: profile again with \"with_stack\": true in MS_PROFILER_OPTIONS "
+                         "(msprof-agent run -o with_stack=true) to have the functions and lines taking the time named, then ",
     "cpu_contention": "other processes keep the machine's CPUs busy while the training waits on the host: "
                       "run fewer jobs per machine, or pin the training to its own cores",
     "low_mfu": "the ops reach a small share of the device's peak: raise the batch size, use lower "
@@ -347,8 +349,10 @@ def host_finding(steady: list[Row], step_ms: float, step_p50: float, hot_spots: 
         named = f"; top Python hot spot {hot_spots[0]['function']} ({ms_words(hot_spots[0]['self_ms_per_step'])} a step)"
         words.append("Python hot spots: " + ", ".join(f"{s['function']} {ms_words(s['self_ms_per_step'])} a step" for s in hot_spots[:3]))
     text = f"Host-bound: a median {ms_words(median)} of each step runs no op and waits for no data ({median / step_p50:.0%} of the median step){named}"
+    options = meta.get("options") or {}
+    unnamed = "" if hot_spots or options.get("with_stack") or options.get("profile_framework") else ACTIONS["host_work_unnamed"]
     return _finding("host_work", "host", _share_severity(host / step_ms), host, evidence, words, text,
-                    action("host_work_compiled" if compiled else "host_work", meta.get("framework")))
+                    unnamed + action("host_work_compiled" if compiled else "host_work", meta.get("framework")))
 
 
 def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: dict[str, Any]) -> Finding | None:
