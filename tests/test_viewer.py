@@ -423,7 +423,7 @@ def test_static_plotly_is_served_from_the_package(live):
 
 
 @pytest.mark.unit
-def test_report_is_one_offline_file(tmp_path):
+def test_report_is_an_offline_file_with_plotly_beside_it(tmp_path):
     from msprof_agent.viewer import write_report
 
     d = make_fixture(str(tmp_path / "run" / "profiler"), rank=0)
@@ -431,7 +431,7 @@ def test_report_is_one_offline_file(tmp_path):
     assert os.path.basename(path) == "report_0.html"
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    assert "<script src" not in text and "<link" not in text and "@import" not in text
+    assert re.findall(r"<script src=[^>]*>", text) == ['<script src="plotly.min.js">'] and "<link" not in text and "@import" not in text
     assert "Plotly" in text and "msprof-charts" in text
     assert "<img" not in text.split("<script>", 1)[0]
     for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources"):
@@ -932,3 +932,40 @@ def test_the_overview_and_the_step_trace_show_one_step_time(tmp_path):
         shown = [re.search(rf'id="{span}total">([^<]*)<', server.get(f"/run/{page}?run=warm&rank=0")[2]).group(1)
                  for page, span in (("overview", "ov-step-"), ("steps", "st-"))]
     assert shown == [f"{mean:.3f}"] * 2 and float(rows[-1][3]) / 1e5 != pytest.approx(mean, abs=1e-3), (shown, rows[-1])
+
+
+@pytest.mark.unit
+def test_a_one_rank_torch_run_shows_no_cluster_tab_and_no_mindspore_memory_counters(tmp_path):
+    """A new user's PyTorch run: no Cluster tab with one rank, the memory curve named by what measured it (not
+    MindSpore's 'graph 0'), and no allocation counters or static memory, MindInsight's graph-memory fields; every
+    chart's title at the left, clear of plotly's toolbar at the top right."""
+    profiler = tmp_path / "s" / "job" / "profiler"
+    make_fixture(str(profiler), framework="torch")
+    memory = read_json(str(profiler / "memory_usage_summary_0.json"))
+    (profiler / "memory_usage_summary_0.json").write_text(json.dumps(dict(memory, source="process RSS")))
+    with served(tmp_path / "s") as server:
+        page = server.get("/run/resources?run=job&rank=0")[2]
+        overview = server.get("/run/overview?run=job&rank=0")[2]
+    assert 'data-page="cluster"' not in page and 'data-page="resources"' in page
+    assert [t["name"] for t in charts_of(page)["mem-lines"]["data"] if "name" in t] == ["process RSS"]
+    assert 'data-mem="allocations"' not in page and 'data-mem="static_mem"' not in page and 'data-mem="peak_mem"' in page
+    for chart in list(charts_of(page).values()) + list(charts_of(overview).values()):
+        title = chart["layout"].get("title")
+        assert not title or (title["x"], title["xanchor"]) == (0, "left"), title
+
+
+@pytest.mark.unit
+def test_a_report_loads_plotly_from_beside_it(tmp_path):
+    """plotly.min.js (4.8 MB) inlined was nearly all of a report of 80 tiny steps, and again in each rank's: one copy a
+    folder, beside the reports, which load it."""
+    from msprof_agent.viewer import write_report
+    from msprof_agent.viewer.assets import plotly_js_path
+
+    directory = make_fixture(str(tmp_path / "job" / "profiler"))
+    for rank in (0, 1):
+        make_fixture(directory, rank=rank)
+        report = write_report(directory, rank)
+        assert os.path.getsize(report) < 300_000, os.path.getsize(report)
+        with open(report, encoding="utf-8") as handle:
+            assert '<script src="plotly.min.js"></script>' in handle.read()
+    assert os.path.getsize(os.path.join(directory, "plotly.min.js")) == os.path.getsize(plotly_js_path())

@@ -39,6 +39,7 @@ MOVING_LOCK = ".msprof-agent-moving"  # beside profiler/ while one process of a 
 PROFILER_INFO = "profiler_info_{rank}.json"
 SUMMARY = "summary_{rank}.json"
 REPORT = "report_{rank}.html"
+REPORT_PLOTLY = "plotly.min.js"  # beside report_{rank}.html and cluster_report.html, which load it: one copy a folder, not one inlined in each
 STEP_TRACE = "step_trace_raw_{rank}_detail_time.csv"
 STEP_POINTS = "step_trace_point_info_{rank}.json"
 CPU_OP_TYPES = "cpu_op_type_info_{rank}.csv"

@@ -13,7 +13,7 @@
     var el = document.getElementById("chart-" + id);
     if (!el) return;
     if (!window.Plotly) {
-      el.textContent = "chart unavailable: plotly.min.js did not load";
+      el.textContent = "chart unavailable: plotly.min.js did not load (a report loads it from beside itself)";
       el.className += " missing";
       return;
     }
@@ -223,5 +223,10 @@
   }
   highlightSteps();
   window.addEventListener("hashchange", highlightSteps);
+  /* a report page shown by its link was hidden when its charts were drawn: fit them to it now */
+  window.addEventListener("hashchange", function () {
+    if (!window.Plotly) return;
+    document.querySelectorAll(".report-page:target .js-plotly-plot").forEach(function (el) { Plotly.Plots.resize(el); });
+  });
   document.body.setAttribute("data-ready", "1");
 })();
