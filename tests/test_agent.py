@@ -122,7 +122,8 @@ def test_unwritable_output_path(tmp_path):
     result = run_script([TINY], options=profile_into(str(blocker / "sub")))
     assert result.returncode == 0 and "trained 6 steps" in result.stdout
     first, last = agent_lines(result.stderr)  # said at start, and again as the training exits
-    assert 'key "output_path": cannot write to' in first and last.startswith("msprof-agent: no profile written: ") and first[14:] in last + ". Profiling is off for this run."
+    assert 'key "output_path": cannot write to' in first and first.endswith(". Profiling is off for this run.")
+    assert last == "msprof-agent: no profile written: " + first.removeprefix("msprof-agent: ").removesuffix(". Profiling is off for this run.")
 
 
 @pytest.mark.torch
