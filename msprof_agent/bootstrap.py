@@ -42,14 +42,14 @@ def activate_from_environment() -> Session | None:
     try:
         opts = parse_text(text) if text.strip() else parse_text("{}")
     except OptionsError as exc:
-        log.say(f"{environment.OPTIONS}: {exc}. Profiling is off for this run.")
+        _said_off(f"{environment.OPTIONS}: {exc}")
         return None
     dynamic_cfg = os.environ.get(environment.DYNAMIC_CFG)
     if not opts.start and not dynamic_cfg:
         return None
     problem = output_path_error(opts.output_path)
     if problem:
-        log.say(f"{problem}. Profiling is off for this run.")
+        _said_off(problem)
         return None
     from . import session
     from .frameworks import install_post_import_hooks
@@ -64,6 +64,22 @@ def activate_from_environment() -> Session | None:
         _start_dynamic_monitor(current, dynamic_cfg, opts.output_path)
     install_post_import_hooks(current)
     return current
+
+
+def _said_off(problem: str) -> None:
+    """Why profiling is off, said now and again at exit when the process trained (imported a framework),
+    where the line is last on the screen rather than scrolled away above the job's output."""
+    import atexit
+
+    log.say(f"{problem}. Profiling is off for this run.")
+    atexit.register(_repeat_if_trained, problem)
+
+
+def _repeat_if_trained(problem: str) -> None:
+    from .frameworks import PROFILES
+
+    if any(name in sys.modules for name in PROFILES):
+        log.say(f"no profile written: {problem}")
 
 
 def launcher(argv: list[str]) -> str | None:
@@ -87,6 +103,11 @@ def output_path_error(output_path: str, source: str | None = environment.OPTIONS
     """The one-line error (without a final full stop; after ``SOURCE: `` where given) when OUTPUT_PATH/profiler
     cannot be made and written by this process, else None. ``run`` and ``Profiler()`` ask too."""
     profiler_dir = run_dir(output_path)
+    made = []  # the folders the probe makes, removed after it: a process that never steps leaves nothing
+    folder = os.path.abspath(profiler_dir)
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        made.append(folder)
+        folder = os.path.dirname(folder)
     try:
         os.makedirs(profiler_dir, exist_ok=True)
         probe = os.path.join(profiler_dir, WRITE_PROBE.format(pid=os.getpid()))
@@ -96,6 +117,12 @@ def output_path_error(output_path: str, source: str | None = environment.OPTIONS
     except OSError as exc:
         return (f'{source + ": " if source else ""}key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
                 "accepted: a directory this process can create and write")
+    finally:
+        for folder in made:  # innermost first; one another process has written into meanwhile stays
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
     return None
 
 

@@ -129,7 +129,8 @@ def _say_outcome(output_path: str, before_ns: int) -> bool:
                 f"(killed?); analyse it with: msprof-agent analyse {output_path}")
     else:
         log.say(f"no profile written to {profiler_dir}: the agent started, but the job ran no MindSpore or PyTorch "
-                "training step it could profile")
+                "training step it could profile (no optimizer step, training-data fetch, compiled step function or model "
+                "forward): run the model through an nn.Module / Cell, or profile a region with msprof_agent.Profiler start() / stop()")
     return False
 
 
@@ -148,39 +149,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SystemExit(f"msprof-agent run: command not found: {command[0]}")
     env = dict(os.environ)
     checked = _checked_options(args)
-    if isinstance(checked, str):  # why the job cannot be profiled
-        if args.require_profile:
-            log.say(f"{checked}. With --require-profile the job is not started.")
-            return EXIT_NOT_PROFILED
-        log.say(f"{checked}. The job runs unprofiled.")
-        env.pop(environment.OPTIONS, None)
-    else:
-        text, opts = checked
-        env[environment.OPTIONS] = text
-        through_pth = doors.installed_pth() is not None
-        if not through_pth:
-            hook = doors.hook_dir()
-            if hook is None:
-                raise SystemExit("msprof-agent run: this installation has neither its .pth in site-packages nor a "
-                                 "sitecustomize_hook folder beside the package; reinstall it (pip install msprof-agent)")
-            doors.compile_hook(hook)
-            # the checkout too: a job's sys.path starts with its script's folder, not the one run was started from
-            env["PYTHONPATH"] = _prepend_path(env.get("PYTHONPATH"), [hook, os.path.dirname(hook)])
-        warning = _python_flags_warning(command, through_pth)
-        if warning:
-            log.say(warning)
+    if isinstance(checked, str):  # bad input: said before the job starts, which is not started
+        log.say(f"{checked}. The job is not started.")
+        return EXIT_NOT_PROFILED
+    text, opts = checked
+    env[environment.OPTIONS] = text
+    through_pth = doors.installed_pth() is not None
+    if not through_pth:
+        hook = doors.hook_dir()
+        if hook is None:
+            raise SystemExit("msprof-agent run: this installation has neither its .pth in site-packages nor a "
+                             "sitecustomize_hook folder beside the package; reinstall it (pip install msprof-agent)")
+        doors.compile_hook(hook)
+        # the checkout too: a job's sys.path starts with its script's folder, not the one run was started from
+        env["PYTHONPATH"] = _prepend_path(env.get("PYTHONPATH"), [hook, os.path.dirname(hook)])
+    warning = _python_flags_warning(command, through_pth)
+    if warning:
+        log.say(warning)
     if args.baseline:
         from .compare import run_with_baseline
 
         return run_with_baseline(executable, command, env, args)
-    if isinstance(checked, str):
-        status = supervise.run_job(executable, command, env)
-        log.say(f"no profile written: {checked}")
-        written = False
-    else:
-        before_ns = os.stat(run_dir(opts.output_path)).st_mtime_ns
-        status = supervise.run_job(executable, command, env)
-        written = _say_outcome(opts.output_path, before_ns)
+    os.makedirs(run_dir(opts.output_path), exist_ok=True)  # the agent's probe in the job then changes its time (_say_outcome)
+    before_ns = os.stat(run_dir(opts.output_path)).st_mtime_ns
+    status = supervise.run_job(executable, command, env)
+    written = _say_outcome(opts.output_path, before_ns)
     if status == 0 and args.require_profile and not written:
         return EXIT_NOT_PROFILED
     return supervise.end_like(status)
@@ -252,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--allow-different", action="store_true",
                      help="with --baseline: gate even when the runs differ in framework, world size or model (op types)")
     run.add_argument("--require-profile", action="store_true",
-                     help="exit 2 when the job cannot be or was not profiled (bad options: the job is not started)")
+                     help="exit 2 when the job passed but left no profile (bad options always exit 2, the job not started)")
     run.add_argument("command", nargs=argparse.REMAINDER)
     run.set_defaults(func=cmd_run)
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import environment, log, supervise
 from .contract.columns import STAGES
-from .contract.names import REPORT, STEP_TRACE, SUMMARY, queue_file, rank_file, summary_ranks
+from .contract.names import REPORT, STEP_TRACE, SUMMARY, earlier_runs, queue_file, rank_file, summary_ranks
 from .contract.names import profiler_dirs as profiler_dirs_holding
 from .contract.readers import fetch_waits, op_type_totals, read_queue
 from .contract.summary import read_summary, step_samples, warmup_step_numbers
@@ -482,8 +482,11 @@ def run_with_baseline(executable: str, command: Sequence[str], env: Mapping[str,
     A job killed by a signal: after the comparison we die of the same signal (``supervise.end_like``).
     """
     status = supervise.run_job(executable, command, env)
-    log.say(f"job exited with status {status}; comparing with the baseline {args.baseline}")
-    gate = main(SimpleNamespace(base=args.baseline, new=_output_path(env), fail_on=args.fail_on,
+    base, new = args.baseline, _output_path(env)
+    if os.path.realpath(base) == os.path.realpath(new) and earlier_runs(new):  # the job's start kept the baseline aside
+        base = earlier_runs(new)[-1]
+    log.say(f"job exited with status {status}; comparing with the baseline {base}")
+    gate = main(SimpleNamespace(base=base, new=new, fail_on=args.fail_on,
                                 markdown=getattr(args, "markdown", False), json_out=getattr(args, "json_out", None),
                                 allow_different=getattr(args, "allow_different", False)))
     return gate if status == 0 else supervise.end_like(status)

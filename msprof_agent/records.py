@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         end: int
         wait: int  # ns spent fetching data in the step
         waits: list[tuple[int, int]]  # the fetches (start, end), the first MAX_WAITS_KEPT
+        wait_cpu: NotRequired[int]  # ns of CPU the fetches used in the fetching thread (a loader without workers)
         fp: int | None  # forward start, backward end, when the integration sees them
         bp: int | None
         win: bool  # recorded while op collection was on
@@ -116,6 +117,7 @@ if TYPE_CHECKING:
         puser: float  # the job: this process and its descendants (DataLoader, dataset, compile workers), percent of the machine
         psys: float
         agent: float  # the agent's own processes (its background analysis), neither the job's nor others'
+        pchildren: NotRequired[float]  # of the job's, its descendants' (user + system): DataLoader workers, dataset and compile workers
         rss: int  # bytes, this process
         heap: NotRequired[int]  # bytes in use: the C heap's (glibc's mallinfo2) and Python's small objects', on the samples its cost allows
         avail: NotRequired[int]  # the machine's available memory, bytes

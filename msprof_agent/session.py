@@ -331,11 +331,7 @@ class Session:
             if c.writer.lost_steps:
                 log.say(f"no analysis of {c.profiler_dir}: the raw records of {c.writer.lost_steps} steps were lost ({c.writer.lost_because})")
             raise
-        if not finished:
-            if c is self.run and self.framework is not None and not self.steps.completed and c.options.start:
-                log.say(f"no step trace: no {self.framework} training or inference step was seen (no optimizer step, training-data "
-                        "fetch, compiled step function or model forward), so no window opened; run the model through an "
-                        "nn.Module / Cell, or profile a region with msprof_agent.Profiler start() / stop()")
+        if not finished:  # never stepped a model: leaves nothing, says nothing (``msprof-agent run`` says why)
             return None
         if c.analyse_mode is None:
             log.say(f"raw data kept in {c.profiler_dir} (no online analysis); analyse it with: msprof-agent analyse {c.profiler_dir}")

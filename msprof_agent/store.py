@@ -21,8 +21,22 @@ import time
 
 import orjson
 
-from . import records
-from .contract.names import RAW_FILE, RAW_FILE_GLOB, RAW_FOLDER, RAW_RANK_FOLDER, rank_pattern
+from . import log, records
+from .contract.names import (
+    CLUSTER_SUMMARY,
+    EARLIER_FOLDER,
+    EARLIER_STAMP,
+    MOVING_LOCK,
+    RAW_FILE,
+    RAW_FILE_GLOB,
+    RAW_FOLDER,
+    RAW_RANK_FOLDER,
+    RUN_FOLDER,
+    SUMMARY,
+    rank_file,
+    rank_pattern,
+    summary_ranks,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
@@ -50,11 +64,51 @@ def rank_raw_dir(profiler_dir: str, rank: int) -> str:
     return os.path.join(profiler_dir, RAW_FOLDER, RAW_RANK_FOLDER.format(rank=rank))
 
 
+MOVE_WAIT_S = 5.0  # how long a process waits for another one of its job moving the earlier run
+
+
+def keep_earlier_run(profiler_dir: str, started_ns: int) -> str | None:
+    """A rerun into the same folder keeps the run before it: where PROFILER_DIR holds a run analysed before
+    STARTED_NS (a summary older than this process), the folder moves whole to ``earlier/<analysed at>/profiler``
+    beside it, which every reader (view, compare, analyse, MindInsight) reads as it read the folder, and
+    ``profiler/`` stays the newest run's. The job's first process to write moves it, holding a lock folder; its
+    other ranks then find no earlier summary there. Returns the earlier run's new folder, or None."""
+    parent = os.path.dirname(profiler_dir)
+    lock = os.path.join(parent, MOVING_LOCK)
+    deadline = time.monotonic() + MOVE_WAIT_S
+    while True:
+        try:
+            os.mkdir(lock)
+            break
+        except FileExistsError:
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+        except OSError:  # no parent yet: nothing earlier to keep
+            return None
+    try:
+        done = [rank_file(SUMMARY, rank) for rank in summary_ranks(profiler_dir)] + [CLUSTER_SUMMARY]
+        times = [os.stat(path).st_mtime_ns for path in (os.path.join(profiler_dir, name) for name in done) if os.path.exists(path)]
+        if not any(t < started_ns for t in times):
+            return None
+        stamp = time.strftime(EARLIER_STAMP, time.gmtime(max(times) / 1e9))
+        target, n = os.path.join(parent, EARLIER_FOLDER, stamp), 1
+        while os.path.exists(target):
+            target, n = os.path.join(parent, EARLIER_FOLDER, f"{stamp}-{n}"), n + 1
+        os.makedirs(target)
+        os.rename(profiler_dir, os.path.join(target, RUN_FOLDER))
+        return target
+    finally:
+        os.rmdir(lock)
+
+
 class EventWriter:
     """Append-only writer owned by one process; other threads hand records over through ``queue``."""
 
     def __init__(self, profiler_dir: str, rank: int, started_ns: int) -> None:
+        self.profiler_dir = profiler_dir
         self.started_ns = started_ns
+        self._settled = False
         self.directory = rank_raw_dir(profiler_dir, rank)
         self.path = os.path.join(self.directory, RAW_FILE.format(pid=os.getpid()))
         self.queue: collections.deque[Record] = collections.deque()  # small records encoded at the next flush(); sampler threads append here too
@@ -123,8 +177,23 @@ class EventWriter:
         os.write(self._open(), line)
         self._torn = False
 
+    def settle(self) -> None:
+        """Before this store's first write or its collection's first recording (whose profiler may write into
+        the folder): an earlier run in the folder is kept aside (``keep_earlier_run``), and said where."""
+        if self._settled:
+            return
+        self._settled = True
+        try:
+            kept = keep_earlier_run(self.profiler_dir, self.started_ns)
+        except OSError as exc:
+            log.warn_once(f"could not keep the earlier run in {self.profiler_dir} aside ({exc.strerror}); this run replaces it")
+            return
+        if kept:
+            log.say(f"the earlier run in {self.profiler_dir} is kept in {os.path.join(kept, RUN_FOLDER)}")
+
     def _open(self) -> int:
         if self._fd is None:
+            self.settle()
             os.makedirs(self.directory, exist_ok=True)
             self._clear_earlier_runs()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -169,6 +169,7 @@ class Windows:
     def begin(self, c: Collection, at_ns: int, explicit: bool) -> None:
         """C records from AT_NS (the caller checked that nothing else records)."""
         c.explicit = c.explicit or explicit
+        c.writer.settle()  # before the device session's profiler writes into the folder
         c.state = RECORDING
         c.intervals.append((at_ns, None))
         self.owner = c

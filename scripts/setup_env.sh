@@ -8,15 +8,18 @@ VENV="${MSPROF_VENV:-$ROOT/.venv}"
 (
 set -euo pipefail
 PY="${PYTHON:-python3}"
+TORCH_VERSION=2.13.0
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-stamp="$VENV/.msprof-deps-$(sha1sum "$ROOT/pyproject.toml" | cut -c1-12)"
+stamp="$VENV/.msprof-deps-$(cat "$ROOT/pyproject.toml" "$ROOT/scripts/setup_env.sh" | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # compat mode: a plain path entry in a .pth, not setuptools' import-hook finder, which costs
   # every interpreter in the venv about 10 ms at start-up (pathlib, urllib...).
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,mindspore,torch,viewer]" --config-settings editable_mode=compat
+  # torch pinned here, not in the extra (a range there, so it keeps a user's torch): the version the tests run
+  # on; its CPU build (2.13.0+cpu) is preferred where a wheel source holds it, as CI's does, over PyPI's CUDA one.
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,mindspore,torch,viewer]" "torch==$TORCH_VERSION" --config-settings editable_mode=compat
   touch "$stamp"
 fi
 # The hook's bytecode, written even where PYTHONDONTWRITEBYTECODE is set: compiling it at every

@@ -33,6 +33,7 @@ SCENARIOS = {  # name: (script, arguments, extra options)
     "torch_clean": (TORCH, [], {}),
     "torch_data": (TORCH, ["--data-ms", "60"], {}),
     "torch_loop": (TORCH, ["--loop-ms", "60"], {"with_stack": True}),
+    "torch_loop_unnamed": (TORCH, ["--loop-ms", "60", "--steps", "10"], {}),  # as a user first runs it: no with_stack
     "torch_forward": (TORCH, ["--forward-ms", "50", "--closure"], {"with_stack": True}),
     "torch_op": (TORCH, ["--big-op", "600"], {}),
     "torch_pause": (TORCH, ["--pause-every", "4", "--pause-ms", "100", "--steps", "24"], {}),
@@ -45,6 +46,9 @@ SCENARIOS = {  # name: (script, arguments, extra options)
     "torch_workers_clean": (TORCH, WORKERS + ["--steps", "24"], {}),
     "torch_workers": (TORCH, WORKERS + ["--sample-ms", "40", "--steps", "24"], {}),  # 160 ms a batch a worker: one each 80 ms
     "torch_window_5": (TORCH, ["--steps", "20"], {"start_step": 5}),
+    # a loader without workers: __getitem__ waits 5 ms a sample (a slow disk), or computes 2 ms; ~10 ms of ops a step
+    "torch_loader_waits": (TORCH, ["--batch", "4", "--sample-ms", "5", "--big-op", "500", "--steps", "30"], {}),
+    "torch_loader_computes": (TORCH, ["--batch", "4", "--sample-cpu-ms", "2", "--big-op", "500", "--steps", "30"], {}),
     "zoo_clean": (ZOO, [], {}),
     # 80 ms: more than the runtime gaps' 12-17 ms, and than the 66 ms they grew to on a machine other jobs kept busy
     "zoo_callback": (ZOO, ["--callback-ms", "80"], {}),
@@ -164,6 +168,17 @@ def test_torch_host_work_is_host_bound_and_names_the_function(scenario, name, in
     assert all("::" in t for t in op_types), op_types  # ranges and Python calls are not ops
     if name == "torch_forward":
         assert "Optimizer.step#SGD.step" in [a["name"] for a in summary["annotations"]]
+    assert "with_stack" not in finding["action"] and finding["action"].startswith("move the Python work named in the evidence")
+
+
+@pytest.mark.torch
+def test_host_work_with_no_function_named_says_how_to_have_it_named(scenario):
+    """Without with_stack the evidence names no Python work: the action says how to have it named (the run with
+    it, above, names the injected function's line) before it says to move it."""
+    finding = top(scenario("torch_loop_unnamed")[1], "host", "host_work")
+    assert "hot_spots" not in finding["evidence"], finding["evidence"]
+    assert finding["action"].startswith('the evidence names no Python work: profile again with "with_stack": true'), finding["action"]
+    assert "then move the Python work named in the evidence" in finding["action"]
 
 
 @pytest.mark.torch
@@ -405,6 +420,50 @@ def test_the_two_worker_jobs_verdict_is_the_same_in_three_runs(scenario, tmp_pat
 
 
 @pytest.mark.torch
+@pytest.mark.parametrize("name", ["torch_loader_waits", "torch_loader_computes"])
+def test_the_loader_advice_followed_makes_the_step_faster(scenario, tmp_path_factory, name):
+    """The advice tells loading that waits from loading that computes by the fetches' CPU time against their
+    wall time, and sizes num_workers by it: waiting is not bounded by the cores. The advised setting, run,
+    makes the median step faster in both cases."""
+    _, summary, _ = scenario(name)
+    finding = top(summary, "data", "data_wait")
+    share, advised = finding["evidence"]["loading_cpu_share"], finding["evidence"].get("workers_advised")
+    assert (share < 0.25) if name == "torch_loader_waits" else (share > 0.4), finding["evidence"]
+    if advised is None and name == "torch_loader_computes":  # a worker would only take turns with the training and the others
+        assert "free beside the training process" in finding["action"], finding["action"]
+        pytest.skip(f"no core free here for a CPU-bound worker, which the advice said: {finding['action']}")
+    assert f"num_workers from 0 to {advised}" in finding["action"], finding["action"]
+    script, arguments, options = SCENARIOS[name]
+    (_, followed, _), outside = measured_run(tmp_path_factory, name + "_followed", script, arguments + ["--workers", str(advised)], options)
+    before, after = summary["step_time_ms"]["p50"], followed["step_time_ms"]["p50"]
+    cpus = psutil.cpu_count() or 1
+    taken = max(scenario.outside[name]["others_percent"], outside["others_percent"]) / 100 * cpus  # other jobs' cores, either run
+    if name == "torch_loader_computes" and taken > cpus - 1 - advised * share:
+        pytest.skip(f"other processes took ~{taken:.1f} of the {cpus} cores: no core was left for the advised CPU-bound workers "
+                    f"(p50 step {before} -> {after} ms)")
+    assert after < 0.8 * before, (before, after, finding["action"], followed["findings"][:1])
+
+
+@pytest.mark.unit
+def test_the_loaders_cpu_share_bounds_the_workers_by_the_cores_only_for_its_cpu_part():
+    """Three workers deliver one batch a 40 ms step, a step consumes one every 10 ms: 12 workers keep up.
+    Loading that waits gets them on 2 cores; loading that computes gets what 4 cores allow, and cheaper work."""
+    steady = _stage_rows([30.0] * 20)
+    meta = {"framework": "torch", "cpus": 2, "data_settings": {"num_workers": 3, "batch_size": 4}}
+    step_ms = sum(r["total"] for r in steady) / len(steady)
+    waits = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.05}, meta)
+    assert waits["action"].startswith("raise the DataLoader's num_workers from 3 to 12"), waits["action"]
+    assert waits["evidence"]["workers_advised"] == 12 and "waits the rest" in waits["action"]
+    computes = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.9}, dict(meta, cpus=8))
+    assert computes["action"].startswith("raise the DataLoader's num_workers from 3 to 7, what the 8 cores allow"), computes["action"]
+    assert "__getitem__" in computes["action"] and computes["evidence"]["workers_needed"] == 12
+    busy = {"machine_busy_mean": 90.0, "process_user_mean": 38.0, "process_sys_mean": 2.0, "agent_mean": 0.0}  # others: 1 of 2 cores
+    taken = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.9}, meta, busy)
+    assert taken["action"].startswith("num_workers is 3; ~12 workers would keep up"), taken["action"]
+    assert "2 cores (other processes keep ~1.0 busy), 0 free" in taken["action"] and "workers_advised" not in taken["evidence"]
+
+
+@pytest.mark.torch
 def test_a_window_opened_at_step_5_has_no_warm_up_from_the_profilers_start(scenario):
     _, summary, _ = scenario("torch_window_5")
     assert summary["step_range"][0] == 5
@@ -587,3 +646,15 @@ def test_two_close_causes_are_both_named_and_a_finding_near_its_line_says_so():
     assert verdict.basis([_finding_of("data", 30.0, margin=2.0)], advisor.VERDICT_OF, [missed], advisor.MIN_STAKE_MS)["confidence"] == "clear"
     near_line = verdict.basis([_finding_of("data", 6.0, margin=1.1)], advisor.VERDICT_OF)
     assert near_line["confidence"] == "near its trigger" and "1.10x its trigger" in verdict.words("data-bound", near_line)
+
+
+@pytest.mark.unit
+def test_a_findings_text_gives_the_figure_its_label_is_defined_on():
+    """Compute-bound is ops >= 50 % of the median step: the text says that share, not ops over the mean step,
+    which a few slow steps pull down (a new user read 'Compute-bound: ops run 31 % of the step')."""
+    steady = _stage_rows([0.0] * 20, host=1.0, compute=9.0)
+    for row in steady[::4]:
+        row["host"], row["total"] = 60.0, 69.0
+    step_ms, step_p50 = sum(r["total"] for r in steady) / len(steady), sorted(r["total"] for r in steady)[10]
+    finding = advisor.compute_finding(steady, step_ms, step_p50, {"types": [{"op_type": "MatMul", "percent": 0.6}]}, {"framework": "torch"})
+    assert finding["text"].startswith("Compute-bound: ops run 90% of the median step"), finding["text"]

@@ -81,13 +81,16 @@ BAD_OPTIONS = [
 ]
 
 
-def check_one_clear_line(result, expected, tmp_path):
-    """The job left as it would alone (status 3, its own output); one line of ours saying why profiling is off."""
+def check_one_clear_line(result, expected, tmp_path, trained=False):
+    """The job left as it would alone (status 3, its own output); one line of ours saying why profiling is off,
+    said again last where the process imported a framework (``trained``): the first scrolls away under the job's output."""
     lines = agent_lines(result.stderr)
     assert result.returncode == 3
     assert "trained 6 steps" in result.stdout
-    assert len(lines) == 1, result.stderr
+    assert len(lines) == 1 + trained, result.stderr
     assert expected in lines[0] and "Profiling is off for this run." in lines[0]
+    if trained:
+        assert result.stderr.splitlines()[-1] == lines[1] and lines[1].startswith("msprof-agent: no profile written: ") and expected in lines[1]
     assert not os.path.exists(tmp_path / "data")
 
 
@@ -98,9 +101,10 @@ def test_bad_options_give_one_clear_line_and_leave_the_job_alone(options, expect
 
 
 @pytest.mark.torch
-def test_bad_options_leave_a_torch_training_alone(tmp_path):
-    options, expected = BAD_OPTIONS[0]
-    check_one_clear_line(run_script([TINY, "--exit-code", "3"], options=options, cwd=str(tmp_path)), expected, tmp_path)
+@pytest.mark.parametrize("options, expected", [BAD_OPTIONS[0], ('{"start": true, "profile_memroy": true}',
+                                                                 'unknown key "profile_memroy" (did you mean "profile_memory"?)')])
+def test_bad_options_leave_a_torch_training_alone(tmp_path, options, expected):
+    check_one_clear_line(run_script([TINY, "--exit-code", "3"], options=options, cwd=str(tmp_path)), expected, tmp_path, trained=True)
 
 
 @pytest.mark.torch
@@ -117,8 +121,9 @@ def test_unwritable_output_path(tmp_path):
     blocker.write_text("not a directory")
     result = run_script([TINY], options=profile_into(str(blocker / "sub")))
     assert result.returncode == 0 and "trained 6 steps" in result.stdout
-    lines = agent_lines(result.stderr)
-    assert len(lines) == 1 and 'key "output_path": cannot write to' in lines[0]
+    first, last = agent_lines(result.stderr)  # said at start, and again as the training exits
+    assert 'key "output_path": cannot write to' in first and first.endswith(". Profiling is off for this run.")
+    assert last == "msprof-agent: no profile written: " + first.removeprefix("msprof-agent: ").removesuffix(". Profiling is off for this run.")
 
 
 @pytest.mark.torch
@@ -430,3 +435,28 @@ def test_framework_import_under_the_hook_is_transparent(out_dir):
     result = run_script(["-c", code], options=profile_into(out_dir))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["SourceFileLoader", "SourceFileLoader", "True", "True"]
+
+
+@pytest.mark.torch
+def test_a_rerun_into_the_same_output_path_keeps_the_earlier_run(two_tiny_ranks, tmp_path):
+    """Two ranks of a second job into the folder a first two-rank job left: the first job's profiler/ is
+    moved whole, once, to earlier/<analysed at>/profiler (both summaries and its cluster summary there, said on
+    stderr), profiler/ holds the new job's alone, and compare reads the earlier run as a baseline."""
+    out = str(tmp_path / "out")
+    shutil.copytree(two_tiny_ranks, out)
+    procs = [subprocess.Popen([PY, TINY, "--steps", str(6 + rank)], env=hook_env(profile_into(out), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    said = []
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        said += [line for line in agent_lines(stderr) if "earlier run" in line]
+    (earlier,) = glob.glob(os.path.join(out, "earlier", "*"))
+    assert said == [f"msprof-agent: the earlier run in {out}/profiler is kept in {earlier}/profiler"], said
+    for rank, (before, now) in enumerate([(4, 6), (5, 7)]):
+        assert read_json(os.path.join(earlier, "profiler", f"summary_{rank}.json"))["steps_total"] == before
+        assert read_json(os.path.join(out, "profiler", f"summary_{rank}.json"))["steps_total"] == now
+        assert len(glob.glob(os.path.join(out, "profiler", "raw", f"rank_{rank}", "*.jsonl"))) == 1
+    assert os.path.exists(os.path.join(earlier, "profiler", "cluster_summary.json"))
+    compared = subprocess.run([PY, "-m", "msprof_agent", "compare", earlier, out], capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0 and "step" in compared.stdout, compared.stderr

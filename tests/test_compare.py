@@ -9,6 +9,7 @@ data_wait>2 ms; the 50 ms data sleep still breaches both by far (~2000 % and ~50
 """
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -355,3 +356,15 @@ def test_host_work_fails_the_gate_and_a_busier_machine_does_not(drift_runs):
         summary = read_json(glob.glob(os.path.join(run, "**", "summary_0.json"), recursive=True)[0])
         assert 0 < summary["machine_speed"]["cpu_share"] <= 1 and summary["machine_speed"]["host_mips"] > 0
         assert all(w["step"] <= 15 for w in summary["warmup_steps"])
+
+
+@pytest.mark.torch
+def test_run_baseline_into_its_own_folder_compares_with_the_run_it_kept(runs, tmp_path):
+    """A CI job that reruns into the folder holding its baseline: the start keeps the baseline aside (earlier/),
+    and the gate compares the new run with it, not with itself."""
+    paths, _ = runs
+    shutil.copytree(paths["base"], tmp_path / "ci")
+    result = profile(str(tmp_path / "ci"), SLOW_STEPS, "--data-sleep-ms", "50", baseline=str(tmp_path / "ci"))
+    (kept,) = glob.glob(str(tmp_path / "ci" / "earlier" / "*"))
+    assert f"comparing with the baseline {kept}" in result.stderr, result.stderr
+    assert result.returncode == 1 and "msprof-agent compare: FAIL" in result.stdout, result.stdout + result.stderr

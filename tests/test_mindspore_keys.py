@@ -112,5 +112,6 @@ def test_self_contradicting_variable_is_one_line_and_the_job_runs(tmp_path):
                                                 "activities": ["CPU"]}, cwd=str(tmp_path), timeout=300)
     lines = [line for line in proc.stderr.splitlines() if line.startswith("msprof-agent:")]
     assert proc.returncode == 0 and "step 2 loss" in proc.stdout
-    assert len(lines) == 1 and 'ask for ops both false and true' in lines[0] and "Profiling is off" in lines[0]
+    assert len(lines) == 2 and 'ask for ops both false and true' in lines[0] and "Profiling is off" in lines[0]
+    assert lines[1].startswith("msprof-agent: no profile written: ") and 'ask for ops both false and true' in lines[1]  # again at exit
     assert not os.path.exists(tmp_path / "out")

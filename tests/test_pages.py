@@ -234,12 +234,13 @@ def test_the_jobs_cpu_is_its_process_tree_and_the_agents_own_processes_are_apart
         time.sleep(0.1)
         tree.read()  # both children seen: counted from here on
         time.sleep(0.8)
-        job_user, job_sys, ours = tree.read()
+        job_user, job_sys, ours, descendants = tree.read()
     finally:
         for child in children:
             child.kill()
             child.wait(timeout=30)
     assert job_user + job_sys >= 0.02 and ours >= 0.02, (job_user, job_sys, ours)  # each child spun on a shared machine
+    assert descendants >= 0.02 and descendants >= 0.8 * (job_user + job_sys), (descendants, job_user, job_sys)  # the job's child, not this sleeper
 
 
 @pytest.mark.unit
@@ -260,7 +261,8 @@ def test_a_child_that_ended_between_readings_is_the_jobs_to_its_end():
     tree.read()  # the first child seen here, early in its spin
     subprocess.run([sys.executable, "-c", spin, "0.3"], check=True)  # started and ended between two readings
     seen_once.wait(timeout=60)
-    job_user, job_sys, ours = tree.read()
+    job_user, job_sys, ours, descendants = tree.read()
+    assert descendants >= 0.3 + 0.6 * 0.5, descendants  # reaped workers are the descendants' too
     assert job_user + job_sys >= 0.3 + 0.6 * 0.5, (job_user, job_sys)  # the second child whole, most of the first
     assert job_user + job_sys <= 0.3 + 0.6 + 0.5, (job_user, job_sys)  # each counted once (interpreter starts: ~0.1 s)
     assert ours == 0.0

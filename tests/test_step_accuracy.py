@@ -10,10 +10,11 @@ by its tests.
 import json
 import os
 import statistics
+import subprocess
 
 import pytest
 
-from conftest import ROOT, read_csv, read_json, run_script
+from conftest import PY, ROOT, hook_env, read_csv, read_json, run_script
 
 SCRIPTS = os.path.join(ROOT, "tests", "scripts")
 INJECTED_MS = 100.0
@@ -140,10 +141,17 @@ def test_profiler_hand_overs_hide_no_user_time(handed_over):
 
 
 @pytest.mark.torch
-def test_a_run_without_steps_says_why_in_one_line(tmp_path):
+def test_a_process_that_never_steps_a_model_leaves_nothing_and_says_nothing(tmp_path):
+    """With the variable exported every Python process starts the agent: a torch one-liner, ``print(1)`` or pip
+    make no output folder and print nothing of ours; ``msprof-agent run`` says why there is no profile."""
     pytest.importorskip("torch")
     code = "import torch\nx = torch.randn(64, 64)\nfor _ in range(20):\n    x = (x @ x).tanh()\n"
-    proc = run_script(["-c", code], {"start": True, "output_path": str(tmp_path)}, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("msprof-agent:")]
-    assert len(lines) == 1 and "no step trace: no torch training or inference step was seen" in lines[0], proc.stderr
+    out = tmp_path / "out"
+    for command in (["-c", code], ["-c", "print(1)"], ["-m", "pip", "--version"]):
+        proc = run_script(command, {"start": True, "output_path": str(out)}, timeout=120)
+        assert proc.returncode == 0 and "msprof-agent" not in proc.stderr, (command, proc.stderr)
+        assert not out.exists(), (command, list(out.rglob("*")))
+    proc = subprocess.run([PY, "-m", "msprof_agent", "run", "--output-path", str(out), "--", PY, "-c", code],
+                          env=hook_env(), capture_output=True, text=True, timeout=120)
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("msprof-agent:")]
+    assert proc.returncode == 0 and "the job ran no MindSpore or PyTorch training step" in line and "nn.Module" in line, proc.stderr

@@ -423,7 +423,7 @@ def test_static_plotly_is_served_from_the_package(live):
 
 
 @pytest.mark.unit
-def test_report_is_one_offline_file(tmp_path):
+def test_report_is_an_offline_file_with_plotly_beside_it(tmp_path):
     from msprof_agent.viewer import write_report
 
     d = make_fixture(str(tmp_path / "run" / "profiler"), rank=0)
@@ -431,7 +431,7 @@ def test_report_is_one_offline_file(tmp_path):
     assert os.path.basename(path) == "report_0.html"
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    assert "<script src" not in text and "<link" not in text and "@import" not in text
+    assert re.findall(r"<script src=[^>]*>", text) == ['<script src="plotly.min.js">'] and "<link" not in text and "@import" not in text
     assert "Plotly" in text and "msprof-charts" in text
     assert "<img" not in text.split("<script>", 1)[0]
     for title in ("Overview", "Step trace", "Operators", "Data preparation", "Resources"):
@@ -831,6 +831,7 @@ def test_findings_link_to_their_steps_and_hot_spots_in_viewer_and_report(tmp_pat
         assert _links(overview, "periodic_pause") == [("/run/steps?run=job&amp;rank=0#steps=4,8,12", "steps")]
         assert _links(overview, "memory_growth") == []
         assert EVIL not in overview and "Host-bound &lt;img" in overview
+        assert len(re.findall(r">Notes<", overview)) == 1 and "note with &lt;img" in overview  # the card's title, no second heading
         steps = server.get("/run/steps?run=job&rank=0")[2]
         assert 'id="step-highlight" hidden' in steps and 'id="python-hot-spots"' in steps
         table = steps.split('id="hot-spots"', 1)[1].split("</table>", 1)[0]
@@ -905,3 +906,66 @@ def test_injected_slow_function_heads_the_hot_spots_of_viewer_and_report(tmp_pat
         assert re.findall(r'<td data-col="function" data-v="([^"]*)"', table)[0] == injected
     assert ("/run/steps?run=host&amp;rank=0#python-hot-spots", "hot-spots") in _links(overview, "host_work")
     assert ("#python-hot-spots", "hot-spots") in _links(report, "host_work")
+
+
+@pytest.mark.unit
+def test_the_overview_and_the_step_trace_show_one_step_time(tmp_path):
+    """One definition of the run's step on every page: the steady steps' mean (warm-up left out), the summary's,
+    not the step trace file's average over every step (a new user read 9.99 ms on one page, 11.205 on the other)."""
+    profiler = root = tmp_path / "s"
+    profiler = root / "warm" / "profiler"
+    make_fixture(str(profiler), steps=12, warmup=[{"step": n, "ms": 5.0} for n in (1, 2, 3)])
+    csv_path = str(profiler / "step_trace_raw_0_detail_time.csv")
+    header, *rows = read_csv(csv_path)
+    for row in rows[:3]:  # the warm-up steps 5 ms longer, in their interval
+        row[2], row[3], row[6] = int(row[2]) + 500_000, int(row[3]) + 500_000, int(row[6]) + 500_000
+    columns = [[int(row[i]) for row in rows[:-1]] for i in (6, 7, 8)]
+    rows[-1] = ["-", "", "", sum(map(sum, columns)) / len(columns[0]), "", "", *(sum(c) / len(c) for c in columns)]
+    with open(csv_path, "w", newline="") as handle:
+        csv.writer(handle).writerows([header, *rows])
+    steady = [[int(v) / 1e5 for v in row[6:9]] for row in rows[3:-1]]  # steps 4..12: interval, fp_and_bp, tail (10 ns units)
+    summary = read_json(str(profiler / "summary_0.json"))
+    summary["stages_ms"] = dict(zip(("iteration_interval", "fp_and_bp", "tail"), (sum(c) / len(steady) for c in zip(*steady))))
+    summary["step_time_ms"]["mean"] = mean = sum(map(sum, steady)) / len(steady)
+    (profiler / "summary_0.json").write_text(json.dumps(summary))
+    with served(root) as server:
+        shown = [re.search(rf'id="{span}total">([^<]*)<', server.get(f"/run/{page}?run=warm&rank=0")[2]).group(1)
+                 for page, span in (("overview", "ov-step-"), ("steps", "st-"))]
+    assert shown == [f"{mean:.3f}"] * 2 and float(rows[-1][3]) / 1e5 != pytest.approx(mean, abs=1e-3), (shown, rows[-1])
+
+
+@pytest.mark.unit
+def test_a_one_rank_torch_run_shows_no_cluster_tab_and_no_mindspore_memory_counters(tmp_path):
+    """A new user's PyTorch run: no Cluster tab with one rank, the memory curve named by what measured it (not
+    MindSpore's 'graph 0'), and no allocation counters or static memory, MindInsight's graph-memory fields; every
+    chart's title at the left, clear of plotly's toolbar at the top right."""
+    profiler = tmp_path / "s" / "job" / "profiler"
+    make_fixture(str(profiler), framework="torch")
+    memory = read_json(str(profiler / "memory_usage_summary_0.json"))
+    (profiler / "memory_usage_summary_0.json").write_text(json.dumps(dict(memory, source="process RSS")))
+    with served(tmp_path / "s") as server:
+        page = server.get("/run/resources?run=job&rank=0")[2]
+        overview = server.get("/run/overview?run=job&rank=0")[2]
+    assert 'data-page="cluster"' not in page and 'data-page="resources"' in page
+    assert [t["name"] for t in charts_of(page)["mem-lines"]["data"] if "name" in t] == ["process RSS"]
+    assert 'data-mem="allocations"' not in page and 'data-mem="static_mem"' not in page and 'data-mem="peak_mem"' in page
+    for chart in list(charts_of(page).values()) + list(charts_of(overview).values()):
+        title = chart["layout"].get("title")
+        assert not title or (title["x"], title["xanchor"]) == (0, "left"), title
+
+
+@pytest.mark.unit
+def test_a_report_loads_plotly_from_beside_it(tmp_path):
+    """plotly.min.js (4.8 MB) inlined was nearly all of a report of 80 tiny steps, and again in each rank's: one copy a
+    folder, beside the reports, which load it."""
+    from msprof_agent.viewer import write_report
+    from msprof_agent.viewer.assets import plotly_js_path
+
+    directory = make_fixture(str(tmp_path / "job" / "profiler"))
+    for rank in (0, 1):
+        make_fixture(directory, rank=rank)
+        report = write_report(directory, rank)
+        assert os.path.getsize(report) < 300_000, os.path.getsize(report)
+        with open(report, encoding="utf-8") as handle:
+            assert '<script src="plotly.min.js"></script>' in handle.read()
+    assert os.path.getsize(os.path.join(directory, "plotly.min.js")) == os.path.getsize(plotly_js_path())

@@ -61,6 +61,7 @@ JITTER_MIN_BEATS = 4  # slow steps on the period's beat
 MEMORY_MIN_BYTES_PER_STEP = 256 << 10
 MEMORY_MIN_GROWTH = 32 << 20
 LOW_MFU = 0.10
+MIN_LOADING_CORES = 0.5  # the CPU the data workers may always take, however busy the machine
 
 # Actions in any framework's words; the framework-specific ones are its profile's advice (frameworks/<name>/profile.py).
 ACTIONS = {
@@ -68,6 +69,8 @@ ACTIONS = {
                       "make it rarer or asynchronous (gc.freeze() after setup, save checkpoints in a thread)",
     "warm_up": "one-off cost of compilation and first allocations; profile from a later step "
                "(start_step / schedule) so it does not skew the steady numbers",
+    "host_work_unnamed": "the evidence names no Python work: profile again with \"with_stack\": true in MS_PROFILER_OPTIONS "
+                         "(msprof-agent run -o with_stack=true) to have the functions and lines taking the time named, then ",
     "cpu_contention": "other processes keep the machine's CPUs busy while the training waits on the host: "
                       "run fewer jobs per machine, or pin the training to its own cores",
     "low_mfu": "the ops reach a small share of the device's peak: raise the batch size, use lower "
@@ -269,31 +272,49 @@ def workers_needed(batch_ms: float, consume_ms: float) -> int:
     return max(1, math.ceil(batch_ms / max(consume_ms, 1e-3)))
 
 
-def _data_action(meta: dict[str, Any], wait: float, step_ms: float, bottleneck: str | None) -> tuple[str, list[str]]:
+def _data_action(meta: dict[str, Any], wait: float, step_ms: float, bottleneck: str | None,
+                 cpu_share: float | None, others_cores: float) -> tuple[str, list[str], dict[str, Any]]:
     """From the data loader's recorded settings (meta ``data_settings``): what to set, from what to what, with
-    the arithmetic, within the machine's cores. Data-bound, w workers deliver one batch a step: a batch
-    takes w steps to make in one (w = 0: the wait itself); a step takes one every (step - wait)."""
+    the arithmetic. Data-bound, w workers deliver one batch a step: a batch takes w steps to make in one (w = 0:
+    the wait itself); a step takes one every (step - wait). The cores bound only the loading's CPU part
+    (``cpu_share``, data_prep's): loading that waits (a disk, the network) needs workers, not cores; the cores
+    other processes kept busy (``others_cores``) are not the workers'."""
     framework = meta.get("framework")
     settings = meta.get("data_settings") or {}
     if not settings:
-        return action("data_wait_unknown", framework), []
+        return action("data_wait_unknown", framework), [], {}
     profile = frameworks.profile_of(framework) or frameworks.TORCH
     cpus = int(meta.get("cpus") or 1)
+    free = max(cpus - 1 - others_cores, 0.0) if cpu_share is not None else max(cpus - 1, 1)  # beside the training process
     workers = int(settings.get(profile.workers_setting) or 0)
     consume = max(step_ms - wait, 1e-3)
     batch = workers * step_ms if workers else wait
     needed = workers_needed(batch, consume)
-    fields = dict(settings, workers=workers, needed=needed, batch=ms_words(batch), consume=ms_words(consume), cpus=cpus,
-                  free=max(cpus - 1, 0), op=bottleneck or settings.get("op") or "the dataset's slow op")
-    act = action("data_wait" if needed <= max(cpus - 1, 1) else "data_wait_cores", framework, **fields)
+    share = 1.0 if cpu_share is None else max(cpu_share, 0.0)  # unmeasured: as if each worker kept a core busy
+    # loading that waits overlaps its waits at little CPU: it gets half a core's worth of workers even on a full machine
+    affordable = math.floor(max(free, MIN_LOADING_CORES) / share) if share > 0 else needed
+    advised = min(needed, affordable)
+    loading = (f"the loading runs on a CPU {share:.0%} of its time and waits the rest (a disk, the network, a busy CPU), so "
+               f"{advised} worker{'s' if advised > 1 else ''} keep{'' if advised > 1 else 's'} ~{advised * share:.1f} of the {cpus} "
+               f"cores busy" if cpu_share is not None else f"{cpus} cores here")
+    fields = dict(settings, workers=workers, needed=needed, advised=advised, batch=ms_words(batch), consume=ms_words(consume),
+                  cpus=cpus, free=f"{free:.1f}".removesuffix(".0"), loading=loading,
+                  others=f" (other processes keep ~{others_cores:.1f} busy)" if others_cores >= 0.5 else "",
+                  op=bottleneck or settings.get("op") or "the dataset's slow op")
+    fits = needed <= affordable
+    act = action("data_wait" if fits else "data_wait_cores" if advised <= workers else "data_wait_cores_raise", framework, **fields)
     if workers and settings.get("persistent_workers") is False:
         act += action("data_wait_persistent", framework)
     words = [", ".join(f"{key}={value}" for key, value in settings.items()),
              f"a batch takes ~{ms_words(batch)} to make and a step consumes one every {ms_words(consume)}"]
-    return act, words
+    if cpu_share is not None:
+        words.append(f"the loading's CPU time is {cpu_share:.0%} of its wall time ({'CPU-bound' if cpu_share >= 0.5 else 'waiting'})")
+    said = {"loading_cpu_share": cpu_share, "workers_needed": needed, "workers_advised": advised if advised > workers else None}
+    return act, words, said
 
 
-def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
+def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], meta: dict[str, Any],
+                 cpu: dict[str, Any] | None = None) -> Finding | None:
     """Waits for data, judged on their mean: a pipeline that cannot keep up makes every step wait or,
     with workers, every few steps wait longer (``_attribute``)."""
     wait, median = _stage_figures(steady, "wait")
@@ -312,7 +333,8 @@ def data_finding(steady: list[Row], step_ms: float, data_prep: dict[str, Any], m
     if data_prep.get("empty_queue_ratio") is not None:
         evidence["empty_queue_ratio"] = round(data_prep["empty_queue_ratio"], 4)
         words.append(f"the data queue was empty in {data_prep['empty_queue_ratio']:.0%} of the fetches")
-    act, said = _data_action(meta, wait, step_ms, bottleneck)
+    act, said, sized = _data_action(meta, wait, step_ms, bottleneck, data_prep.get("loading_cpu_share"), others_cores(cpu, meta))
+    evidence.update((key, value) for key, value in sized.items() if value is not None)
     where = f", dataset op {bottleneck} is the pipeline's bottleneck" if bottleneck else ""
     text = f"Data-bound: each step waits a mean {ms_words(wait)} for data ({wait / step_ms:.0%} of a mean {ms_words(step_ms)} step){where}"
     return _finding("data_wait", "data", _share_severity(wait / step_ms), wait, evidence, words + said, text, act)
@@ -334,9 +356,11 @@ def host_finding(steady: list[Row], step_ms: float, step_p50: float, hot_spots: 
         evidence["hot_spots"] = [{"function": spot["function"], "self_ms_per_step": spot["self_ms_per_step"]} for spot in hot_spots[:3]]
         named = f"; top Python hot spot {hot_spots[0]['function']} ({ms_words(hot_spots[0]['self_ms_per_step'])} a step)"
         words.append("Python hot spots: " + ", ".join(f"{s['function']} {ms_words(s['self_ms_per_step'])} a step" for s in hot_spots[:3]))
-    text = f"Host-bound: a mean {ms_words(host)} of each step runs no op and waits for no data ({host / step_ms:.0%} of the step){named}"
+    text = f"Host-bound: a median {ms_words(median)} of each step runs no op and waits for no data ({median / step_p50:.0%} of the median step){named}"
+    options = meta.get("options") or {}
+    unnamed = "" if hot_spots or options.get("with_stack") or options.get("profile_framework") else ACTIONS["host_work_unnamed"]
     return _finding("host_work", "host", _share_severity(host / step_ms), host, evidence, words, text,
-                    action("host_work_compiled" if compiled else "host_work", meta.get("framework")))
+                    unnamed + action("host_work_compiled" if compiled else "host_work", meta.get("framework")))
 
 
 def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: dict[str, Any]) -> Finding | None:
@@ -352,8 +376,8 @@ def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: di
                 "margin": _typical_margin(steady, "runtime", step_p50)}
     words = [f"gaps between the ops inside {region} in {steps_words(where)}: mean {ms_words(runtime)}, p50 {ms_words(median)}; "
              f"ops run a mean {ms_words(compute)}"]
-    text = f"Runtime overhead: a mean {ms_words(runtime)} of each step lies between the ops inside {region} " \
-           f"({runtime / step_ms:.0%} of the step)"
+    text = f"Runtime overhead: a median {ms_words(median)} of each step lies between the ops inside {region} " \
+           f"({median / step_p50:.0%} of the median step)"
     # medium whatever its share: the model's structure, not a mistake in the job (a clean run has no high finding)
     return _finding("runtime_overhead", "runtime", "medium", runtime, evidence, words, text,
                     action("runtime_overhead", meta.get("framework"), jit_level=meta.get("jit_level") or "not set"))
@@ -370,7 +394,7 @@ def compute_finding(steady: list[Row], step_ms: float, step_p50: float, operator
                 "step_ms": round(step_ms, 3), "hot_ops": hot, "margin": margin(median, 0.5 * step_p50)}
     words = [f"ops run a mean {ms_words(compute)} of a mean {ms_words(step_ms)} step",
              "top op types: " + ", ".join(f"{h['op_type']} {h['percent']:.0%} ({ms_words(h['ms_per_step'])} a step)" for h in hot[:3])]
-    text = f"Compute-bound: ops run {compute / step_ms:.0%} of the step; {top['op_type']} takes {top['percent']:.0%} of op time"
+    text = f"Compute-bound: ops run {median / step_p50:.0%} of the median step; {top['op_type']} takes {top['percent']:.0%} of op time"
     return _finding("hot_ops", "compute", "medium" if top["percent"] >= 0.5 else "low", compute * top["percent"], evidence, words,
                     text, action("hot_ops", meta.get("framework"), amp_level=meta.get("amp_level") or "not recorded"))
 
@@ -533,6 +557,15 @@ def warmup_finding(rows: list[Row], warm: list[int], steady_ms: float) -> Findin
     return _finding("warm_up", "warm-up", "low", 0.0, evidence, words, text, action("warm_up", None))
 
 
+def others_cores(cpu: dict[str, Any] | None, meta: dict[str, Any]) -> float:
+    """Cores other processes kept busy while the job ran (neither the job's tree nor the agent's), from the CPU page."""
+    keys = ("machine_busy_mean", "process_user_mean", "process_sys_mean")
+    if not cpu or any(cpu.get(key) is None for key in keys):
+        return 0.0
+    others = cpu["machine_busy_mean"] - cpu["process_user_mean"] - cpu["process_sys_mean"] - (cpu.get("agent_mean") or 0.0)
+    return max(float(others), 0.0) / 100 * int(meta.get("cpus") or 1)
+
+
 def cpu_contention_finding(cpu: dict[str, Any] | None, host_or_data: bool) -> Finding | None:
     """Others' CPU use matters only when the training waits on the host or data. The job is its process
     tree (DataLoader and dataset workers included); the agent's own processes are neither the job's nor others'."""
@@ -666,7 +699,7 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     step_ms, step_p50 = _stage_figures(steady, "total")
     spots = hot_spots(data, steady)
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
-    stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta)]
+    stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta, results.get("cpu"))]
     device = results.get("device") or {}
     if "busy_share" in device:  # a GPU's ops: its own timeline says what bounds the step, not the host's clock
         from . import gpu_advice

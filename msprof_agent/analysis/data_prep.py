@@ -8,6 +8,8 @@ With ``data_process``, pipeline samples become ``minddata_pipeline_raw_{r}.csv``
 ``pipeline_profiling_{r}.json`` (a MindSpore run without them gets one with no ops: MindInsight's CPU
 page needs it), and the bottleneck op is named by the MindSpore Profiler guide's
 queue-usage rules (``contract.readers.pipeline_bottlenecks``, the viewer's too).
+The loading's CPU share (``loading_cpu_share``: its CPU time over its wall time) tells loading that computes
+from loading that waits (a disk, the network): the advisor sizes the workers by it.
 """
 from __future__ import annotations
 
@@ -45,9 +47,30 @@ def write(data: RunData, ctx: Context) -> dict[str, Any]:
     waits = sorted(s.get("wait", 0) / 1e6 for s in steps)
     result: dict[str, Any] = {"file": name if steps else None, "sink": sink,
               "empty_queue_ratio": (sum(1 for q in queue if q.get("size", 1) == 0) / len(queue)) if queue else None,
-              "queue_samples": len(queue), "wait_ms": waits}
+              "queue_samples": len(queue), "wait_ms": waits, "loading_cpu_share": loading_cpu_share(data)}
     result["pipeline"] = _write_pipeline(data, ctx)
     return result
+
+
+def loading_cpu_share(data: RunData) -> float | None:
+    """CPU time over wall time of the loading after the first step: without workers, the fetches' own (the
+    fetching thread loads, ``wait_cpu``); with worker processes, the job's descendants' CPU over the workers'
+    time. Near 1: each worker keeps a core busy; near 0: the loading waits. None where unmeasured."""
+    steps = data.window_steps[1:]
+    if not steps:
+        return None
+    if any("wait_cpu" in step for step in steps):
+        wall = sum(step.get("wait", 0) for step in steps)
+        return round(sum(step.get("wait_cpu", 0) for step in steps) / wall, 4) if wall else None
+    profile = frameworks.profile_of(data.meta.get("framework"))
+    workers = int((data.meta.get("data_settings") or {}).get(profile.workers_setting) or 0) if profile else 0
+    begin, end = steps[0]["start"], steps[-1]["end"]
+    samples = [c for c in data.cpu if "pchildren" in c and c["ts"] - c["span"] >= begin and c["ts"] <= end]
+    span = sum(c["span"] for c in samples)
+    if not (profile and profile.workers_are_children and workers and span):
+        return None
+    cores = sum(c["pchildren"] / 100 * c["span"] for c in samples) * int(data.meta.get("cpus") or 1)  # ns of CPU
+    return round(cores / (workers * span), 4)
 
 
 def _queue_usage(op: Mapping[str, Any]) -> tuple[float, float]:

@@ -82,9 +82,9 @@ class _JobTree:
         self.known: dict[int, _Seen] = {}
         self.read()
 
-    def read(self) -> tuple[float, float, float]:
-        """(job user, job system, ours) seconds since the last call."""
-        job_user = job_sys = ours = 0.0
+    def read(self) -> tuple[float, float, float, float]:
+        """(job user, job system, ours, the job's descendants' user + system) seconds since the last call."""
+        job_user = job_sys = ours = own = 0.0
         seen: dict[int, _Seen] = {}
         reaped: dict[int, list[float]] = {}  # [user, system] each process's ended children added since the last reading
         for pid in [self.process.pid] + _descendants(self.process.pid):
@@ -107,6 +107,8 @@ class _JobTree:
                 ours += times.user - last.user + times.system - last.system
             else:
                 job_user, job_sys = job_user + times.user - last.user, job_sys + times.system - last.system
+                if pid == self.process.pid:
+                    own = times.user - last.user + times.system - last.system
             reaped[pid] = [times.children_user - last.children_user, times.children_system - last.children_system]
         ended_mine: set[int] = set()  # parents that reaped an agent's process since the last reading
         for pid, gone in self.known.items():
@@ -123,7 +125,7 @@ class _JobTree:
             else:
                 job_user, job_sys = job_user + user, job_sys + system
         self.known = seen
-        return job_user, job_sys, ours
+        return job_user, job_sys, ours, max(job_user + job_sys - own, 0.0)
 
 
 class _Seen:
@@ -237,7 +239,7 @@ class CpuSampler(SamplerThread):
                     times = psutil.cpu_times()
                     machine = machine_percents(last_times, times)
                     ctx = psutil.cpu_stats().ctx_switches
-                    job_user, job_sys, ours = tree.read()
+                    job_user, job_sys, ours, children = tree.read()
                     span = (wall - last_wall) * cpus
                     now = time.time_ns()
                     sample: Cpu = {
@@ -246,6 +248,7 @@ class CpuSampler(SamplerThread):
                         "iowait": machine.get("iowait", 0.0), "steal": machine.get("steal", 0.0),
                         "idle": machine["idle"], "ctx": ctx - last_ctx, "run": _runnable_processes(),
                         "puser": 100.0 * job_user / span, "psys": 100.0 * job_sys / span, "agent": 100.0 * ours / span,
+                        "pchildren": 100.0 * children / span,
                         "rss": process.memory_info().rss,
                     }
                     held = heap.read()

@@ -39,10 +39,14 @@ class StepRecorder:
             self._on_open(self.current["n"], start)
         return self.current
 
-    def data_wait(self, start: int, end: int) -> None:
-        """A fetch from the training data source; a fetch with no open step opens one where it began."""
+    def data_wait(self, start: int, end: int, cpu_ns: int | None = None) -> None:
+        """A fetch from the training data source; a fetch with no open step opens one where it began.
+        ``cpu_ns``: the CPU time the fetch itself used, where the loading runs in the fetching thread
+        (the advisor tells loading that computes from loading that waits by it)."""
         step = self.current or self.open(start)
         step["wait"] += end - start
+        if cpu_ns is not None:
+            step["wait_cpu"] = step.get("wait_cpu", 0) + cpu_ns
         if len(step["waits"]) < MAX_WAITS_KEPT:
             step["waits"].append((start, end))
 

@@ -32,12 +32,16 @@ CPU_PEAK_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "msprof-agent",
 WRITE_PROBE = ".write-test-{pid}"  # the writable-output check's probe file
 LIVE_RECORD = "live.json"  # raw/rank_{rank}/live.json: the rank's live state while the job runs (live.py), rewritten about once a second
 LIVE_CAPTURE = "live_capture.json"  # the job's all-rank capture request, where its ranks' summaries meet (cluster_dir)
+EARLIER_FOLDER = "earlier"  # output_path/earlier/{analysed at}/profiler: an earlier run a rerun into output_path kept
+EARLIER_STAMP = "%Y%m%dT%H%M%SZ"  # the earlier run's folder: when it was analysed, UTC (time.strftime)
+MOVING_LOCK = ".msprof-agent-moving"  # beside profiler/ while one process of a job moves the earlier run aside
 
 # -- analysed files ------------------------------------------------------------------------------
 
 PROFILER_INFO = "profiler_info_{rank}.json"
 SUMMARY = "summary_{rank}.json"
 REPORT = "report_{rank}.html"
+REPORT_PLOTLY = "plotly.min.js"  # beside report_{rank}.html and cluster_report.html, which load it: one copy a folder, not one inlined in each
 STEP_TRACE = "step_trace_raw_{rank}_detail_time.csv"
 STEP_POINTS = "step_trace_point_info_{rank}.json"
 CPU_OP_TYPES = "cpu_op_type_info_{rank}.csv"
@@ -218,6 +222,12 @@ def rank_pattern(template: str) -> re.Pattern[str]:
 
 
 _SUMMARY_RE = rank_pattern(SUMMARY)
+
+
+def earlier_runs(output_path: str) -> list[str]:
+    """The earlier runs a rerun kept (``output_path/earlier/*``, each holding a ``profiler``), oldest first."""
+    earlier = os.path.join(output_path, EARLIER_FOLDER)
+    return sorted(os.path.join(earlier, d) for d in _entries(earlier) if os.path.isdir(os.path.join(earlier, d, RUN_FOLDER)))
 
 
 def summary_ranks(profiler_dir: str) -> list[int]:

@@ -24,5 +24,6 @@ class FrameworkProfile:
     empty_pipeline_file: bool  # pipeline_profiling_{r}.json written without ops (MindInsight's CPU page needs it)
     merges_subgraphs: bool  # the timeline download offers merging subgraphs
     workers_setting: str  # the data loader's setting for its worker count, in the recorded data_settings (advice says from what to what)
+    workers_are_children: bool  # its loader's workers are child processes (their CPU time is the job's descendants')
     advice: Mapping[str, str]  # the advisor's action per finding id, in this framework's words
     hints: Mapping[str, str]  # the viewer's sentence per absent section, where it differs by framework

@@ -189,6 +189,9 @@ class Page:
     def chart(self, chart_id: str, data: list[dict[str, Any]], layout: dict[str, Any]) -> str:
         base: dict[str, Any] = {"margin": {"l": 50, "r": 20, "t": 36, "b": 40}, "height": 300, "font": {"size": 12}}
         base.update(layout)
+        if base.get("title"):  # at the left: plotly's toolbar sits at the top right, over a centred title
+            title = base["title"] if isinstance(base["title"], dict) else {"text": base["title"]}
+            base["title"] = dict(title, x=0, xref="paper", xanchor="left")
         self.charts[chart_id] = {"data": data, "layout": base}
         return chart_id
 
@@ -333,7 +336,8 @@ def rank_bar(ranks: Iterable[int], rank: int) -> Sequence[int | None]:
 def run_page(run: Run, rank: int, page_name: str, loaded: Loaded) -> str:
     page = Page()
     body = page_body(page, page_name, run, rank, loaded)
-    return render("run.html", run=run, rank=rank, page_name=page_name, pages=PAGES, body=body, page=page, rank_bar=rank_bar(run.ranks, rank))
+    pages = tuple(name for name in PAGES if name != "cluster" or len(run.ranks) > 1)  # one rank: nothing to compare
+    return render("run.html", run=run, rank=rank, page_name=page_name, pages=pages, body=body, page=page, rank_bar=rank_bar(run.ranks, rank))
 
 
 def run_row(run: Run) -> dict[str, Any]:
@@ -375,22 +379,22 @@ def report_pages(run: Run) -> tuple[str, ...]:
     return tuple(name for name in PAGES if name != "cluster")
 
 
-def report(run: Run, rank: int, loaded_pages: Mapping[str, Loaded], plotly_js: str, cluster_href: str | None = None) -> str:
+def report(run: Run, rank: int, loaded_pages: Mapping[str, Loaded], plotly_src: str, cluster_href: str | None = None) -> str:
     """report.html: every page the viewer has for one rank, in one offline file; ``cluster_href``: the link to
     the job's cluster_report.html (a multi-rank run)."""
     page = Page()
     bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in report_pages(run)]
-    return render("report.html", rank=rank, bodies=bodies, page=page, inline=_inline(plotly_js), cluster_href=cluster_href)
+    return render("report.html", rank=rank, bodies=bodies, page=page, inline=_inline(plotly_src), cluster_href=cluster_href)
 
 
-def cluster_report(run: Run, loaded: dict[str, Any], plotly_js: str) -> str:
+def cluster_report(run: Run, loaded: dict[str, Any], plotly_src: str) -> str:
     """cluster_report.html: the viewer's Cluster page of the job, in one offline file."""
     page = Page()
     body = page_body(page, "cluster", run, None, loaded, report=True)
     data = loaded["cluster_summary"]["data"] if ok(loaded["cluster_summary"]) else {}
-    return render("cluster_report.html", rank_size=data.get("rank_size"), body=body, page=page, inline=_inline(plotly_js))
+    return render("cluster_report.html", rank_size=data.get("rank_size"), body=body, page=page, inline=_inline(plotly_src))
 
 
-def _inline(plotly_js: str) -> dict[str, str]:
-    """What an offline file carries inside: the CSS, plotly and the viewer's script."""
-    return {"css": static_text("viewer.css"), "plotly_js": plotly_js, "viewer_js": static_text("viewer.js")}
+def _inline(plotly_src: str) -> dict[str, str]:
+    """What an offline file carries inside (the CSS, the viewer's script) and where it loads plotly from (beside it)."""
+    return {"css": static_text("viewer.css"), "plotly_src": plotly_src, "viewer_js": static_text("viewer.js")}

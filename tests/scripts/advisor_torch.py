@@ -6,7 +6,7 @@ so torch's ``Optimizer.step#SGD.step`` range holds the whole step.
 """
 import torch
 from injected import InjectedWork
-from injected_causes import after_step, parser, python_in_forward, slow_data_source
+from injected_causes import after_step, costly_sample, parser, python_in_forward, slow_data_source
 
 parse = parser(__doc__.splitlines()[0])
 parse.add_argument("--forward-ms", type=float, default=0.0, help="Python work inside the model's forward, per step")
@@ -18,6 +18,7 @@ parse.add_argument("--depth", type=int, default=0, help="hidden layers more: man
 parse.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
 parse.add_argument("--batch", type=int, default=0, help="samples per batch (0: the dataset gives whole batches)")
 parse.add_argument("--sample-ms", type=float, default=0.0, help="__getitem__ sleeps this long per sample")
+parse.add_argument("--sample-cpu-ms", type=float, default=0.0, help="__getitem__ computes this long per sample (CPU time)")
 args = parse.parse_args()
 
 
@@ -30,6 +31,7 @@ class Batches(torch.utils.data.Dataset):
             slow_data_source(args.data_ms)
         if args.batch:
             slow_data_source(args.sample_ms)
+            costly_sample(args.sample_cpu_ms)
             return torch.randn(16), torch.randn(1)
         return torch.randn(8, 16), torch.randn(8, 1)
 

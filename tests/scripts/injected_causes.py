@@ -19,6 +19,13 @@ def slow_data_source(ms):
     time.sleep(ms / 1000)
 
 
+def costly_sample(ms):
+    """CPU work, not a wait: spins until this thread has used ``ms`` of CPU (longer on a busy machine)."""
+    end = time.thread_time() + ms / 1000
+    while time.thread_time() < end:
+        pass
+
+
 def host_work_in_loop(ms):
     time.sleep(ms / 1000)
 

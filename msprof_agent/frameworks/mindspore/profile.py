@@ -7,12 +7,16 @@ PROFILE = FrameworkProfile(
     default_context_mode="graph", export_suffix=ASCEND_SUFFIX["mindspore"], component="MindSpore", db_framework=ASCEND_DB_FRAMEWORK["mindspore"],
     analysis_db=ASCEND_ANALYSIS_DB["mindspore"], call_matrix=True, api_tables=False, hta_trace=False, empty_pipeline_file=True, merges_subgraphs=True,
     workers_setting="num_parallel_workers",
+    workers_are_children=False,
     advice={
         "data_wait": "raise num_parallel_workers of {op} from {workers} to {needed}: a batch takes ~{batch} to make and a step "
                      "consumes one every {consume} (prefetch_size {prefetch_size}); or convert the source to MindRecord",
         "data_wait_cores": "num_parallel_workers of {op} is {workers}; ~{needed} would keep up (a batch takes ~{batch} to make, a "
                            "step consumes one every {consume}), but this machine has {cpus} cores: make its per-sample work "
                            "cheaper, or convert the source to MindRecord",
+        "data_wait_cores_raise": "raise num_parallel_workers of {op} from {workers} to {advised}, what the {cpus} cores allow; "
+                                 "~{needed} would keep up (a batch takes ~{batch} to make, a step consumes one every {consume}): "
+                                 "also make its per-sample work cheaper, or convert the source to MindRecord",
         "data_wait_unknown": "raise num_parallel_workers of the dataset's slow op (map / GeneratorDataset) and "
                              "prefetch_size (mindspore.dataset.config.set_prefetch_size); convert the source to MindRecord",
         "host_work": "move the Python work named in the evidence out of the step loop (or into the dataset "

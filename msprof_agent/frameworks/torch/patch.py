@@ -121,7 +121,7 @@ class _Integration:
         # Per-step methods take plain functions (``Patches.replace``), not wrapt wrappers bound at every call.
         self._patches.wrap(optimizer_mod.Optimizer, "_patch_step_function", after_call(
             lambda optimizer: self._patches.replace(type(optimizer), "step", self._handing_over_after), "instrumenting the optimizer's step"))
-        self._patches.replace(dataloader_mod._BaseDataLoaderIter, "__next__", self._timing_fetches)
+        self._patches.replace(dataloader_mod._BaseDataLoaderIter, "__next__", lambda fetch: self._timing_fetches(fetch, iterator=True))
         self._patches.wrap(dataloader_mod.DataLoader, "__iter__", self._loader_iter)  # once an epoch: wrapt will do
         self._patches.replace(torch.autograd, "backward", self._marking_backward_end)
         when_imported("torch._dynamo.eval_frame", self._patch_compiled_modules)
@@ -269,18 +269,21 @@ class _Integration:
             return result
         return stepped
 
-    def _timing_fetches(self, fetch: Method) -> Method:
-        """``fetch`` (the DataLoader's ``__iter__`` or its iterator's ``__next__``) timed as the step's data wait."""
-        session, steps, grad_enabled = self.session, self.steps, self._grad_enabled
+    def _timing_fetches(self, fetch: Method, iterator: bool = False) -> Method:
+        """``fetch`` (the DataLoader's ``__iter__`` or, ``iterator``, its iterator's ``__next__``) timed as the step's
+        data wait; a loader without workers loads in this thread, so its fetch's CPU time is taken too."""
+        session, steps, grad_enabled, cpu_time = self.session, self.steps, self._grad_enabled, time.thread_time_ns
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             if session.disabled or not grad_enabled():
                 return fetch(*args, **kwargs)
+            here = iterator and not getattr(args[0], "_num_workers", 1)
+            cpu = cpu_time() if here else 0
             start = time.time_ns()
             result = fetch(*args, **kwargs)
             end = time.time_ns()
             try:
-                steps.data_wait(start, end)
+                steps.data_wait(start, end, cpu_time() - cpu if here else None)
             except Exception as exc:
                 log.report_error("timing the data loader", exc)
             return result

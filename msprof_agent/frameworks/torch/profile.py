@@ -7,12 +7,18 @@ PROFILE = FrameworkProfile(
     default_context_mode="pynative", export_suffix=ASCEND_SUFFIX["torch"], component="PTA", db_framework=ASCEND_DB_FRAMEWORK["torch"],
     analysis_db=ASCEND_ANALYSIS_DB["torch"], call_matrix=False, api_tables=True, hta_trace=True, empty_pipeline_file=False, merges_subgraphs=False,
     workers_setting="num_workers",
+    workers_are_children=True,
     advice={
         "data_wait": "raise the DataLoader's num_workers from {workers} to {needed}: a batch takes ~{batch} to make and a step "
-                     "consumes one every {consume}, so ~{needed} workers keep up ({cpus} cores here)",
+                     "consumes one every {consume}, so ~{needed} workers keep up ({loading})",
         "data_wait_cores": "num_workers is {workers}; ~{needed} workers would keep up (a batch takes ~{batch} to make, a step "
-                           "consumes one every {consume}), but this machine has {cpus} cores ({free} beside the training process): "
-                           "make the per-sample work of __getitem__ / collate_fn cheaper (precompute it, or move it to the device)",
+                           "consumes one every {consume}), but this machine has {cpus} cores{others}, {free} free beside the training process, "
+                           "and the loading keeps its workers' cores busy: make the per-sample work of __getitem__ / collate_fn "
+                           "cheaper (precompute it, or move it to the device)",
+        "data_wait_cores_raise": "raise the DataLoader's num_workers from {workers} to {advised}, what the {cpus} cores allow "
+                                 "({loading}); ~{needed} would keep up (a batch takes ~{batch} to make, a step consumes one every "
+                                 "{consume}): also make the per-sample work of __getitem__ / collate_fn cheaper (precompute it, "
+                                 "or move it to the device)",
         "data_wait_persistent": "; persistent_workers=True keeps the workers between epochs",
         "data_wait_unknown": "give the DataLoader num_workers > 0 (with persistent_workers=True, prefetch_factor), "
                              "pin_memory=True for GPU training; move per-sample Python work out of __getitem__",

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..render import fmt, info_rows, ok, op_type_charts, profile_of_run, run_url, stage_bar, step_numbers
-from .steps import HOT_SPOTS_ANCHOR
+from .steps import HOT_SPOTS_ANCHOR, mean_step
 
 if TYPE_CHECKING:
     from ..render import Page
@@ -87,13 +87,7 @@ def overview(page: Page, run: Run, rank: int, sections: Loaded, report: bool = F
         context["findings"] = findings_view(summary["data"].get("findings"), run, rank, report)
     st = sections["step_trace"]
     if ok(st):
-        steady = summary["data"].get("stages_ms") if ok(summary) else None
-        if steady and ok(summary):  # the steady steps' mean, as the Run card's step time (warm-up left out)
-            context["average"] = dict(steady, total=(summary["data"].get("step_time_ms") or {}).get("mean"))
-            title = f"Mean of the {summary['data'].get('steady_steps')} steady steps"
-        else:
-            context["average"] = st["data"]["average"] or {}
-            title = f"Average of {len(st['data']['steps'])} steps"
+        context["average"], title = mean_step(sections)
         context["step_chart"] = stage_bar(page, "ov-step", context["average"], title)
     if ok(sections["op_types"]):
         context["op_charts"] = op_type_charts(page, "ov-op", sections["op_types"]["data"])

@@ -65,22 +65,28 @@ def machine_states(x: list[float], dev: Mapping[str, Any]) -> list[dict[str, Any
     return traces
 
 
+# The memory summary file's figures the page shows; its allocation counters and static memory are MindInsight's
+# graph-memory fields, which a sampled curve (RSS, or torch's allocator) does not have: they stay in the file.
+MEMORY_SCALARS = {"capacity": "capacity (GiB)", "peak_mem": "peak_mem (GiB)", "source": "measured from"}
+
+
 def memory(page: Page, sections: Loaded) -> dict[str, Any]:
     """The memory card's values: the summary's peaks, the memory summary file's scalars, the curve and its chart."""
     summary, ms, md = sections.get("summary"), sections["memory_summary"], sections["memory_details"]
     context: dict[str, Any] = {"summary_file": ms, "details": md, "peaks": None, "scalars": [], "chart": None}
     if ok(summary) and isinstance(summary["data"].get("memory"), dict):
         context["peaks"] = summary["data"]["memory"]
+    source = None
     if ok(ms) and isinstance(ms["data"], dict):
-        context["scalars"] = [(f"{k} (GiB)" if k in ("capacity", "peak_mem", "static_mem") else k, k, fmt(v))
-                              for k, v in ms["data"].items() if not isinstance(v, (dict, list))]
+        source = ms["data"].get("source")
+        context["scalars"] = [(MEMORY_SCALARS[k], k, fmt(v)) for k, v in ms["data"].items() if k in MEMORY_SCALARS]
     if not ok(md):
         return context
     traces = []
     over_time = all(g["x"] is not None for g in md["data"])
     for graph in md["data"]:
         xs = graph["x"] if graph["x"] is not None else list(range(len(graph["lines"])))
-        traces.append({"type": "scatter", "mode": "lines", "x": xs, "y": graph["lines"], "name": plot_text(f'graph {graph["graph_id"]}')})
+        traces.append({"type": "scatter", "mode": "lines", "x": xs, "y": graph["lines"], "name": plot_text(source or f'graph {graph["graph_id"]}')})
         if graph["peak"] is not None:
             at = xs[graph["lines"].index(graph["peak"])]
             traces.append({"type": "scatter", "mode": "markers+text", "x": [at], "y": [graph["peak"]], "text": [f'peak {graph["peak"]:.3f}'],

@@ -19,7 +19,8 @@ def steps_page(page: Page, run: Run, rank: int, sections: Loaded) -> dict[str, A
                "hot_spots_anchor": HOT_SPOTS_ANCHOR}
     if not ok(st):
         return context
-    steps, average = st["data"]["steps"], st["data"]["average"] or {}
+    steps = st["data"]["steps"]
+    average, title = mean_step(sections)
     fp_at, bp_at = average.get("iteration_interval"), None
     if fp_at is not None and average.get("fp_and_bp") is not None:
         bp_at = fp_at + average["fp_and_bp"]
@@ -27,9 +28,19 @@ def steps_page(page: Page, run: Run, rank: int, sections: Loaded) -> dict[str, A
     summary = sections.get("summary")
     warmup = warmup_steps(summary["data"] if ok(summary) else {}, [s["step"] for s in steps])
     context["hot_spots"] = hot_spots_table(summary["data"] if ok(summary) else {}, warmup)
-    return dict(context, steps=steps, average=average, fp_at=fp_at, bp_at=bp_at, bar=stage_bar(page, "st-bar", average, "Average step"),
+    return dict(context, steps=steps, average=average, fp_at=fp_at, bp_at=bp_at, bar=stage_bar(page, "st-bar", average, title), average_title=title,
                 warmup=warmup, per_step=per_step_chart(page, "st-steps", steps, _step_waits(sections["queue"]),
                                                        _step_communication(sections["hccl"]), warmup))
+
+
+def mean_step(sections: Loaded) -> tuple[dict[str, Any], str]:
+    """The step every page shows as the run's: the steady steps' mean (warm-up left out, the summary's and the
+    findings' definition), and its title; the step trace file's average over every step where no summary is there."""
+    summary, st = sections.get("summary"), sections["step_trace"]
+    data = summary["data"] if summary is not None and ok(summary) else {}
+    if data.get("stages_ms"):
+        return dict(data["stages_ms"], total=(data.get("step_time_ms") or {}).get("mean")), f"Mean of the {data.get('steady_steps')} steady steps"
+    return (st["data"]["average"] or {}) if ok(st) else {}, f"Average of {len(st['data']['steps']) if ok(st) else 0} steps"
 
 
 HOT_SPOTS_ANCHOR = "python-hot-spots"

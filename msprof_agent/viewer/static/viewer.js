@@ -13,7 +13,7 @@
     var el = document.getElementById("chart-" + id);
     if (!el) return;
     if (!window.Plotly) {
-      el.textContent = "chart unavailable: plotly.min.js did not load";
+      el.textContent = "chart unavailable: plotly.min.js did not load (a report loads it from beside itself)";
       el.className += " missing";
       return;
     }
@@ -160,7 +160,7 @@
   function fmt(v) { return v === null || v === undefined ? "\u2014" : v.toFixed(3); }
   if (steps && pick) {
     pick.addEventListener("change", function () {
-      var row = steps.average, label = "Average step";
+      var row = steps.average, label = pick.options[0].text;
       if (pick.value !== "avg") {
         var n = parseInt(pick.value, 10);
         row = steps.steps.filter(function (s) { return s.step === n; })[0];
@@ -223,5 +223,10 @@
   }
   highlightSteps();
   window.addEventListener("hashchange", highlightSteps);
+  /* a report page shown by its link was hidden when its charts were drawn: fit them to it now */
+  window.addEventListener("hashchange", function () {
+    if (!window.Plotly) return;
+    document.querySelectorAll(".report-page:target .js-plotly-plot").forEach(function (el) { Plotly.Plots.resize(el); });
+  });
   document.body.setAttribute("data-ready", "1");
 })();
