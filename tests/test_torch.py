@@ -428,3 +428,18 @@ def test_shapes_sampled_in_some_sessions_fill_the_rest(out_dir, tmp_path):
     linear = {r["input_shape"] for r in csv.DictReader(open(os.path.join(out_dir, "profiler", "cpu_op_shape_info_0.csv")))
               if r["op_name"] == "aten::linear"}
     assert {shape.split("]")[0] for shape in linear} == {"[[8,144", "[[4,144"}  # both batch sizes, the later one filled too
+
+
+def test_a_compiled_model_trains_the_same_and_torch_warns_of_no_hook_of_ours(out_dir):
+    """``torch.compile(model)``'s wrapper warns whenever a global module hook is armed (and fires it an extra time): the
+    agent marks the forward start in the wrapper's own call instead, so the job's stderr holds no warning of ours, each
+    step still has its forward start, and the loss is the same to the last bit as without the agent."""
+    script = os.path.join(SCRIPTS, "compiled_torch.py")
+    plain = run_script([script], hook=False, extra_env={"OMP_NUM_THREADS": "1"})
+    profiled = run_script([script], profile_into(out_dir), extra_env={"OMP_NUM_THREADS": "1"})
+    check_ok(plain)
+    check_ok(profiled)
+    assert profiled.stdout == plain.stdout and "final loss" in plain.stdout
+    assert "global hooks" not in profiled.stderr and "Warning" not in profiled.stderr, profiled.stderr
+    steps = [r for r in read_records(os.path.join(out_dir, "profiler"), 0) if r.get("k") == "step"]
+    assert len(steps) == 6 and all(s.get("fp") for s in steps), steps
