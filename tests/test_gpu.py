@@ -152,3 +152,18 @@ def test_counted_inside_marks_every_ancestor_of_a_count():
     parent = np.array([-1, 0, -1, 2, -1, -1, 5, 6])
     flops = np.array([np.nan, 10.0, 8.0, 8.0, 1.0, np.nan, np.nan, 3.0])
     assert counted_inside(flops, parent).tolist() == [True, False, True, False, False, True, True, False]
+
+
+def test_the_report_shows_the_gpu(summaries, tmp_path_factory):
+    """The Overview's GPU card: the busy share against the unprofiled steps, the idle by cause, GPU memory, MFU, and the
+    kernels with the op that launched each."""
+    report = os.path.join(summaries["gpt_default"]["profiler_dir"], "report_0.html")
+    if not os.path.exists(report):
+        pytest.skip("the viewer extra (jinja2) is not installed: no report")
+    with open(report) as handle:
+        page = handle.read()
+    card = page[page.index('id="gpu"'):]
+    card = card[:card.index("</section>")]
+    for text in ("device busy, steps without the profiler", "waiting for the host to launch", "memory peak allocated", "MFU",
+                 "aten::_cudnn_attention_backward", "nvjet_sm90"):
+        assert text in card, text

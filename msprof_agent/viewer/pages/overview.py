@@ -5,7 +5,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..render import fmt, info_rows, ok, op_type_charts, profile_of_run, run_url, stage_bar, step_numbers
+from ...analysis.device import IDLE_WORDS
+from ..render import fmt, info_rows, ok, op_type_charts, pct, profile_of_run, run_url, short, stage_bar, step_numbers
 from .steps import HOT_SPOTS_ANCHOR, mean_step
 
 if TYPE_CHECKING:
@@ -76,6 +77,40 @@ def data_stats(sections: Loaded) -> dict[str, Any]:
     return {"queue": sections["queue"], "wait": (summary["data"].get("data_wait_ms") or {}) if ok(summary) else None}
 
 
+def gpu_view(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """What the GPU card shows, from the summary's ``device`` (analysis/device.py): the device's busy share and idle time
+    by cause, its step on its own clock, MFU, the allocator's peaks and NVML's samples, and the top kernels."""
+    device = summary.get("device")
+    if not isinstance(device, dict) or not device:
+        return None
+    rows: list[tuple[str, Any]] = []
+    if "busy_share" in device:
+        rows.append(("device busy, profiled steps", f"{pct(device['busy_share'])} ({fmt(device['busy_ms'])} of {fmt(device['step_ms'])} ms)"))
+    if "busy_share_unprofiled" in device:
+        rows.append(("device busy, steps without the profiler", f"{pct(device['busy_share_unprofiled'])} (of a {fmt(device['unprofiled_step_ms'])} ms "
+                                                                 f"step, {device['unprofiled_steps']} steps)"))
+    timed = device.get("device_step_ms")
+    if isinstance(timed, dict):
+        rows.append(("step on the device (CUDA events) mean / p50 / p90 / max", " / ".join(fmt(timed.get(k)) for k in ("mean", "p50", "p90", "max"))))
+    mfu = (summary.get("flops") or {}).get("mfu") or {}
+    if mfu:
+        outside = mfu.get("unprofiled") or {}
+        without = f"; {pct(outside.get('ratio'))} without the profiler" if outside else ""
+        rows.append(("MFU", f"{pct(mfu.get('ratio'))}{without} ({mfu.get('peak_source')})"))
+    memory = device.get("memory") or {}
+    if memory.get("peak_allocated_mb") is not None:
+        peaks = " / ".join(fmt(memory.get(k), 0) for k in ("peak_allocated_mb", "peak_reserved_mb", "total_mb"))
+        rows.append(("memory peak allocated / reserved / total (MiB)", peaks))
+    nvml = device.get("nvml") or {}
+    if nvml:
+        rows.append(("NVML utilisation / power / SM clock (means)", f"{fmt(nvml.get('util_mean'), 1)} % / {fmt(nvml.get('power_w_mean'), 1)} W / "
+                                                                   f"{fmt(nvml.get('sm_mhz_mean'), 0)} MHz"))
+    idle = [(IDLE_WORDS.get(cause, cause), ms) for cause, ms in (device.get("idle_ms") or {}).items()]
+    kernels = [{"kernel": short(k.get("kernel"), 90), "launched_by": k.get("launched_by") or "—", "count": k.get("count"), "total_ms": k.get("total_ms"),
+                "share": k.get("share")} for k in (device.get("top_kernels") or [])[:10]]
+    return {"rows": rows, "idle": idle, "kernels": kernels}
+
+
 def overview(page: Page, run: Run, rank: int, sections: Loaded, report: bool = False) -> dict[str, Any]:
     summary = sections.get("summary")
     context: dict[str, Any] = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [],
@@ -85,6 +120,7 @@ def overview(page: Page, run: Run, rank: int, sections: Loaded, report: bool = F
                                    "evidence": [(k, _evidence_text(v)) for k, v in (sug.get("evidence") or {}).items()]}
                                   for sug in (summary["data"].get("suggestions") or []) if isinstance(sug, dict)]
         context["findings"] = findings_view(summary["data"].get("findings"), run, rank, report)
+        context["gpu"] = gpu_view(summary["data"])
     st = sections["step_trace"]
     if ok(st):
         context["average"], title = mean_step(sections)
