@@ -113,12 +113,17 @@ def _stack_events(samples: Sequence[Stack], base: int) -> list[dict[str, Any]]:
     return events
 
 
-def _select_within(lengths: np.ndarray, durations: np.ndarray, budget: int) -> Keep:
+def _select_within(lengths: np.ndarray, durations: np.ndarray, budget: int, among: np.ndarray | None = None) -> Keep:
     """Which op events stay under the byte budget: all of them (a slice, no index array) when they
-    fit, else the indices of the longest ops that do."""
-    if lengths.sum() <= budget:
-        return slice(None)
-    order = np.argsort(-durations, kind="stable")
+    fit, else the indices of the longest ops that do; ``among``: only these ops (sorted indices) are candidates."""
+    if among is None:
+        if lengths.sum() <= budget:
+            return slice(None)
+        order = np.argsort(-durations, kind="stable")
+    else:
+        if lengths[among].sum() <= budget:
+            return among
+        order = among[np.argsort(-durations[among], kind="stable")]
     return np.sort(order[np.cumsum(lengths[order]) <= budget])
 
 
@@ -130,13 +135,15 @@ class Trace(NamedTuple):
     blocks: list[Segment]  # where their events go (``OpEvents.layout``)
 
 
-def plan_trace(head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None, limit_mb: int) -> Trace:
-    """The layout of a file of ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail``.
-    ``head`` ends inside an array holding at least one event: each op event starts with its comma."""
+def plan_trace(head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None, limit_mb: int,
+               among: np.ndarray | None = None) -> Trace:
+    """The layout of a file of ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail``;
+    ``among``: the ops that may go in (default: every op). ``head`` ends inside an array holding at least one
+    event: each op event starts with its comma."""
     keep: Keep = slice(0)
     kept = 0
     if events is not None and durations is not None:  # the callers pass both or neither
-        keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail))
+        keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail), among)
         kept = len(events.lengths) if isinstance(keep, slice) else len(keep)
     size = len(head) + len(tail) + (events.size(keep) if events is not None and kept else 0)
     return Trace(keep, kept, size, events.layout(keep, head) if events is not None and kept else [])
@@ -152,9 +159,9 @@ def write_planned(path: str, head: bytes, tail: bytes, events: OpEvents | None, 
 
 
 def write_trace(path: str, head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None,
-                limit_mb: int) -> tuple[Keep, int, int]:
+                limit_mb: int, among: np.ndarray | None = None) -> tuple[Keep, int, int]:
     """``plan_trace`` and ``write_planned`` in one; returns (the kept ops, how many, the file's size)."""
-    trace = plan_trace(head, tail, events, durations, limit_mb)
+    trace = plan_trace(head, tail, events, durations, limit_mb, among)
     write_planned(path, head, tail, events, trace)
     return trace.keep, trace.kept, trace.size
 
