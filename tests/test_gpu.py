@@ -152,3 +152,23 @@ def test_counted_inside_marks_every_ancestor_of_a_count():
     parent = np.array([-1, 0, -1, 2, -1, -1, 5, 6])
     flops = np.array([np.nan, 10.0, 8.0, 8.0, 1.0, np.nan, np.nan, 3.0])
     assert counted_inside(flops, parent).tolist() == [True, False, True, False, False, True, True, False]
+
+
+@pytest.mark.parametrize("name", ["gpt_default", "tiny_default"])
+def test_launches_paired_in_order_match_the_launch_records(name, tmp_path):
+    """Stores without launch records (the window_* fixtures) link each activity to its launch by pairing them in time
+    order (``DeviceActivity.calls``); on stores with the records, that guess finds the call the records name."""
+    from msprof_agent.analysis import DeviceActivity
+    from msprof_agent.analysis.rundata import load_rank
+
+    raw = tmp_path / "profiler" / "raw" / "rank_0"
+    raw.mkdir(parents=True)
+    with gzip.open(os.path.join(DATA, f"{name}.jsonl.gz")) as handle:
+        (raw / "1.jsonl").write_bytes(handle.read())
+    data = load_rank(str(tmp_path / "profiler"), 0)
+    activity = DeviceActivity(data)
+    recorded, source = activity.calls(data)
+    assert source == "launch records" and (recorded >= 0).all()
+    activity.launched = None  # as read from a store without launch records
+    paired, source = activity.calls(data)
+    assert source == "in order" and (paired == recorded).mean() > 0.98
