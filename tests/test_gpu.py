@@ -36,6 +36,8 @@ def _analysed(root: str, name: str, lines: bytes) -> dict:
     with open(os.path.join(root, name, "profiler", "summary_0.json")) as handle:
         summary = json.load(handle)
     summary["_stderr"] = proc.stderr
+    with open(os.path.join(root, name, "profiler", "gpu_timeline_display_0.json")) as handle:
+        summary["_timeline"] = json.load(handle)
     return summary
 
 
@@ -172,3 +174,22 @@ def test_launches_paired_in_order_match_the_launch_records(name, tmp_path):
     activity.launched = None  # as read from a store without launch records
     paired, source = activity.calls(data)
     assert source == "in order" and (paired == recorded).mean() > 0.98
+
+
+@pytest.mark.parametrize("name", ["gpt_default", "window_big"])
+def test_the_timeline_shows_each_stream_with_arrows_from_the_launches(summaries, name):
+    """Device activities on a track per stream; with launch records, an arrow from each launching runtime call to its
+    activity (both ends on a slice that starts there); without them, no arrow (a guess is not drawn)."""
+    events = _shared(summaries, name)["_timeline"]
+    device_pid = next(e["pid"] for e in events if e.get("ph") == "M" and e["args"].get("name") == "Device Kernels")
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name" and e["pid"] == device_pid}
+    kernels = {(e["tid"], e["ts"]) for e in events if e.get("ph") == "X" and e["pid"] == device_pid}
+    assert tracks == {7: "Stream 7"} and {tid for tid, _ in kernels} == {7}
+    starts, ends = [e for e in events if e.get("ph") == "s"], [e for e in events if e.get("ph") == "f"]
+    if name == "window_big":
+        assert not starts and not ends
+        return
+    calls = {(e["pid"], e["tid"], e["ts"]) for e in events if e.get("ph") == "X" and is_runtime_call(e["name"])}
+    assert len(ends) == len(starts) > 0.95 * len(kernels)
+    assert all((e["tid"], e["ts"]) in kernels for e in ends)
+    assert all((e["pid"], e["tid"], e["ts"]) in calls for e in starts)

@@ -1,7 +1,8 @@
 """Timeline: Trace Event JSON (``{cpu,gpu,ascend}_timeline_display_{r}.json``) that Perfetto opens.
 
-Tracks: step trace (steps and their three stages), ops per thread, data waits, CPU counters,
-communication calls, host disk / network counters and the user's mstx marks and ranges.
+Tracks: step trace (steps and their three stages), ops per thread, device activities per stream (with an arrow
+from each launch, where the launch records link them), data waits, CPU counters, communication calls, host disk /
+network counters and the user's mstx marks and ranges.
 ``timeline_limit`` (MB) is honoured by dropping the shortest ops first, the
 least useful detail, and the summary says how many went. The op events, millions of them, are
 formatted in blocks (``opevents``) and streamed into a temporary file that replaces the timeline
@@ -23,6 +24,7 @@ from ..contract.names import MINDINSIGHT_HOST_TIMELINE, TIMELINE_DISPLAY, TIMELI
 from ..contract.timebase import day_base, time_base_event
 from ..writers import replacing, write_json
 from . import host_io, mstx
+from .device import DeviceActivity
 from .opevents import Keep, OpEvents, Segment
 from .workers import Job, in_background
 
@@ -74,6 +76,40 @@ def fixed_events(data: RunData, base: int) -> list[dict[str, Any]]:
     for call in data.comm:
         events.append({"ph": "X", "name": call.get("name", "comm"), "cat": "communication", "pid": COMM_PID, "tid": 1,
                        "ts": _us(call["start"], base), "dur": _us(call["dur"], 0), "args": {"step": call.get("step"), "bytes": call.get("bytes")}})
+    return events
+
+
+FLOW_SHARE = 0.1  # of ``timeline_limit``: the most the launch arrows may take, the longest activities' kept first
+
+
+def device_tracks(data: RunData, base: int, budget: int) -> list[dict[str, Any]]:
+    """Each stream's track name and an arrow (a flow, ``s`` at the launching runtime call, ``f`` at the activity) from
+    each launch to its device activity, where the launch records link them, within ``budget`` bytes."""
+    cuda = data.ops.device_is("cuda")
+    if not data.op_count or not cuda.any():
+        return []
+    streams = sorted({s for s in data.ops.code_values["stream"][np.unique(data.ops["stream_id"][cuda])].tolist() if s is not None})
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": s, "args": {"name": f"Stream {s}"}}
+                                    for s in streams]
+    activity = DeviceActivity(data)
+    calls, source = activity.calls(data)
+    if source != "launch records":  # a guess is no arrow to draw
+        return events
+    ops = data.ops
+    linked = np.flatnonzero(calls >= 0)
+    linked = linked[np.argsort(-(activity.ends - activity.starts)[linked], kind="stable")]
+    tids, stream_of = ops.code_values["tid"][ops["tid_id"]], ops["stream"]
+    used = 0
+    for k in linked.tolist():
+        op, call = int(activity.index[k]), int(calls[k])
+        flow = {"id": k + 1, "cat": "launch", "name": "launch"}
+        pair = [{"ph": "s", "pid": OPS_PID, "tid": tids[call], "ts": _us(int(ops["start"][call]), base), **flow},
+                {"ph": "f", "bp": "e", "pid": DEVICE_PID, "tid": stream_of[op] if stream_of[op] is not None else tids[op],
+                 "ts": _us(int(activity.starts[k]), base), **flow}]
+        used += len(orjson.dumps(pair))
+        if used > budget:
+            break
+        events += pair
     return events
 
 
@@ -174,7 +210,7 @@ def write(data: RunData, ctx: Context, stages: list[dict[str, Any]]) -> tuple[di
     base = time_base(data, stages)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
     fixed = (fixed_events(data, base) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)
-             + mstx.events(data, MSTX_PID, base))
+             + mstx.events(data, MSTX_PID, base) + device_tracks(data, base, int(limit_mb * 1_000_000 * FLOW_SHARE)))
     steps, step_count = step_events(data, stages, base)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops
