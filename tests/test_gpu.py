@@ -193,3 +193,23 @@ def test_the_timeline_shows_each_stream_with_arrows_from_the_launches(summaries,
     assert len(ends) == len(starts) > 0.95 * len(kernels)
     assert all((e["tid"], e["ts"]) in kernels for e in ends)
     assert all((e["pid"], e["tid"], e["ts"]) in calls for e in starts)
+
+
+def test_the_hta_export_of_a_gpu_run_keeps_within_timeline_limit(tmp_path):
+    """At a 3 MB ``timeline_limit`` (the gpt store's export is 10 MB) the HTA trace stays under it, keeping the longest
+    device activities, each with the runtime call that launched it."""
+    raw = tmp_path / "profiler" / "raw" / "rank_0"
+    raw.mkdir(parents=True)
+    with gzip.open(os.path.join(DATA, "gpt_default.jsonl.gz")) as handle:
+        (raw / "1.jsonl").write_bytes(handle.read().replace(b'"timeline_limit":500', b'"timeline_limit":3'))
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", str(tmp_path), "--export", "text"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr
+    (path,) = (tmp_path / "hta_trace").iterdir()
+    assert os.path.getsize(path) <= 3_000_000
+    events = json.loads(path.read_bytes())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    launches = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime"}
+    assert 1000 < len(kernels) < 5880 and all(e["args"]["correlation"] in launches for e in kernels)
+    shortest_kept = min(e["dur"] for e in kernels)
+    assert shortest_kept > 5.0  # 7.7 us here: the shortest (0.7 us fills and up) went first
