@@ -102,7 +102,7 @@ def device_tracks(data: RunData, base: int, budget: int) -> list[dict[str, Any]]
     used = 0
     for k in linked.tolist():
         op, call = int(activity.index[k]), int(calls[k])
-        flow = {"id": k + 1, "cat": "launch", "name": "launch"}
+        flow = {"id": (data.rank << 32) + k + 1, "cat": "launch", "name": "launch"}  # unique across ranks: the viewer merges them
         pair = [{"ph": "s", "pid": OPS_PID, "tid": tids[call], "ts": _us(int(ops["start"][call]), base), **flow},
                 {"ph": "f", "bp": "e", "pid": DEVICE_PID, "tid": stream_of[op] if stream_of[op] is not None else tids[op],
                  "ts": _us(int(activity.starts[k]), base), **flow}]
