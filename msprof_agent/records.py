@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         jit_level: str | None
         amp_level: str
         data_settings: dict[str, Any]  # the training data loader's settings (torch: DataLoader's; MindSpore: the dataset's)
+        device_capability: list[int]  # CUDA: the device's compute capability (major, minor)
 
 
     class Step(TypedDict):

@@ -36,6 +36,8 @@ def _analysed(root: str, name: str, lines: bytes) -> dict:
     with open(os.path.join(root, name, "profiler", "summary_0.json")) as handle:
         summary = json.load(handle)
     summary["_stderr"] = proc.stderr
+    with open(os.path.join(root, name, "profiler", "gpu_timeline_display_0.json")) as handle:
+        summary["_timeline"] = json.load(handle)
     return summary
 
 
@@ -167,3 +169,62 @@ def test_the_report_shows_the_gpu(summaries, tmp_path_factory):
     for text in ("device busy, steps without the profiler", "waiting for the host to launch", "memory peak allocated", "MFU",
                  "aten::_cudnn_attention_backward", "nvjet_sm90"):
         assert text in card, text
+
+
+@pytest.mark.parametrize("name", ["gpt_default", "tiny_default"])
+def test_launches_paired_in_order_match_the_launch_records(name, tmp_path):
+    """Stores without launch records (the window_* fixtures) link each activity to its launch by pairing them in time
+    order (``DeviceActivity.calls``); on stores with the records, that guess finds the call the records name."""
+    from msprof_agent.analysis import DeviceActivity
+    from msprof_agent.analysis.rundata import load_rank
+
+    raw = tmp_path / "profiler" / "raw" / "rank_0"
+    raw.mkdir(parents=True)
+    with gzip.open(os.path.join(DATA, f"{name}.jsonl.gz")) as handle:
+        (raw / "1.jsonl").write_bytes(handle.read())
+    data = load_rank(str(tmp_path / "profiler"), 0)
+    activity = DeviceActivity(data)
+    recorded, source = activity.calls(data)
+    assert source == "launch records" and (recorded >= 0).all()
+    activity.launched = None  # as read from a store without launch records
+    paired, source = activity.calls(data)
+    assert source == "in order" and (paired == recorded).mean() > 0.98
+
+
+@pytest.mark.parametrize("name", ["gpt_default", "window_big"])
+def test_the_timeline_shows_each_stream_with_arrows_from_the_launches(summaries, name):
+    """Device activities on a track per stream; with launch records, an arrow from each launching runtime call to its
+    activity (both ends on a slice that starts there); without them, no arrow (a guess is not drawn)."""
+    events = _shared(summaries, name)["_timeline"]
+    device_pid = next(e["pid"] for e in events if e.get("ph") == "M" and e["args"].get("name") == "Device Kernels")
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name" and e["pid"] == device_pid}
+    kernels = {(e["tid"], e["ts"]) for e in events if e.get("ph") == "X" and e["pid"] == device_pid}
+    assert tracks == {7: "Stream 7"} and {tid for tid, _ in kernels} == {7}
+    starts, ends = [e for e in events if e.get("ph") == "s"], [e for e in events if e.get("ph") == "f"]
+    if name == "window_big":
+        assert not starts and not ends
+        return
+    calls = {(e["pid"], e["tid"], e["ts"]) for e in events if e.get("ph") == "X" and is_runtime_call(e["name"])}
+    assert len(ends) == len(starts) > 0.95 * len(kernels)
+    assert all((e["tid"], e["ts"]) in kernels for e in ends)
+    assert all((e["pid"], e["tid"], e["ts"]) in calls for e in starts)
+
+
+def test_the_hta_export_of_a_gpu_run_keeps_within_timeline_limit(tmp_path):
+    """At a 3 MB ``timeline_limit`` (the gpt store's export is 10 MB) the HTA trace stays under it, keeping the longest
+    device activities, each with the runtime call that launched it."""
+    raw = tmp_path / "profiler" / "raw" / "rank_0"
+    raw.mkdir(parents=True)
+    with gzip.open(os.path.join(DATA, "gpt_default.jsonl.gz")) as handle:
+        (raw / "1.jsonl").write_bytes(handle.read().replace(b'"timeline_limit":500', b'"timeline_limit":3'))
+    proc = subprocess.run([sys.executable, "-m", "msprof_agent", "analyse", str(tmp_path), "--export", "text"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr
+    (path,) = (tmp_path / "hta_trace").iterdir()
+    assert os.path.getsize(path) <= 3_000_000
+    events = json.loads(path.read_bytes())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    launches = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime"}
+    assert 1000 < len(kernels) < 5880 and all(e["args"]["correlation"] in launches for e in kernels)
+    shortest_kept = min(e["dur"] for e in kernels)
+    assert shortest_kept > 5.0  # 7.7 us here: the shortest (0.7 us fills and up) went first

@@ -36,16 +36,17 @@ from . import (
     warmup,
 )
 from .communication import collectives as communication_groups
+from .device import DeviceActivity
 from .operators import counted_op_mask, device_tables
 from .opevents import OpEvents
 from .overlap import GROUP, Overlap, collectives
-from .rundata import RunData, load_rank, started_ns
+from .rundata import RunData, load_rank, parents, started_ns
 from .summary import print_table
 from .timeline import DEVICE_PID, OPS_PID, fixed_events, step_events, time_base, write_trace
 from .workers import Job
 
-__all__ = ["DEVICE_PID", "GROUP", "OPS_PID", "Context", "OpEvents", "Overlap", "Run", "analyse_pages", "cluster", "collectives",
-           "communication_groups", "counted_op_mask", "device_tables", "fixed_events", "print_table", "profiler_dirs", "started_ns",
+__all__ = ["DEVICE_PID", "GROUP", "OPS_PID", "Context", "DeviceActivity", "OpEvents", "Overlap", "Run", "analyse_pages", "cluster", "collectives",
+           "communication_groups", "counted_op_mask", "device_tables", "fixed_events", "parents", "print_table", "profiler_dirs", "started_ns",
            "step_events", "summarise", "time_base", "write_trace"]
 
 

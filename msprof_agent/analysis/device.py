@@ -26,7 +26,7 @@ import numpy as np
 
 from ..contract.columns import DEVICE_STEP_HEADER, GPU_KERNEL_HEADER
 from ..contract.names import DEVICE_STEPS, GPU_KERNELS
-from ..frameworks.cuda import PAGEABLE, activity_kind, is_launch_call, is_sync_call
+from ..frameworks.cuda import PAGEABLE, activity_kind, is_launch_call, is_runtime_call, is_sync_call
 from ..writers import write_csv
 from . import warmup
 from .intervals import length_within, merge
@@ -72,6 +72,7 @@ class DeviceActivity:
         self.sync_starts, self.sync_ends = ops["start"][syncs], ops["start"][syncs] + ops["dur"][syncs]
         self.sync_steps = ops["step"][syncs]
         self.launched, self.launching_op = self._links(data)
+        self.launch_calls = np.sort(launches)
 
     def _links(self, data: RunData) -> tuple[np.ndarray | None, np.ndarray]:
         """Each activity's launch time (None without ``launch`` records) and launching op's name ("" unknown)."""
@@ -85,6 +86,33 @@ class DeviceActivity:
         at = np.clip(np.searchsorted(starts, self.starts), 0, max(len(starts) - 1, 0))
         matched = (starts[at] == self.starts) if len(starts) else np.zeros(len(self.starts), dtype=bool)
         return np.where(matched, launched[at], 0), np.where(matched, ops[at], "")
+
+
+    def calls(self, data: RunData) -> tuple[np.ndarray, str]:
+        """Each activity's launching runtime call (its op index, -1: none found) and how they were joined:
+        ``"launch records"``: the runtime call that started at the activity's ``launched`` time (kineto's correlation,
+        as recorded); ``"in order"``, for stores without launch records: each launch call paired with the first
+        activity starting after it, in time order (the counts nearly match, and a queue runs in launch order; with
+        several streams or a dropped activity some pairs are wrong, so it is a guess, said as such)."""
+        found = np.full(len(self.starts), -1, dtype=np.int64)
+        if self.launched is not None:
+            ops, names = data.ops, data.op_names
+            host = np.flatnonzero(~ops.device_is("cuda"))
+            runtime = np.array([is_runtime_call(str(n)) for n in names], dtype=bool)
+            calls = host[runtime[ops["name_id"][host]]]
+            call_starts = ops["start"][calls]
+            at = np.clip(np.searchsorted(call_starts, self.launched), 0, max(len(calls) - 1, 0))
+            if len(calls):
+                matched = (self.launched > 0) & (call_starts[at] == self.launched)
+                found[matched] = calls[at[matched]]
+            return found, "launch records"
+        launch_starts = data.ops["start"][self.launch_calls]
+        j = 0
+        for k, start in enumerate(self.starts.tolist()):
+            if j < len(launch_starts) and launch_starts[j] < start:
+                found[k] = self.launch_calls[j]
+                j += 1
+        return found, "in order"
 
 
 def _annotations(ops: Any, on_device: np.ndarray) -> np.ndarray:

@@ -45,17 +45,19 @@ class OpEvents:
     events of any subset of ops laid out (``layout``) and written into a file (``write_file``)."""
 
     def __init__(self, data: RunData, host_pid: int, device_pid: int, base: int, category: str | None = None) -> None:
-        """``base``: the epoch ns ``ts`` count from; ``category``: one ``cat`` for every event (the exports' "cpu_op"); by default each op's type."""
+        """``base``: the epoch ns ``ts`` count from; ``category``: one ``cat`` for every event (the exports' "cpu_op"); by default
+        each op's type. A device op's track (``tid``) is its stream, where it has one."""
         ops = self.ops = data.ops
         self.base = base  # ts count ns from it: small enough for a double to hold exactly; taken off a block at a time
         values = ops.code_values
         cuda = ops.device_is("cuda")
-        columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"])
+        columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"], ops["stream_id"])
         self.texts, first = groups(columns)  # the code of each op's head and tail
         samples = list(zip(*(column[first].tolist() for column in columns)))
-        self.heads = _Texts([_head(values["name"][n], category or values["type"][t], device_pid if c else host_pid, values["tid"][i])
-                             for n, t, c, i, _ in samples])
-        self.tails = _Texts([_tail(values["shape"][s]) for *_, s in samples])
+        self.heads = _Texts([_head(values["name"][n], category or values["type"][t], device_pid if c else host_pid,
+                                   values["stream"][k] if c and values["stream"][k] is not None else values["tid"][i])
+                             for n, t, c, i, _, k in samples])
+        self.tails = _Texts([_tail(values["shape"][s]) for *_, s, _ in samples])
         self.widths = (_micros_width(ops["start"] - base), _micros_width(ops["dur"]), _integer_width(ops["step"]))
         self.lengths = ((self.heads.lengths + self.tails.lengths + len(_DUR) + len(_STEP)).astype(np.int32)[self.texts]
                         + self.widths[0] + self.widths[1] + self.widths[2])

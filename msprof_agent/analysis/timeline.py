@@ -1,7 +1,8 @@
 """Timeline: Trace Event JSON (``{cpu,gpu,ascend}_timeline_display_{r}.json``) that Perfetto opens.
 
-Tracks: step trace (steps and their three stages), ops per thread, data waits, CPU counters,
-communication calls, host disk / network counters and the user's mstx marks and ranges.
+Tracks: step trace (steps and their three stages), ops per thread, device activities per stream (with an arrow
+from each launch, where the launch records link them), data waits, CPU counters, communication calls, host disk /
+network counters and the user's mstx marks and ranges.
 ``timeline_limit`` (MB) is honoured by dropping the shortest ops first, the
 least useful detail, and the summary says how many went. The op events, millions of them, are
 formatted in blocks (``opevents``) and streamed into a temporary file that replaces the timeline
@@ -23,6 +24,7 @@ from ..contract.names import MINDINSIGHT_HOST_TIMELINE, TIMELINE_DISPLAY, TIMELI
 from ..contract.timebase import day_base, time_base_event
 from ..writers import replacing, write_json
 from . import host_io, mstx
+from .device import DeviceActivity
 from .opevents import Keep, OpEvents, Segment
 from .workers import Job, in_background
 
@@ -77,6 +79,40 @@ def fixed_events(data: RunData, base: int) -> list[dict[str, Any]]:
     return events
 
 
+FLOW_SHARE = 0.1  # of ``timeline_limit``: the most the launch arrows may take, the longest activities' kept first
+
+
+def device_tracks(data: RunData, base: int, budget: int) -> list[dict[str, Any]]:
+    """Each stream's track name and an arrow (a flow, ``s`` at the launching runtime call, ``f`` at the activity) from
+    each launch to its device activity, where the launch records link them, within ``budget`` bytes."""
+    cuda = data.ops.device_is("cuda")
+    if not data.op_count or not cuda.any():
+        return []
+    streams = sorted({s for s in data.ops.code_values["stream"][np.unique(data.ops["stream_id"][cuda])].tolist() if s is not None})
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": s, "args": {"name": f"Stream {s}"}}
+                                    for s in streams]
+    activity = DeviceActivity(data)
+    calls, source = activity.calls(data)
+    if source != "launch records":  # a guess is no arrow to draw
+        return events
+    ops = data.ops
+    linked = np.flatnonzero(calls >= 0)
+    linked = linked[np.argsort(-(activity.ends - activity.starts)[linked], kind="stable")]
+    tids, stream_of = ops.code_values["tid"][ops["tid_id"]], ops["stream"]
+    used = 0
+    for k in linked.tolist():
+        op, call = int(activity.index[k]), int(calls[k])
+        flow = {"id": (data.rank << 32) + k + 1, "cat": "launch", "name": "launch"}  # unique across ranks: the viewer merges them
+        pair = [{"ph": "s", "pid": OPS_PID, "tid": tids[call], "ts": _us(int(ops["start"][call]), base), **flow},
+                {"ph": "f", "bp": "e", "pid": DEVICE_PID, "tid": stream_of[op] if stream_of[op] is not None else tids[op],
+                 "ts": _us(int(activity.starts[k]), base), **flow}]
+        used += len(orjson.dumps(pair))
+        if used > budget:
+            break
+        events += pair
+    return events
+
+
 _STEP_EVENT = b',{"ph":"X","name":"%s","cat":"%s","pid":%d,"tid":%d,"ts":%d.%03d,"dur":%d.%03d,"args":{"step":%d}}'
 
 
@@ -113,12 +149,17 @@ def _stack_events(samples: Sequence[Stack], base: int) -> list[dict[str, Any]]:
     return events
 
 
-def _select_within(lengths: np.ndarray, durations: np.ndarray, budget: int) -> Keep:
+def _select_within(lengths: np.ndarray, durations: np.ndarray, budget: int, among: np.ndarray | None = None) -> Keep:
     """Which op events stay under the byte budget: all of them (a slice, no index array) when they
-    fit, else the indices of the longest ops that do."""
-    if lengths.sum() <= budget:
-        return slice(None)
-    order = np.argsort(-durations, kind="stable")
+    fit, else the indices of the longest ops that do; ``among``: only these ops (sorted indices) are candidates."""
+    if among is None:
+        if lengths.sum() <= budget:
+            return slice(None)
+        order = np.argsort(-durations, kind="stable")
+    else:
+        if lengths[among].sum() <= budget:
+            return among
+        order = among[np.argsort(-durations[among], kind="stable")]
     return np.sort(order[np.cumsum(lengths[order]) <= budget])
 
 
@@ -130,13 +171,15 @@ class Trace(NamedTuple):
     blocks: list[Segment]  # where their events go (``OpEvents.layout``)
 
 
-def plan_trace(head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None, limit_mb: int) -> Trace:
-    """The layout of a file of ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail``.
-    ``head`` ends inside an array holding at least one event: each op event starts with its comma."""
+def plan_trace(head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None, limit_mb: int,
+               among: np.ndarray | None = None) -> Trace:
+    """The layout of a file of ``head``, the op events that fit in ``limit_mb`` (longest first kept) and ``tail``;
+    ``among``: the ops that may go in (default: every op). ``head`` ends inside an array holding at least one
+    event: each op event starts with its comma."""
     keep: Keep = slice(0)
     kept = 0
     if events is not None and durations is not None:  # the callers pass both or neither
-        keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail))
+        keep = _select_within(events.lengths, durations, limit_mb * 1_000_000 - len(head) - len(tail), among)
         kept = len(events.lengths) if isinstance(keep, slice) else len(keep)
     size = len(head) + len(tail) + (events.size(keep) if events is not None and kept else 0)
     return Trace(keep, kept, size, events.layout(keep, head) if events is not None and kept else [])
@@ -152,9 +195,9 @@ def write_planned(path: str, head: bytes, tail: bytes, events: OpEvents | None, 
 
 
 def write_trace(path: str, head: bytes, tail: bytes, events: OpEvents | None, durations: np.ndarray | None,
-                limit_mb: int) -> tuple[Keep, int, int]:
+                limit_mb: int, among: np.ndarray | None = None) -> tuple[Keep, int, int]:
     """``plan_trace`` and ``write_planned`` in one; returns (the kept ops, how many, the file's size)."""
-    trace = plan_trace(head, tail, events, durations, limit_mb)
+    trace = plan_trace(head, tail, events, durations, limit_mb, among)
     write_planned(path, head, tail, events, trace)
     return trace.keep, trace.kept, trace.size
 
@@ -167,7 +210,7 @@ def write(data: RunData, ctx: Context, stages: list[dict[str, Any]]) -> tuple[di
     base = time_base(data, stages)
     events = OpEvents(data, OPS_PID, DEVICE_PID, base) if data.op_count else None
     fixed = (fixed_events(data, base) + host_io.counter_events(data, HOST_IO_PID, ctx.sampling_interval_ms, base)
-             + mstx.events(data, MSTX_PID, base))
+             + mstx.events(data, MSTX_PID, base) + device_tracks(data, base, int(limit_mb * 1_000_000 * FLOW_SHARE)))
     steps, step_count = step_events(data, stages, base)
     payload = orjson.dumps(fixed, option=orjson.OPT_INDENT_2 if ctx.pretty else 0)[:-1] + steps + b"]"
     ops = data.ops

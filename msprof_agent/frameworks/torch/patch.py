@@ -324,7 +324,8 @@ class _Integration:
                 if cuda_in_use() and not self.session.disabled:
                     import torch
 
-                    self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name())
+                    self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name(),
+                                          device_capability=list(torch.cuda.get_device_capability()))
                     if self._clock is None:
                         self._clock = DeviceClock(self.session.record)
                         self._gpu_recording_changed(self.session.owner)
