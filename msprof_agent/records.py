@@ -292,6 +292,7 @@ if TYPE_CHECKING:
         n - 1 and n] (read once both had completed, never by synchronising)."""
         k: Literal["dsteps"]
         steps: list[list[int]]
+        allocated: NotRequired[list[list[int]]]  # [step n, the caching allocator's bytes in use at its end], every 10th step
 
 
     class Gpu(TypedDict, total=False):

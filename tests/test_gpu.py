@@ -228,3 +228,24 @@ def test_the_hta_export_of_a_gpu_run_keeps_within_timeline_limit(tmp_path):
     assert 1000 < len(kernels) < 5880 and all(e["args"]["correlation"] in launches for e in kernels)
     shortest_kept = min(e["dur"] for e in kernels)
     assert shortest_kept > 5.0  # 7.7 us here: the shortest (0.7 us fills and up) went first
+
+
+def test_gpu_memory_growth_is_a_leak_costed_by_when_it_fills_the_gpu(tmp_path):
+    """The allocator's bytes in use, read at every 10th step end of the whole run, growing 64 MiB a step: a memory
+    finding on the device, with the step at which it would fill the GPU's unreserved memory; flat, none."""
+    with gzip.open(os.path.join(DATA, "gpt_default.jsonl.gz")) as handle:
+        lines = handle.read()
+    base = 4 << 30
+
+    def with_series(slope):
+        series = [[n, base + slope * n] for n in range(10, 61, 10)]
+        return lines + json.dumps({"k": "dsteps", "steps": [], "allocated": series}).encode() + b"\n"
+
+    leaking = _analysed(str(tmp_path), "leaking", with_series(64 << 20))
+    finding = next(f for f in leaking["findings"] if f["id"] == "gpu_memory_growth")
+    assert finding["evidence"]["bytes_per_step"] == 64 << 20 and finding["evidence"]["within_horizon"]
+    left = (143155.94 - 5072.0) * (1 << 20)  # the H200's memory less what the allocator reserved at its peak
+    assert finding["evidence"]["exhaust_at_step"] == 60 + int(left // (64 << 20))
+    assert leaking["verdict"] == "memory-growth"  # it ends the job within a day: it heads the verdict
+    flat = _analysed(str(tmp_path), "flat", with_series(0))
+    assert not [f for f in flat["findings"] if f["id"] == "gpu_memory_growth"] and flat["verdict"] == "GPU-bound"

@@ -701,11 +701,11 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
     stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta, results.get("cpu"))]
     device = results.get("device") or {}
-    if "busy_share" in device:  # a GPU's ops: its own timeline says what bounds the step, not the host's clock
+    if device:  # a GPU: its own timeline says what bounds the step, not the host's clock
         from . import gpu_advice
 
         stages += gpu_advice.findings(device, meta)
-    elif data.op_count:  # no ops recorded: compute, runtime and host unknown
+    if data.op_count and "busy_share" not in device:  # no ops recorded: compute, runtime and host unknown
         stages += [host_finding(steady, step_ms, step_p50, spots, meta, graph_mode(data) or bool(len(compiled_regions(data)))),
                    runtime_finding(steady, step_ms, step_p50, meta),
                    compute_finding(steady, step_ms, step_p50, results.get("operators") or {}, meta)]

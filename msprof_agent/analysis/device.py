@@ -288,6 +288,9 @@ def _gpu_records(data: RunData) -> dict[str, Any]:
             out["unprofiled_steps"] = len(outside)
         out["device_step_ms_by_step"] = [[n, round(ns / 1e6, 4)] for n, ns in sorted(device_steps.items()) if n in window]
         out["device_steps_timed"] = len(device_steps)
+    series = sorted((n, b) for r in data.device_steps for n, b in r.get("allocated", []) if n > SETTLED_STEP)
+    if series:
+        out["allocated_growth"] = growth(series)
     if data.gpu_peaks:
         peak = max(data.gpu_peaks, key=lambda p: p["peak_allocated"])
         reserved = max(p["peak_reserved"] for p in data.gpu_peaks)
@@ -307,6 +310,20 @@ def _gpu_records(data: RunData) -> dict[str, Any]:
                            "sm_mhz_mean": round(float(np.mean([s["sm_mhz"] for s in nvml])), 1),
                            "used_mb_max": round(max(s["used"] for s in nvml) / 2**20, 1), "throttle_reasons": throttled, "samples": len(nvml)}
     return out
+
+
+def growth(series: list[tuple[int, int]]) -> dict[str, Any]:
+    """The allocator's bytes in use against the step number (read every 10th step end): a least-squares line's slope
+    (bytes a step), its R² and the growth over the steps read, for the memory findings' rule."""
+    steps = np.array([n for n, _ in series], dtype=np.float64)
+    values = np.array([b for _, b in series], dtype=np.float64)
+    out: dict[str, Any] = {"steps": [int(steps[0]), int(steps[-1])], "reads": len(series), "allocated_last": int(values[-1])}
+    if len(series) < 4 or np.ptp(steps) == 0:
+        return dict(out, bytes_per_step=0, r2=0.0, growth_bytes=0)
+    slope, intercept = np.polyfit(steps, values, 1)
+    spread = float(((values - values.mean()) ** 2).sum())
+    r2 = 1.0 - float(((values - (slope * steps + intercept)) ** 2).sum()) / spread if spread else 0.0
+    return dict(out, bytes_per_step=round(float(slope)), r2=round(r2, 4), growth_bytes=round(float(slope * np.ptp(steps))))
 
 
 def unprofiled_steps(device_steps: dict[int, int], window: set[int]) -> list[float]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .advisor import MIN_SHARE, MIN_STAKE_MS, Finding, _finding, ms_words
-from .verdict import margin
+from .advisor import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, MIN_SHARE, MIN_STAKE_MS, Finding, _finding, action, ms_words
+from .verdict import consequence, margin
 
 GPU_BOUND_SHARE = 0.60  # the device busy this share of the mean step
 LAUNCH_BOUND_SHARE = 0.50  # under this share, with short kernels, the host's launches are the limit
@@ -21,10 +21,12 @@ FUSABLE = ("elementwise", "reduction", "copy")  # kernel families (``device.FAMI
 
 def findings(device: dict[str, Any] | None, meta: dict[str, Any]) -> list[Finding]:
     """The GPU's findings: GPU-bound or launch-bound (or neither), host syncs, pageable copies."""
-    if not device or "busy_share" not in device:
+    if not device:
         return []
-    found = [f for f in (_gpu_bound(device, meta), _launch_bound(device, meta), _syncs(device), _pageable(device, meta)) if f]
-    return found
+    found = [_device_memory(device, meta)]
+    if "busy_share" in device:
+        found += [_gpu_bound(device, meta), _launch_bound(device, meta), _syncs(device), _pageable(device, meta)]
+    return [f for f in found if f]
 
 
 def busy(device: dict[str, Any]) -> tuple[float, float, str]:
@@ -113,6 +115,30 @@ def _syncs(device: dict[str, Any]) -> Finding | None:
     return _finding("host_sync", "sync", "medium", idle, evidence, [text], text,
                     "read device values (loss.item(), .cpu(), .tolist(), printing a tensor) every N steps, not every step, and keep "
                     "data-dependent shapes (nonzero, boolean masks) off the training path")
+
+
+def _device_memory(device: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
+    """The caching allocator's bytes in use growing step after step (read every 10th step of the whole run, not only
+    the op window): a leak on the device, costed by when it would fill the GPU at that rate."""
+    grown = device.get("allocated_growth") or {}
+    slope, total, r2 = grown.get("bytes_per_step", 0), grown.get("growth_bytes", 0), grown.get("r2", 0.0)
+    if slope < MEMORY_MIN_BYTES_PER_STEP or total < MEMORY_MIN_GROWTH or r2 < 0.8:
+        return None
+    span = [grown["steps"]]
+    evidence = {"bytes_per_step": slope, "growth_bytes": total, "r2": r2, "steps": span, "source": "the GPU's caching allocator (bytes in use)",
+                "margin": min(margin(slope, MEMORY_MIN_BYTES_PER_STEP), margin(total, MEMORY_MIN_GROWTH))}
+    words = [f"{slope / (1 << 20):.1f} MiB a step over steps {span[0][0]}-{span[0][1]} ({total / (1 << 20):.0f} MiB in all, "
+             f"linear fit R² {r2:.2f}, {grown['reads']} reads)"]
+    text = f"GPU memory grows {slope / (1 << 20):.1f} MiB every step ({total / (1 << 20):.0f} MiB over steps {span[0][0]}-{span[0][1]}): a leak signature"
+    finding = _finding("gpu_memory_growth", "memory", "high", 0.0, evidence, words, text, action("memory_growth", meta.get("framework")))
+    memory = device.get("memory") or {}
+    left = None
+    if memory.get("total_mb"):
+        room = int((memory["total_mb"] - memory.get("peak_reserved_mb", 0.0)) * (1 << 20))
+        left = (max(room, 0), "the GPU's memory its caching allocator has not reserved")
+    step = device.get("unprofiled_step_ms") or (device.get("device_step_ms") or {}).get("p50") or 0.0
+    consequence(finding, left, step, span[0][1], meta.get("planned_steps"))
+    return finding
 
 
 def _pageable(device: dict[str, Any], meta: dict[str, Any]) -> Finding | None:

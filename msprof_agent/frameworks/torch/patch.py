@@ -322,13 +322,7 @@ class _Integration:
             if primary is None:  # first optimizer ever, or the primary one was garbage-collected
                 self._primary = weakref.ref(optimizer)
                 if cuda_in_use() and not self.session.disabled:
-                    import torch
-
-                    self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name(),
-                                          device_capability=list(torch.cuda.get_device_capability()))
-                    if self._clock is None:
-                        self._clock = DeviceClock(self.session.record)
-                        self._gpu_recording_changed(self.session.owner)
+                    self._adopt_gpu()
             elif primary is not optimizer:
                 return
             if self.session.disabled:
@@ -338,6 +332,19 @@ class _Integration:
             log.report_error("closing a training step", exc)
 
     # -- the GPU's own view ---------------------------------------------------------------------------
+    def _adopt_gpu(self) -> None:
+        """The primary optimizer steps on a GPU: its name in the meta, and its steps timed on its own clock from here on."""
+        try:
+            import torch
+
+            self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name(),
+                                  device_capability=list(torch.cuda.get_device_capability()))
+            if self._clock is None:
+                self._clock = DeviceClock(self.session.record)
+                self._gpu_recording_changed(self.session.owner)
+        except Exception as exc:  # the step is closed all the same
+            log.report_error("reading the GPU", exc)
+
     def _gpu_recording_changed(self, owner: Collection | None) -> None:
         """The session's watcher: the device is sampled while a collection records; its step times go out as it stops."""
         try:
