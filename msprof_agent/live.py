@@ -62,6 +62,7 @@ class LiveState:
         self.steps: collections.deque[tuple[int, int, int, int, int | None, int | None, int]] = collections.deque(maxlen=KEPT_STEPS)
         self.entered: dict[str, tuple[int, str, int, list[int] | None]] = {}  # group -> (seq, name, step, its ranks)
         self.memory: collections.deque[tuple[int, int]] = collections.deque(maxlen=KEPT_MEMORY)  # (ts, heap bytes in use)
+        self.device_steps: collections.deque[tuple[int, float]] = collections.deque(maxlen=KEPT_STEPS)  # (n, ms on the GPU's clock)
         self.hang_after_s = hang_after_s()
         self.on_capture_request: Callable[[dict[str, Any]], object] | None = None  # capture.AllRankCapture.follow
         self.capture: dict[str, Any] | None = None  # the all-rank window this rank follows, as the record shows it
@@ -81,6 +82,10 @@ class LiveState:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="msprof-agent-live", daemon=True)
             self._thread.start()
+
+    def device_step(self, n: int, ns: int) -> None:
+        """Step N's time on the device (CUDA events, read once completed: a step or two after its close)."""
+        self.device_steps.append((n, round(ns / 1e6, 3)))
 
     def collective_entered(self, group: str, seq: int, name: str, step: int, ranks: list[int] | None) -> None:
         self.entered[group] = (seq, name, step, ranks)
@@ -128,6 +133,9 @@ class LiveState:
             "collectives": {g: {"seq": s, "name": n, "step": st, "ranks": r} for g, (s, n, st, r) in list(self.entered.items())},
             "meta": {key: meta[key] for key in ADVICE_META if key in meta}, "recording": self._recording(),
         }
+        if self.device_steps:
+            timed = list(self.device_steps)
+            record["device_steps"] = {"n": [n for n, _ in timed], "ms": [ms for _, ms in timed]}
         if reason:
             record["end_reason"] = reason
         if self.capture:

@@ -36,8 +36,9 @@ def screen(path: str, view: dict[str, Any], width: int = 120) -> list[str]:
     ranks = view["ranks"]
     state = "HUNG" if view.get("hang") else view["state"].upper()
     lines = [f"msprof-agent top  {path}  {len(ranks)}/{view['rank_size']} ranks  {state}  {clock}",
-             f"steps/s {view['steps_per_s']:.2f}   step now {_ms(view['step_ms_now'])} ms   trend {_trend(view['trend'])} "
-             f"(last {contract.RECENT_STEPS} steps against the {rules.TREND_STEPS} before)"]
+             f"steps/s {view['steps_per_s']:.2f}   step now {_ms(view['step_ms_now'])} ms"
+             + (f" (on the GPU {_ms(view['gpu_step_ms_now'])} ms)" if view.get("gpu_step_ms_now") is not None else "")
+             + f"   trend {_trend(view['trend'])} (last {contract.RECENT_STEPS} steps against the {rules.TREND_STEPS} before)"]
     if not ranks:
         lines.append(f"waiting for a job's live records under {path} (a job profiling into it writes them from its first step)")
     if view["missing_ranks"]:

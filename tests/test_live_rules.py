@@ -93,6 +93,18 @@ def test_top_s_screen_shows_the_rates_the_ranks_and_the_straggler():
     assert "[high] Straggler: rank 1 works 40.0 ms more per step" in text and all(len(line) <= 120 for line in lines)
 
 
+
+def test_a_gpu_job_s_step_on_the_device_is_shown_beside_the_host_s():
+    """A CUDA job's live record carries its steps' CUDA-event times: top shows the device's step now beside the host's
+    (a loss.item() every 10th step makes the host's uneven while the device's stay even)."""
+    gpu = {"n": list(range(41, 61)), "ms": [19.0] * 20}
+    records = [record(0, steps(60, 50.0), rank_size=1, device_steps=gpu)]
+    view = rules.job_view(records, NOW)
+    assert view["gpu_step_ms_now"] == 19.0 and view["ranks"][0]["gpu_step_ms_now"] == 19.0
+    assert "step now 50.0 ms (on the GPU 19.0 ms)" in top.screen("/job", view, 120)[1]
+    assert rules.job_view([record(0, steps(60, 50.0), rank_size=1)], NOW)["gpu_step_ms_now"] is None
+
+
 SESSION = """
 import json, os, sys, time
 from msprof_agent import capture, live, session as S

@@ -89,12 +89,14 @@ def _rank_view(rec: dict[str, Any], now: int) -> dict[str, Any]:
     else:
         rate = 0.0
     step_now = median(recent) if recent else None
+    on_device = ((rec.get("device_steps") or {}).get("ms") or [])[-RECENT_STEPS:]
     state = contract.state_of(rec, now)
     findings = rank_findings(steps, rec.get("memory") or [], {"framework": rec.get("framework"), **(rec.get("meta") or {})}) if steps else []
     wait_now = median((steps.get("wait_ms") or [])[-RECENT_STEPS:] or [0.0])
     comm_now = median((steps.get("comm_ms") or [])[-RECENT_STEPS:] or [0.0])
     return {"rank": rec["rank"], "host": rec.get("host") or "", "state": state, "steps_done": rec.get("steps_done", 0),
             "step_ms_now": round(step_now, 3) if step_now is not None else None,
+            "gpu_step_ms_now": round(median(on_device), 3) if on_device else None,
             "trend": round(step_now / median(before), 3) if before and step_now is not None and median(before) > 0 else None,
             "own_ms_now": round(median(own[-RECENT_STEPS:]), 3) if own else None, "wait_ms_now": round(wait_now, 3),
             "comm_ms_now": round(comm_now, 3), "steps_per_s": round(rate, 2),
@@ -131,6 +133,7 @@ def job_view(records: list[dict[str, Any]], now: int) -> dict[str, Any]:
         "missing_ranks": [r for r in range(rank_size) if r not in latest],
         "state": "running" if running else ("ended" if ranks and all(v["state"] == "ended" for v in ranks) else "stale"),
         "steps_per_s": min((v["steps_per_s"] for v in running), default=0.0), "step_ms_now": max(times) if times else None,
+        "gpu_step_ms_now": max((v["gpu_step_ms_now"] for v in running if v["gpu_step_ms_now"] is not None), default=None),
         "trend": max(trends) if trends else None, "slow_ranks": slow_ranks,
         "slowest": [{"rank": v["rank"], "own_ms_now": v["own_ms_now"], "step_ms_now": v["step_ms_now"], "why": _why(v)} for v in slowest],
         "findings": findings, "capture": next((v["capture"] for v in ranks if v["capture"]), None), "hang": contract.hang(records, now),

@@ -32,10 +32,11 @@ MAX_PENDING = 64  # events not yet completed; more means the device is far behin
 class DeviceClock:
     """Each step's time on the device, from CUDA events at the step ends, written as ``dsteps`` records."""
 
-    def __init__(self, record: Callable[[Record], None]) -> None:
+    def __init__(self, record: Callable[[Record], None], on_step: Callable[[int, int], object] | None = None) -> None:
         import torch
 
         self._record = record
+        self._on_step = on_step  # told each step's device time as it is read (the live record)
         self._event = torch.cuda.Event
         self._stats = getattr(torch._C, "_cuda_memoryStats", None)  # the allocator's nested counters, without memory_stats()'s flattening (85 us)
         self._device = torch.cuda.current_device()
@@ -91,8 +92,11 @@ class DeviceClock:
             pending.popleft()
             last = self._last
             if last is not None:
-                self._done.append([n, round(last[1].elapsed_time(event) * 1e6)])
+                ns = round(last[1].elapsed_time(event) * 1e6)
+                self._done.append([n, ns])
                 self._spare.append(last[1])
+                if self._on_step is not None:
+                    self._on_step(n, ns)
             self._last = (n, event)
         if len(self._done) >= FLUSH_STEPS:
             self.flush()

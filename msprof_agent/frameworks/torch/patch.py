@@ -340,7 +340,7 @@ class _Integration:
             self.session.add_meta(device_target="GPU", device_name=torch.cuda.get_device_name(),
                                   device_capability=list(torch.cuda.get_device_capability()))
             if self._clock is None:
-                self._clock = DeviceClock(self.session.record)
+                self._clock = DeviceClock(self.session.record, self._device_step_read)
                 self._gpu_recording_changed(self.session.owner)
         except Exception as exc:  # the step is closed all the same
             log.report_error("reading the GPU", exc)
@@ -359,6 +359,11 @@ class _Integration:
                     self._clock.flush()
         except Exception as exc:
             log.report_error("sampling the GPU", exc)
+
+    def _device_step_read(self, n: int, ns: int) -> None:
+        live = self.session.live
+        if live is not None:
+            live.device_step(n, ns)
 
     def _note_gpu_settings(self, module: torch.nn.Module) -> None:
         """What the job already does on its GPU (autocast and its dtype, compile, a fused optimizer, TF32), read once at a
