@@ -16,9 +16,11 @@ import orjson
 from ..contract.names import FLOPS, FLOPS_SUMMARY
 from ..writers import write_json, write_text
 from . import warmup
+from .device import MIN_UNPROFILED_STEPS, unprofiled_steps
 from .device_peak import peak_gflops
 from .operators import group_sum, profiled_op_mask, shapes_known
 from .rundata import parents
+from .stats import median
 
 if TYPE_CHECKING:
     from ..records import Step
@@ -169,11 +171,11 @@ def model_flops(data: RunData, steps: Sequence[Step], op_steps: np.ndarray, valu
         clock = "their time on the device (CUDA events)" if timed_on_device else "their total time"
         mfu = {"ratio": round(gflops_per_s / peak, 6), "peak_gflops": round(peak, 2), "peak_source": how,
                "steps": len(steps), "definition": f"model FLOPs of the steady steps / {clock} / peak"}
-        outside = sorted(ns for n, ns in on_device.items() if n not in set(numbers) and n > max(numbers[0], 10))
-        if len(outside) >= 5:  # the run's unprofiled steps, same work a step: the job's own MFU, without the profiler's cost
+        outside = unprofiled_steps(on_device, {s["n"] for s in data.window_steps})
+        if len(outside) >= MIN_UNPROFILED_STEPS:  # the same work a step: the job's own MFU, without the profiler's cost
             per_step = total_flops / len(steps)
-            mfu["unprofiled"] = {"ratio": round(per_step / (outside[len(outside) // 2] / 1e9) / 1e9 / peak, 6), "steps": len(outside),
-                                 "definition": "model FLOPs a step / the median CUDA-event time of the steps outside the op window / peak"}
+            mfu["unprofiled"] = {"ratio": round(per_step / (median(outside) / 1e3) / 1e9 / peak, 6), "steps": len(outside),
+                                 "definition": "model FLOPs a step / the median CUDA-event time of the steps no profiler slowed / peak"}
     return {"mflops_per_step": round(total_flops / max(len(steps), 1) / 1e6, 6), "gflops_per_s": round(gflops_per_s, 6), "mfu": mfu}
 
 
