@@ -85,8 +85,10 @@ FLOW_SHARE = 0.1  # of ``timeline_limit``: the most the launch arrows may take, 
 def device_tracks(data: RunData, base: int, budget: int) -> list[dict[str, Any]]:
     """Each stream's track name and an arrow (a flow, ``s`` at the launching runtime call, ``f`` at the activity) from
     each launch to its device activity, where the launch records link them, within ``budget`` bytes."""
+    if not data.op_count:
+        return []
     cuda = data.ops.device_is("cuda")
-    if not data.op_count or not cuda.any():
+    if not cuda.any():
         return []
     streams = sorted({s for s in data.ops.code_values["stream"][np.unique(data.ops["stream_id"][cuda])].tolist() if s is not None})
     events: list[dict[str, Any]] = [{"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": s, "args": {"name": f"Stream {s}"}}

@@ -113,7 +113,7 @@ def gpu_view(summary: dict[str, Any]) -> dict[str, Any] | None:
 
 def overview(page: Page, run: Run, rank: int, sections: Loaded, report: bool = False) -> dict[str, Any]:
     summary = sections.get("summary")
-    context: dict[str, Any] = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [],
+    context: dict[str, Any] = {"sections": sections, "report": report, "summary": summary, "data_prep": data_stats(sections), "findings": [], "gpu": None,
                "info_rows": info_rows(sections.get("info"), profile_of_run(sections))}
     if ok(summary):
         context["suggestions"] = [{"id": sug.get("id"), "text": sug.get("text"),
