@@ -30,7 +30,7 @@ from ..frameworks.cuda import PAGEABLE, activity_kind, is_launch_call, is_runtim
 from ..writers import write_csv
 from . import warmup
 from .intervals import length_within, merge
-from .stats import median, percentile
+from .stats import median, percentiles
 
 if TYPE_CHECKING:
     from . import Context
@@ -281,7 +281,7 @@ def _gpu_records(data: RunData) -> dict[str, Any]:
     if device_steps:
         window = {s["n"] for s in data.window_steps}
         ms = [ns / 1e6 for n, ns in sorted(device_steps.items())]
-        out["device_step_ms"] = _percentiles(ms)
+        out["device_step_ms"] = percentiles(ms)
         outside = unprofiled_steps(device_steps, window)
         if len(outside) >= MIN_UNPROFILED_STEPS:
             out["unprofiled_step_ms"] = round(median(outside), 4)
@@ -337,8 +337,3 @@ def unprofiled_steps(device_steps: dict[int, int], window: set[int]) -> list[flo
         return before
     after = max(window) + 1 if window else None
     return [ns / 1e6 for n, ns in device_steps.items() if n not in window and n != after and n > SETTLED_STEP]
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    return {"mean": round(float(np.mean(values)), 4), "p50": round(percentile(values, 50), 4), "p90": round(percentile(values, 90), 4),
-            "max": round(max(values), 4)}

@@ -10,7 +10,9 @@ import math
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
+
+    from ..contract.summary import Percentiles
 
 
 def median(values: Iterable[float]) -> float:
@@ -21,6 +23,17 @@ def median(values: Iterable[float]) -> float:
         return math.nan
     middle = n // 2
     return ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def percentiles(values: Sequence[float]) -> Percentiles | None:
+    """Mean, p50, p90 and max to 4 places, the shape of every per-step figure in the summary; None for no values."""
+    if not values:
+        return None
+    import numpy as np
+
+    array = np.asarray(values, dtype=np.float64)
+    return {"mean": round(float(array.mean()), 4), "p50": round(percentile(values, 50), 4),
+            "p90": round(percentile(values, 90), 4), "max": round(float(array.max()), 4)}
 
 
 def percentile(values: Iterable[float], q: float) -> float:

@@ -18,21 +18,12 @@ from ..records import KIND
 from ..writers import write_csv, write_json
 from . import advisor, communication, verdict, warmup
 from .device import IDLE_WORDS
-from .stats import percentile
+from .stats import percentiles
 
 if TYPE_CHECKING:
-    from ..contract.summary import Percentiles
     from ..records import End, Pause, Probe
     from . import Context
     from .rundata import RunData
-
-
-def _percentiles(values: Sequence[float]) -> Percentiles | None:
-    if not values:
-        return None
-    array = np.asarray(values, dtype=np.float64)
-    return {"mean": round(float(array.mean()), 4), "p50": round(percentile(values, 50), 4),
-            "p90": round(percentile(values, 90), 4), "max": round(float(array.max()), 4)}
 
 
 def machine_speed(probes: Sequence[Probe]) -> dict[str, Any] | None:
@@ -58,7 +49,7 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
     window = results["step_trace"]["rows"]
     rows = warmup.steady(window, ctx.warmup)  # every figure here is of the steady steps
     totals = [r["total"] / 1e6 for r in rows]
-    step_ms = _percentiles(totals)
+    step_ms = percentiles(totals)
     stages_ms: dict[str, float] = {}
     share: dict[str, float] = {}
     if rows:
@@ -76,9 +67,9 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         "summary_version": SUMMARY_VERSION, "rank_id": ctx.rank, "framework": meta.get("framework"), "device_target": meta.get("device_target", "CPU"),
         "profiler_dir": ctx.profiler_dir, "steps_profiled": len(window), "steps_total": len(data.steps),
         "step_range": [window[0]["n"], window[-1]["n"]] if window else None, "steady_steps": len(rows), "step_time_ms": step_ms,
-        "run_step_time_ms": _percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
+        "run_step_time_ms": percentiles(all_steps), "stages_ms": stages_ms, "stage_share": share,
         "step_points": {key: results["step_trace"][key] for key in ("fp_start", "bp_end", "fp_rule", "bp_rule")},
-        "data_wait_ms": _percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
+        "data_wait_ms": percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
         "ops_recorded": data.op_count, "flops": results.get("flops"), "shapes": data.shapes, "memory": results.get("memory"),
         "device": results.get("device"), "cpu": results.get("cpu"),
         "communication": comm, "verdict": advice["verdict"], "verdict_basis": advice["verdict_basis"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import sys
 import time
 from typing import Any
 
@@ -128,8 +129,6 @@ def _detaching_cupti(call: Any) -> None:
 
 
 def _cuda_graphs_compiled() -> bool:
-    import sys
-
     inductor = sys.modules.get("torch._inductor.config")
     return bool(inductor is not None and getattr(getattr(inductor, "triton", None), "cudagraphs", False))
 
