@@ -327,6 +327,8 @@ def test_two_process_groups_are_rolled_up_apart_the_slowest_first(tmp_path):
                        "--late-ms", "150"], profile_into(out), extra_env={"OMP_NUM_THREADS": "1"}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     side = re.search(r"side group (\S+)", proc.stdout).group(1)
+    written = sorted(os.listdir(os.path.join(out, "profiler")))
+    assert {"summary_0.json", "summary_1.json"} <= set(written), (written, proc.stderr[-3000:])
     for rank in (0, 1):
         own = read_json(os.path.join(out, "profiler", f"summary_{rank}.json"))["communication"]["groups"]
         assert (own[side]["calls_per_step"], own["world"]["calls_per_step"]) == (1.0, 4.0), own

@@ -166,7 +166,8 @@ def test_search_and_type_click(browser, real_live, artifacts):
         page.click("#op-types tbody tr >> nth=0")  # as in MindInsight: a type row lists that type's ops
         first_type = page.input_value("#op-search")
         shown = page.locator("#op-detail tbody tr:visible td[data-col=op_type]").all_inner_texts()
-        assert shown and all(_fuzzy(first_type.lower(), t.lower()) or first_type.lower() in t.lower() for t in shown)
+        assert shown and set(shown) == {first_type}
+        assert len(shown) == sum(1 for r in details if r[1] == first_type)
         page.click("#op-detail thead th[data-col=total_ms]")  # sort ascending by total after one click (desc) and a second
         page.click("#op-detail thead th[data-col=total_ms]")
         values = [float(v) for v in page.locator("#op-detail tbody tr:visible td[data-col=total_ms]").evaluate_all(

@@ -132,22 +132,35 @@
     return i === query.length;
   }
   var search = document.getElementById("op-search");
+  /* a clicked type row lists exactly that type's ops (as in MindInsight); typing goes back to the fuzzy search */
+  var exactType = null;
   function filter() {
     var q = search.value.toLowerCase().replace(/\s+/g, "");
     var shown = 0, total = 0;
     document.querySelectorAll("#op-types tbody tr, #op-detail tbody tr").forEach(function (row) {
-      var hit = fuzzy(q, row.getAttribute("data-search").replace(/\s+/g, ""));
+      var detail = row.closest("#op-detail");
+      var hit;
+      if (exactType !== null) {
+        var cell = detail ? row.querySelector("td[data-col=op_type]") : null;
+        hit = !detail || (cell !== null && cell.getAttribute("data-v") === exactType);
+      } else {
+        hit = fuzzy(q, row.getAttribute("data-search").replace(/\s+/g, ""));
+      }
       row.style.display = hit ? "" : "none";
-      if (row.closest("#op-detail")) { total++; if (hit) shown++; }
+      if (detail) { total++; if (hit) shown++; }
     });
     var count = document.getElementById("op-count");
-    if (count) count.textContent = q ? shown + " of " + total + " operators match" : "";
+    if (count) {
+      count.textContent = exactType !== null ? shown + " of " + total + " operators of type " + exactType
+        : q ? shown + " of " + total + " operators match" : "";
+    }
   }
   if (search) {
-    search.addEventListener("input", filter);
+    search.addEventListener("input", function () { exactType = null; filter(); });
     document.querySelectorAll("#op-types tbody tr").forEach(function (row) {
       row.addEventListener("click", function () {
-        search.value = row.cells[0].getAttribute("data-v");
+        exactType = row.cells[0].getAttribute("data-v");
+        search.value = exactType;
         filter();
         openTab("tab-ops");
       });
