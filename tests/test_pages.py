@@ -346,3 +346,35 @@ def test_median_and_percentiles_equal_numpys_to_the_last_bit():
         assert median(values) == float(np.median(values))
         for q in (0, 0.5, 10, 50, 90, 99.5, 100):
             assert percentile(values, q) == float(np.percentile(np.asarray(values, dtype=np.float64), q)), (values, q)
+
+
+@pytest.mark.unit
+def test_a_child_another_thread_forked_is_found_late_with_all_its_cpu_and_counted_once():
+    """Between its every-thread readings the tree reads only main threads' children (a thread's children file
+    each costs the GIL ~15 us): a child a side thread forked is found at the next full reading with all its
+    CPU time, and then read at every reading, never taken for ended."""
+    import subprocess
+    import sys
+    import threading
+
+    import psutil
+
+    from msprof_agent.collectors.cpu import _JobTree
+
+    spin = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\ntime.sleep(30)"
+    tree = _JobTree(psutil.Process())
+    children: list[subprocess.Popen] = []
+    side = threading.Thread(target=lambda: children.append(subprocess.Popen([sys.executable, "-c", spin])))
+    side.start()
+    side.join()
+    try:
+        totals = []
+        while len(totals) < 2 * _JobTree.EVERY_THREAD_EVERY:
+            time.sleep(0.1)
+            totals.append(tree.read()[3])
+        found_at = next(i for i, total in enumerate(totals) if total > 0)
+    finally:
+        children[0].kill()
+        children[0].wait(timeout=30)
+    assert found_at < _JobTree.EVERY_THREAD_EVERY, totals
+    assert 0.6 * 0.8 <= sum(totals) <= 0.6 + 0.5, totals  # all its spin, counted once (interpreter start: ~0.1 s)

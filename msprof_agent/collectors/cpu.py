@@ -47,14 +47,15 @@ def _runnable_processes() -> int:
 OUR_PROCESSES = b"msprof_agent.background_analysis"  # a child running this is the agent's, not the job's
 
 
-def _descendants(pid: int) -> list[int]:
+def _descendants(pid: int, every_thread: bool = True) -> list[int]:
     """The process's descendants, from /proc's per-thread ``children`` lists (cheap: no scan of every
-    process); psutil's scan where the kernel has no such list."""
+    process); psutil's scan where the kernel has no such list. ``every_thread`` false: only the children each
+    process's main thread forked, one file a process instead of one a thread (a training process has dozens)."""
     found, todo = [], [pid]
     try:
         while todo:
             parent = todo.pop()
-            for task in os.listdir(f"/proc/{parent}/task"):
+            for task in os.listdir(f"/proc/{parent}/task") if every_thread else [str(parent)]:
                 try:
                     with open(f"/proc/{parent}/task/{task}/children", "rb") as handle:
                         children = [int(c) for c in handle.read().split()]
@@ -77,17 +78,33 @@ class _JobTree:
     it. So a DataLoader's workers, which end with each epoch, are the job's to their last instant, and a
     child that started and ended between two readings is not lost."""
 
+    EVERY_THREAD_EVERY = 10  # every thread's children read at one reading in this many; the main threads' at each
+
     def __init__(self, process: psutil.Process) -> None:
         self.process = process
         self.known: dict[int, _Seen] = {}
+        self._readings = 0
         self.read()
+
+    def _pids(self) -> list[int]:
+        """This process and its descendants. Reading every thread's ``children`` file costs ~15 us a thread, half a
+        millisecond for a torch process's 30-50 threads, the GIL held, ten times a second in a short window: so
+        only at one reading in ``EVERY_THREAD_EVERY``; between them the main threads' children (DataLoader workers,
+        compile workers) and every descendant seen before. A child another thread forked is found a few readings
+        late, with all its CPU time (a process first seen counts from zero), and one that ended before is still
+        counted, through its parent's reaped-children times."""
+        pid = self.process.pid
+        every_thread = self._readings % self.EVERY_THREAD_EVERY == 0
+        self._readings += 1
+        found = _descendants(pid, every_thread)
+        return [pid] + list(dict.fromkeys(found + ([] if every_thread else [p for p in self.known if p != pid])))
 
     def read(self) -> tuple[float, float, float, float]:
         """(job user, job system, ours, the job's descendants' user + system) seconds since the last call."""
         job_user = job_sys = ours = own = 0.0
         seen: dict[int, _Seen] = {}
         reaped: dict[int, list[float]] = {}  # [user, system] each process's ended children added since the last reading
-        for pid in [self.process.pid] + _descendants(self.process.pid):
+        for pid in self._pids():
             try:
                 entry = self.known.get(pid)
                 if entry is None:
