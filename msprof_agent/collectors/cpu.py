@@ -1,7 +1,7 @@
 """CPU and host-memory sampling on a daemon thread, started with the first recorded step.
 
-psutil gives machine user/sys/nice/iowait/steal/idle and context switches, /proc/stat the runnable
-count, and the job's CPU times (``job_tree``: this process and its descendants, DataLoader, dataset
+/proc/stat gives machine user/sys/nice/iowait/steal/idle, context switches and the runnable count (one
+read: ``_machine_state``), psutil the job's CPU times (``job_tree``: this process and its descendants, DataLoader, dataset
 and compile workers included) apart from the agent's own processes (its niced background analysis),
 and this process's RSS and heap in use (``heap.py``: the C heap's, where the C library counts it, and
 Python's small objects') and the memory left to it (``memory_left.py``); with ``host_sys`` "disk" / "network",
@@ -33,15 +33,23 @@ if TYPE_CHECKING:
     from ..store import Record
 
 
-def _runnable_processes() -> int:
+class _MachineTimes(collections.namedtuple("_MachineTimes", "user nice system idle iowait irq softirq steal guest guest_nice")):
+    """The machine's CPU times as /proc/stat's first line gives them (clock ticks), named as psutil names them."""
+
+
+def _machine_state() -> tuple[Any, int, int]:
+    """(the machine's CPU times, context switches so far, runnable threads now) from one read of /proc/stat: psutil's
+    ``cpu_times`` and ``cpu_stats`` read it a file each, and every read lets go of the GIL that the training thread
+    then waits to have back (``bench/sampler_gil.py``). psutil's where the file cannot be read (not Linux)."""
     try:
         with open("/proc/stat", "rb") as handle:
-            for line in handle:
-                if line.startswith(b"procs_running"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+            text = handle.read()
+        times = [int(v) for v in text[:text.index(b"\n")].split()[1:11]]
+        ctx = int(text[text.index(b"\nctxt ") + 6:].split(None, 1)[0])
+        running = int(text[text.index(b"\nprocs_running ") + 15:].split(None, 1)[0])
+        return _MachineTimes(*times, *[0] * (10 - len(times))), ctx, running
+    except (OSError, ValueError, IndexError):
+        return psutil.cpu_times(), psutil.cpu_stats().ctx_switches, 0
 
 
 OUR_PROCESSES = b"msprof_agent.background_analysis"  # a child running this is the agent's, not the job's
@@ -239,8 +247,7 @@ class CpuSampler(SamplerThread):
         self._queue.append({**speed_probe(), records.KIND: records.PROBE, "at": "start", "ts": time.time_ns()})
         process = psutil.Process(os.getpid())  # made here, after any fork, so it is this process
         cpus = psutil.cpu_count() or 1
-        last_times = psutil.cpu_times()
-        last_ctx = psutil.cpu_stats().ctx_switches
+        last_times, last_ctx, _ = _machine_state()
         tree = _JobTree(process)
         heap = HeapReader()
         left = MemoryLeft()
@@ -253,9 +260,8 @@ class CpuSampler(SamplerThread):
             try:
                 wall = time.monotonic()
                 if wall - last_wall >= self.MIN_SPAN_S:
-                    times = psutil.cpu_times()
+                    times, ctx, running = _machine_state()
                     machine = machine_percents(last_times, times)
-                    ctx = psutil.cpu_stats().ctx_switches
                     job_user, job_sys, ours, children = tree.read()
                     span = (wall - last_wall) * cpus
                     now = time.time_ns()
@@ -263,7 +269,7 @@ class CpuSampler(SamplerThread):
                         records.KIND: records.CPU, "ts": now, "span": round((wall - last_wall) * 1e9),
                         "user": machine["user"], "sys": machine["system"], "nice": machine.get("nice", 0.0),
                         "iowait": machine.get("iowait", 0.0), "steal": machine.get("steal", 0.0),
-                        "idle": machine["idle"], "ctx": ctx - last_ctx, "run": _runnable_processes(),
+                        "idle": machine["idle"], "ctx": ctx - last_ctx, "run": running,
                         "puser": 100.0 * job_user / span, "psys": 100.0 * job_sys / span, "agent": 100.0 * ours / span,
                         "pchildren": 100.0 * children / span,
                         "rss": process.memory_info().rss,
