@@ -52,7 +52,7 @@ for module in ("info", "step_trace", "operators", "flops", "data_prep", "memory"
     page.write = (lambda name, write: lambda *a: timed("page: " + name, write, *a))(module, page.write)
 A.communication.write_rank = (lambda write: lambda *a: timed("page: communication", write, *a))(A.communication.write_rank)
 A.summary.build = (lambda build: lambda *a: timed("summary and findings", build, *a))(A.summary.build)
-A.load_rank = (lambda load: lambda *a: timed("loading the raw store", load, *a))(A.load_rank)
+A.rank.load_rank = (lambda load: lambda *a: timed("loading the raw store", load, *a))(A.rank.load_rank)
 timed("report: jinja2's import", __import__, "jinja2")
 timed("report: the viewer's imports", __import__, "msprof_agent.viewer.render")
 P.write_report = (lambda write: lambda *a: timed("report: reading and rendering", write, *a))(P.write_report)

@@ -16,7 +16,7 @@ from ..writers import write_csv
 from .overlap import GROUP
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 

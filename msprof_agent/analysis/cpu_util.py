@@ -18,7 +18,7 @@ from .stats import median
 
 if TYPE_CHECKING:
     from ..records import Cpu
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 MIN_SPAN_NS = 5_000_000

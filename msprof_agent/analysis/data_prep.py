@@ -25,7 +25,7 @@ from ..contract.readers import pipeline_bottlenecks
 from ..writers import write_csv, write_json, write_text
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 

@@ -33,7 +33,7 @@ from .intervals import length_within, merge
 from .stats import median, percentiles
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 IDLE_CAUSES = ("host", "sync", "data", "queued", "agent")

@@ -13,7 +13,7 @@ from ..writers import write_json
 from .operators import profiled_op_mask, shapes_known
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 

@@ -24,7 +24,7 @@ from .stats import median
 
 if TYPE_CHECKING:
     from ..records import Step
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")

@@ -13,7 +13,7 @@ from ..contract.names import HOST_DISK, HOST_NETWORK
 from ..writers import write_json
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 # page -> (record field, the page's name for it); bytes fields also get a MB/s series

@@ -9,7 +9,7 @@ from ..contract.summary import NO_END_RECORD
 from ..writers import write_json
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 

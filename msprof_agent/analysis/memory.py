@@ -12,7 +12,7 @@ from ..writers import write_json
 
 if TYPE_CHECKING:
     from ..records import Step
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 GIB = float(1 << 30)

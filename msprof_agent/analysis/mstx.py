@@ -10,7 +10,7 @@ from ..writers import write_json
 
 if TYPE_CHECKING:
     from ..records import Mstx
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 

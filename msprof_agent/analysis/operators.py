@@ -23,7 +23,7 @@ from .opevents import groups
 from .rundata import RunData
 
 if TYPE_CHECKING:
-    from . import Context  # no __future__ annotations here: they would shadow this module's ``annotations``
+    from .run import Context  # no __future__ annotations here: they would shadow this module's ``annotations``
 
 TypeRow = tuple[str, int, float]  # (op type, count, total ns)
 OpRow = tuple[str, str, int, float]  # (op name, op type, count, total ns)

@@ -26,8 +26,8 @@ from ..writers import write_csv, write_json
 
 if TYPE_CHECKING:
     from ..records import Step
-    from . import Context
     from .opcolumns import OpColumns
+    from .run import Context
     from .rundata import RunData
 
 ALL_REDUCE_TYPES = ("AllReduce", "allreduce", "all_reduce", "HcomAllReduce", "c10d::allreduce_")

@@ -22,7 +22,7 @@ from .stats import percentiles
 
 if TYPE_CHECKING:
     from ..records import End, Pause, Probe
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 

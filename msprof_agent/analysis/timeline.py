@@ -30,7 +30,7 @@ from .workers import Job, in_background
 
 if TYPE_CHECKING:
     from ..records import Stack
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID, HOST_IO_PID, MSTX_PID = 1, 2, 3, 4, 5, 6, 7, 8, 9

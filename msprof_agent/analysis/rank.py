@@ -1,0 +1,68 @@
+"""One rank's analysis: its raw store -> its pages (``analyse_pages``), then its summary (``summarise``)."""
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..contract import names
+from ..contract.summary import Summary
+from ..store import raw_ranks
+from . import (
+    communication,
+    cpu_util,
+    data_prep,
+    device,
+    dynamic_shape,
+    flops,
+    host_io,
+    info,
+    memory,
+    mstx,
+    operators,
+    step_trace,
+    summary,
+    timeline,
+    warmup,
+)
+from .run import Context, Run
+from .rundata import RunData, load_rank
+
+
+def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = None, pretty: bool = False, output_dir: str | None = None,
+                  job_started_ns: int | None = None) -> Run:
+    """Read one rank's raw data in ``profiler_dir`` and write its pages into ``output_dir`` (default: beside the
+    raw data); ``job_started_ns``: the earliest start of the job's ranks, which every rank's traces then
+    count from (``timeline.time_base``)."""
+    data = load_rank(profiler_dir, rank)
+    if job_started_ns:
+        data.meta["job_started_ns"] = job_started_ns
+    data.cpu = cpu_util.measured(data.cpu)  # every page (CPU file, timeline counters, memory) reads only samples that cover time
+    if step_list:
+        data.restrict_to_steps(step_list)
+    profiler_dir = output_dir or profiler_dir
+    os.makedirs(profiler_dir, exist_ok=True)
+    run = Run(data, Context(profiler_dir, rank, pretty, data.options.cpu_sampling_interval))
+    ctx, results = run.ctx, run.results
+    results.update(info=info.write(data, ctx), step_trace=step_trace.write(data, ctx))
+    ctx.warmup = warmup.of_window(data)
+    results["timeline"], run.timeline_writing = run.guarded("timeline", (None, None), timeline.write, data, ctx, results["step_trace"]["rows"])
+    pages: tuple[tuple[str, Callable[[RunData, Context], Any], Any], ...] = (
+        ("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
+        ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
+        ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),
+        ("host_io", host_io.write, {}), ("mstx", mstx.write, None), ("device", device.write, None))
+    for name, write, fallback in pages:
+        results[name] = run.guarded(name, fallback, write, data, ctx)
+    results["cpu"] = run.guarded("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))
+    return run
+
+
+def summarise(run: Run) -> Summary:
+    """The rank's ``summary_{r}.json`` (figures, findings, verdict) from its pages, the timeline's written; returns the summary."""
+    run.timeline_written()
+    written: Summary = summary.build(run.data, run.ctx, run.results)
+    return written
+
+
+def profiler_dirs(path: str) -> list[str]:
+    """The profiler directories under PATH holding raw data (``names.profiler_dirs``)."""
+    return names.profiler_dirs(path, raw_ranks)
