@@ -9,7 +9,7 @@ order the pages run in.
 
 This module only re-exports: the names imported here are the analysis's public API, the exports read only these.
 """
-from . import cluster
+from . import cluster, pages
 from .communication import collectives as communication_groups
 from .device import DeviceActivity
 from .operators import counted_op_mask, device_tables
@@ -21,6 +21,6 @@ from .rundata import parents, started_ns
 from .summary import print_table
 from .timeline import DEVICE_PID, OPS_PID, fixed_events, step_events, time_base, write_trace
 
-__all__ = ["DEVICE_PID", "GROUP", "OPS_PID", "Context", "DeviceActivity", "OpEvents", "Overlap", "Run", "analyse_pages", "cluster", "collectives",
+__all__ = ["DEVICE_PID", "GROUP", "OPS_PID", "Context", "DeviceActivity", "OpEvents", "Overlap", "Run", "analyse_pages", "cluster", "collectives", "pages",
            "communication_groups", "counted_op_mask", "device_tables", "fixed_events", "parents", "print_table", "profiler_dirs", "started_ns",
            "step_events", "summarise", "time_base", "write_trace"]

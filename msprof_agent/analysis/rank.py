@@ -1,30 +1,13 @@
-"""One rank's analysis: its raw store -> its pages (``analyse_pages``), then its summary (``summarise``)."""
+"""One rank's analysis: its raw store -> its pages (``analyse_pages``, the registered pages in turn: ``pages``), then
+its summary (``summarise``)."""
 import os
-from collections.abc import Callable
-from typing import Any
 
 from ..contract import names
 from ..contract.summary import Summary
 from ..store import raw_ranks
-from . import (
-    communication,
-    cpu_util,
-    data_prep,
-    device,
-    dynamic_shape,
-    flops,
-    host_io,
-    info,
-    memory,
-    mstx,
-    operators,
-    step_trace,
-    summary,
-    timeline,
-    warmup,
-)
+from . import cpu_util, info, pages, step_trace, summary, timeline, warmup
 from .run import Context, Run
-from .rundata import RunData, load_rank
+from .rundata import load_rank
 
 
 def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = None, pretty: bool = False, output_dir: str | None = None,
@@ -45,14 +28,9 @@ def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = No
     results.update(info=info.write(data, ctx), step_trace=step_trace.write(data, ctx))
     ctx.warmup = warmup.of_window(data)
     results["timeline"], run.timeline_writing = run.guarded("timeline", (None, None), timeline.write, data, ctx, results["step_trace"]["rows"])
-    pages: tuple[tuple[str, Callable[[RunData, Context], Any], Any], ...] = (
-        ("operators", operators.write, {"types": [], "total_ms": 0.0}), ("flops", flops.write, None),
-        ("data_prep", data_prep.write, {}), ("memory", memory.write, None),
-        ("dynamic_shape", dynamic_shape.write, None), ("communication", communication.write_rank, None),
-        ("host_io", host_io.write, {}), ("mstx", mstx.write, None), ("device", device.write, None))
-    for name, write, fallback in pages:
-        results[name] = run.guarded(name, fallback, write, data, ctx)
-    results["cpu"] = run.guarded("cpu_util", None, cpu_util.write, data, ctx, results["data_prep"].get("pipeline"))
+    for page in pages.registered():
+        if page.write is not None:
+            results[page.name] = run.guarded(page.noted_as, page.fallback, page.write, data, ctx, *(results[name] for name in page.reads))
     return run
 
 
