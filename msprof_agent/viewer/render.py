@@ -144,13 +144,22 @@ def environment() -> jinja2.Environment:
     drawing them."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, trim_blocks=True, lstrip_blocks=True,
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(TEMPLATE_DIR), jinja2.FunctionLoader(_own_template)])
+    env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, finalize=lambda value: "" if value is None else value,
                              bytecode_cache=_compiled_cache())
     env.filters.update(json_blob=json_blob, fmt=fmt, count=count, pct=pct)
     env.tests["ok"] = ok
     env.globals.update(run_url=run_url, run_label=run_label, STAGES=STAGES)
     return env
+
+
+def _own_template(path: str) -> str | None:
+    """A page's own template outside templates/ (a plugin's ``View.template``, an absolute path)."""
+    if not os.path.isabs(path) or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
 
 
 def _compiled_cache() -> jinja2.BytecodeCache | None:

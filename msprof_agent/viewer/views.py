@@ -13,9 +13,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class View:
     """One page of the viewer and report.html. ``build(page, run, rank, sections[, report])`` returns the context of
-    ``templates/{template}`` (default ``{name}.html``) from ``sections``, the files it reads by section
-    (``analysis.pages``); ``more(run, rank, loaded)`` adds what it reads besides (the step timeline, the cluster
-    summary). ``hints``: one sentence per section it is the home of, which option fills it when it is absent.
+    ``template`` (a file of templates/, default ``{name}.html``, or the absolute path of a plugin's own) from
+    ``sections``, the files it reads by section (``analysis.pages``); ``more(run, rank, loaded)`` adds what it reads
+    besides (the step timeline, the cluster summary). ``hints``: one sentence per section it is the home of, which option fills it when it is absent.
     ``takes_report``: ``build`` is told whether it draws report.html; ``compares_ranks``: a page of the job, shown
     where it has more than one rank and written once beside the cluster summary, not in each rank's report."""
 
