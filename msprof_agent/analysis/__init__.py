@@ -15,12 +15,12 @@ from .device import DeviceActivity
 from .operators import counted_op_mask, device_tables
 from .opevents import OpEvents
 from .overlap import GROUP, Overlap, collectives
-from .rank import analyse_pages, profiler_dirs, summarise
+from .rank import analyse_pages, raw_runs, summarise
 from .run import Context, Run
 from .rundata import parents, started_ns
 from .summary import print_table
 from .timeline import DEVICE_PID, OPS_PID, fixed_events, step_events, time_base, write_trace
 
 __all__ = ["DEVICE_PID", "GROUP", "OPS_PID", "Context", "DeviceActivity", "OpEvents", "Overlap", "Run", "analyse_pages", "cluster", "collectives", "pages",
-           "communication_groups", "counted_op_mask", "device_tables", "fixed_events", "parents", "print_table", "profiler_dirs", "started_ns",
+           "communication_groups", "counted_op_mask", "device_tables", "fixed_events", "parents", "print_table", "raw_runs", "started_ns",
            "step_events", "summarise", "time_base", "write_trace"]

@@ -10,20 +10,20 @@ from .run import Context, Run
 from .rundata import load_rank
 
 
-def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = None, pretty: bool = False, output_dir: str | None = None,
-                  job_started_ns: int | None = None) -> Run:
-    """Read one rank's raw data in ``profiler_dir`` and write its pages into ``output_dir`` (default: beside the
-    raw data); ``job_started_ns``: the earliest start of the job's ranks, which every rank's traces then
-    count from (``timeline.time_base``)."""
+def analyse_pages(profiler_dir: str, rank: int, step_list: list[int] | None = None, pretty: bool = False,
+                  output: names.RunFolders | None = None, job_started_ns: int | None = None) -> Run:
+    """Read one rank's raw data in ``profiler_dir`` and write its pages into ``output``'s profiler directory, its
+    exports beside it (default: the raw data's own, ``names.named_profiler_dir``); ``job_started_ns``: the earliest
+    start of the job's ranks, which every rank's traces then count from (``timeline.time_base``)."""
     data = load_rank(profiler_dir, rank)
     if job_started_ns:
         data.meta["job_started_ns"] = job_started_ns
     data.cpu = cpu_util.measured(data.cpu)  # every page (CPU file, timeline counters, memory) reads only samples that cover time
     if step_list:
         data.restrict_to_steps(step_list)
-    profiler_dir = output_dir or profiler_dir
-    os.makedirs(profiler_dir, exist_ok=True)
-    run = Run(data, Context(profiler_dir, rank, pretty, data.options.cpu_sampling_interval))
+    output = output or names.named_profiler_dir(profiler_dir)
+    os.makedirs(output.profiler, exist_ok=True)
+    run = Run(data, Context(output, rank, pretty, data.options.cpu_sampling_interval))
     ctx, results = run.ctx, run.results
     results.update(info=info.write(data, ctx), step_trace=step_trace.write(data, ctx))
     ctx.warmup = warmup.of_window(data)
@@ -41,6 +41,6 @@ def summarise(run: Run) -> Summary:
     return written
 
 
-def profiler_dirs(path: str) -> list[str]:
-    """The profiler directories under PATH holding raw data (``names.profiler_dirs``)."""
-    return names.profiler_dirs(path, raw_ranks)
+def raw_runs(path: str) -> list[names.RunFolders]:
+    """The runs under PATH holding raw data (``names.runs_under``)."""
+    return names.runs_under(path, raw_ranks)

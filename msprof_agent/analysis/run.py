@@ -16,10 +16,11 @@ from .workers import Job
 
 
 class Context:
-    """Where and how one rank's files are written, and the notes the analyses leave for the summary."""
+    """Where and how one rank's files are written (``folders``: its pages into ``folders.profiler``, the exports
+    beside it), and the notes the analyses leave for the summary."""
 
-    def __init__(self, profiler_dir: str, rank: int, pretty: bool, sampling_interval_ms: float) -> None:
-        self.profiler_dir, self.rank, self.pretty = profiler_dir, rank, pretty
+    def __init__(self, folders: names.RunFolders, rank: int, pretty: bool, sampling_interval_ms: float) -> None:
+        self.folders, self.profiler_dir, self.rank, self.pretty = folders, folders.profiler, rank, pretty
         self.sampling_interval_ms = sampling_interval_ms
         self.notes: list[str] = []
         self.warmup: list[WarmupStep] = []  # the window's warm-up steps (``warmup.detect``), left out of the steady figures

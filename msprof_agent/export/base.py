@@ -42,15 +42,15 @@ def framework_profile(data: Any) -> FrameworkProfile:
 
 def ascend_dir(run: "Run") -> str:
     """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside the run's profiler directory, from the run's meta."""
-    data, profiler_dir = run.data, run.ctx.profiler_dir
+    data = run.data
     meta = data.meta
     started_ms = int(meta.get("started_ns") or 0) // 1_000_000
     suffix = framework_profile(data).export_suffix
     host = str(meta.get("host") or "localhost").replace(os.sep, "-")
     folder = ASCEND_FOLDER.format(host=host, pid=meta.get("pid", 0), started_ms=started_ms, suffix=suffix)
-    return os.path.join(os.path.dirname(os.path.abspath(profiler_dir)), folder)
+    return os.path.join(os.path.abspath(run.ctx.folders.folder), folder)
 
 
 def hta_dir(run: "Run") -> str:
     """The run's (or window's) directory of PyTorch-style traces, holding nothing else (HTA reads every JSON there)."""
-    return os.path.join(os.path.dirname(os.path.abspath(run.ctx.profiler_dir)), HTA_FOLDER)
+    return os.path.join(os.path.abspath(run.ctx.folders.folder), HTA_FOLDER)

@@ -144,7 +144,7 @@ def environment() -> jinja2.Environment:
     drawing them."""
     import jinja2
 
-    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(TEMPLATE_DIR), jinja2.FunctionLoader(_own_template)])
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(TEMPLATE_DIR), _own_templates()])
     env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, finalize=lambda value: "" if value is None else value,
                              bytecode_cache=_compiled_cache())
@@ -154,12 +154,20 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def _own_template(path: str) -> str | None:
-    """A page's own template outside templates/ (a plugin's ``View.template``, an absolute path)."""
-    if not os.path.isabs(path) or not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+def _own_templates() -> jinja2.BaseLoader:
+    """The loader of a page's own template outside templates/ (a plugin's ``View.template``: an absolute path)."""
+    import jinja2
+
+    class OwnTemplates(jinja2.FileSystemLoader):
+        def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+            if not os.path.isabs(template):
+                raise jinja2.TemplateNotFound(template)
+            return super().get_source(environment, template)
+
+        def list_templates(self) -> list[str]:
+            return []  # only the package's own are listed (and checked by the tests)
+
+    return OwnTemplates(os.sep)
 
 
 def _compiled_cache() -> jinja2.BytecodeCache | None:
@@ -315,7 +323,7 @@ def page_body(page: Page, name: str, run: Run, rank: int | None, sections: Loade
     profile = profile_of_run(sections)
     from markupsafe import Markup
 
-    return Markup(render(view.template_file, run=run, rank=rank, profile=profile, hints=hints(profile), **context))
+    return Markup(render(view.template or f"{name}.html", run=run, rank=rank, profile=profile, hints=hints(profile), **context))
 
 
 RANK_BAR_ALL = 16  # up to this many ranks the bar links each; past it, the first, last and this rank's neighbours

@@ -28,7 +28,3 @@ class View:
     more: Callable[[Run, int, Loaded], None] | None = None
     takes_report: bool = False
     compares_ranks: bool = False
-
-    @property
-    def template_file(self) -> str:
-        return self.template or f"{self.name}.html"
