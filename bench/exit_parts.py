@@ -27,7 +27,7 @@ from bench.analysis import generate  # noqa: E402
 
 LIMIT_S = 0.050
 CHILD = r"""
-import json, os, sys, tempfile, time
+import dataclasses, json, os, sys, tempfile, time
 import numpy, msprof_agent.session, msprof_agent.collectors.cpu  # what the job has imported by its exit
 times = {}
 began = time.perf_counter()
@@ -47,12 +47,17 @@ timed("machine-speed probe (x2: window start and end)", lambda: (speed_probe(), 
 device_peak.CPU_PEAK_CACHE = os.path.join(tempfile.mkdtemp(), "cpu_peak.json")
 timed("MFU calibration, first run on a machine (no cache)", device_peak.peak_gflops, "CPU")
 timed("MFU calibration, cached", device_peak.peak_gflops, "CPU")  # what the flops page then pays
-for module in ("info", "step_trace", "operators", "flops", "data_prep", "memory", "dynamic_shape", "host_io", "mstx", "cpu_util", "timeline", "export"):
-    page = getattr(P if module == "export" else A, module)
-    page.write = (lambda name, write: lambda *a: timed("page: " + name, write, *a))(module, page.write)
-A.communication.write_rank = (lambda write: lambda *a: timed("page: communication", write, *a))(A.communication.write_rank)
+for module in ("info", "step_trace", "timeline"):  # the pages analyse_pages writes itself
+    getattr(A, module).write = (lambda name, write: lambda *a: timed("page: " + name, write, *a))(module, getattr(A, module).write)
+P.export.write = (lambda write: lambda *a: timed("page: export", write, *a))(P.export.write)
+pages = A.pages.registered()  # the registered pages, timed in their order
+for page in pages:
+    A.pages.unregister(page.name)
+for page in pages:
+    A.pages.register(page if page.write is None else dataclasses.replace(
+        page, write=(lambda name, write: lambda *a: timed("page: " + name, write, *a))(page.noted_as, page.write)))
 A.summary.build = (lambda build: lambda *a: timed("summary and findings", build, *a))(A.summary.build)
-A.load_rank = (lambda load: lambda *a: timed("loading the raw store", load, *a))(A.load_rank)
+A.rank.load_rank = (lambda load: lambda *a: timed("loading the raw store", load, *a))(A.rank.load_rank)
 timed("report: jinja2's import", __import__, "jinja2")
 timed("report: the viewer's imports", __import__, "msprof_agent.viewer.render")
 P.write_report = (lambda write: lambda *a: timed("report: reading and rendering", write, *a))(P.write_report)

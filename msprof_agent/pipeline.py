@@ -25,15 +25,15 @@ if TYPE_CHECKING:
 
 
 def analyse_rank(profiler_dir: str, rank: int, announce: bool = False, step_list: list[int] | None = None, pretty: bool = False,
-                 export_type: str | Iterable[object] | None = None, output_dir: str | None = None, job_started_ns: int | None = None,
+                 export_type: str | Iterable[object] | None = None, output: names.RunFolders | None = None, job_started_ns: int | None = None,
                  roll_up: bool = True) -> Summary:
-    """Analyse one rank's raw data in ``profiler_dir`` into ``output_dir`` (default: beside the raw data) and write
+    """Analyse one rank's raw data in ``profiler_dir`` into ``output`` (default: the raw data's own folders) and write
     its report; returns the summary dict. ``export_type`` (default: the run's option) names the exports written
     beside it; ``job_started_ns``: the earliest start of the job's ranks, which every rank's traces then count
     from. ``roll_up`` (at exit): the job's cluster step, once every one of its ranks has a summary."""
     with _collector_paused():
-        run, summary = _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output_dir, job_started_ns)
-        out = output_dir or profiler_dir
+        run, summary = _analysed(profiler_dir, rank, announce, step_list, pretty, export_type, output, job_started_ns)
+        out = run.ctx.profiler_dir
         write_report(out, rank, run.ctx.step_level_timeline)
     if roll_up:
         try:
@@ -67,9 +67,9 @@ def analyse_task(task: fanout.Task) -> Summary:
 
 
 def _analysed(profiler_dir: str, rank: int, announce: bool, step_list: list[int] | None, pretty: bool, export_type: str | Iterable[object] | None,
-              output_dir: str | None, job_started_ns: int | None) -> tuple[analysis.Run, Summary]:
+              output: names.RunFolders | None, job_started_ns: int | None) -> tuple[analysis.Run, Summary]:
     """The rank's own files: its pages, its exports and its summary; returns the analysed run and the summary."""
-    run = analysis.analyse_pages(profiler_dir, rank, step_list, pretty, output_dir, job_started_ns)
+    run = analysis.analyse_pages(profiler_dir, rank, step_list, pretty, output, job_started_ns)
     run.results["export"] = run.guarded("export", None, export.write, run, export_type)
     summary = analysis.summarise(run)
     if announce:
@@ -135,18 +135,19 @@ def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None
         if ordered != list(range(ordered[0], ordered[-1] + 1)):
             raise ValueError(f"step_list must be consecutive steps, got {step_list}")
         output = output or os.path.join(os.path.abspath(path), names.STEP_LIST_FOLDER.format(first=ordered[0], last=ordered[-1]))
-    directories = analysis.profiler_dirs(path)
+    runs = {folders.profiler: folders for folders in analysis.raw_runs(path)}
+    directories = list(runs)
     if not directories:
         raise FileNotFoundError(f"no msprof-agent raw data under {path} (looked for profiler/raw/rank_*/ and rank_*/profiler/)")
-    targets = {d: _mirrored(path, d, output) for d in directories}
-    overwritten = [d for d in directories if step_list is not None and os.path.realpath(targets[d]) == os.path.realpath(d)]
+    targets = {d: _mirrored(path, runs[d], output) for d in directories}
+    overwritten = [d for d in directories if step_list is not None and os.path.realpath(targets[d].profiler) == os.path.realpath(d)]
     if overwritten:
         raise ValueError(f"output {output} would overwrite the run's analysis in {overwritten[0]}; choose another directory")
     jobs = [(d, r) for d in directories for r in raw_ranks(d)]
     starts = [s for s in (analysis.started_ns(d, r) for d, r in jobs) if s] if len(jobs) > 1 else []
     common = {"announce": announce and len(jobs) == 1, "step_list": step_list, "pretty": pretty, "export_type": export_type,
               "job_started_ns": min(starts, default=None)}
-    tasks = [(d, r, dict(common, output_dir=targets[d])) for d, r in jobs]
+    tasks = [(d, r, dict(common, output=targets[d])) for d, r in jobs]
     progress = fanout.Progress(len(tasks), fanout.engine(tasks, scheduler, scheduler_file))
     entries: dict[str, list[dict[str, Any]]] = {}
     results: list[Summary] = []
@@ -157,7 +158,7 @@ def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None
             failed.append(rank)
             log.say(f"analyse: rank {rank} in {directory} failed: {type(outcome).__name__}: {outcome}")
         else:
-            entries.setdefault(names.cluster_dir(targets[directory]), []).append(analysis.cluster.entry(outcome))
+            entries.setdefault(names.cluster_dir(targets[directory].profiler), []).append(analysis.cluster.entry(outcome))
             exported.update(dict.fromkeys(outcome.get("exports") or ()))
             if keep_summaries:
                 results.append(outcome)
@@ -176,8 +177,12 @@ def offline_analyse(path: str, pretty: bool = False, step_list: list[int] | None
     return results
 
 
-def _mirrored(path: str, profiler_dir: str, output: str | None) -> str:
-    """Where ``profiler_dir`` (found under PATH) is analysed to: the same place under ``output``, else itself."""
+def _mirrored(path: str, run: names.RunFolders, output: str | None) -> names.RunFolders:
+    """Where the run ``run`` (found under PATH) is analysed to: the same place under ``output``, else itself."""
     if output is None:
-        return profiler_dir
-    return os.path.normpath(os.path.join(os.path.abspath(output), os.path.relpath(profiler_dir, os.path.abspath(path))))
+        return run
+
+    def under_output(directory: str) -> str:
+        return os.path.normpath(os.path.join(os.path.abspath(output), os.path.relpath(directory, os.path.abspath(path))))
+
+    return names.RunFolders(under_output(run.folder), under_output(run.profiler))

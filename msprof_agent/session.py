@@ -341,7 +341,7 @@ class Session:
             return None
         from .pipeline import analyse_rank
 
-        summary = c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=c.recorded)
+        summary = c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=c.recorded, output=c.folders)
         if c is self.run and self.windows.listed:
             self._list_windows(c, summary)
         return summary

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import records
-from .contract.names import run_dir, window_name
+from .contract.names import RunFolders, run_folders, window_name
 from .options import PROCESS_FIELDS, Options
 from .store import EventWriter
 
@@ -45,10 +45,12 @@ def with_process_keys(options: Options, process: Options) -> Options:
 class Collection:
     """One output folder: its raw store, the intervals it recorded, and how it is analysed."""
 
-    def __init__(self, meta: Record, options: Options, profiler_dir: str, origin: str,
+    def __init__(self, meta: Record, options: Options, folders: RunFolders, origin: str,
                  analyse_mode: str | None = SYNC, info: Record | None = None) -> None:
         self.options = options
-        self.profiler_dir = profiler_dir
+        self.folders = folders
+        self.profiler_dir = folders.profiler
+        self.folder = folders.folder  # the folder the collection owns, holding ``profiler_dir``
         self.origin = origin
         self.analyse_mode = analyse_mode
         self.state = IDLE
@@ -58,13 +60,8 @@ class Collection:
         self.info: Record = dict(info or {})  # what the opener wants listed (trigger, steps)
         self.collected: set[int] = set()  # numbers of the steps recorded here
         self.first_step = 0  # no step numbered below it belongs here (see ``contains``)
-        self.writer = EventWriter(profiler_dir, options.rank_id, time.time_ns())
+        self.writer = EventWriter(self.profiler_dir, options.rank_id, time.time_ns())
         self.writer.add({**meta, records.KIND: records.META, "origin": origin, "options": options.to_dict()})
-
-    @property
-    def folder(self) -> str:
-        """The folder the collection owns (``profiler_dir``'s parent)."""
-        return os.path.dirname(self.profiler_dir)
 
     @property
     def analysed(self) -> bool:
@@ -120,7 +117,7 @@ class Windows:
         self.listed: list[Record] = []  # windows finished, for the run's summary
 
     def _new_run(self, options: Options, origin: str) -> Collection:
-        return Collection(self.meta, options, run_dir(options.output_path), origin)
+        return Collection(self.meta, options, run_folders(options.output_path), origin)
 
     def open_run(self, options: Options, origin: str) -> Collection:
         """A new run in a new folder (the API after an earlier run was analysed, or on a dynamic-only session)."""
@@ -133,8 +130,8 @@ class Windows:
     def open_window(self, output_path: str, start: int, stop: int, options: Options, origin: str,
                     analyse_mode: str | None, info: Record) -> Collection:
         """A collection of its own for steps START..STOP, in ``output_path/window_{start}_{stop}``."""
-        profiler_dir = run_dir(window_folder(output_path, start, stop))
-        return Collection(self.meta, options, profiler_dir, origin, analyse_mode, dict(info, start=start, stop=stop))
+        folders = run_folders(window_folder(output_path, start, stop))
+        return Collection(self.meta, options, folders, origin, analyse_mode, dict(info, start=start, stop=stop))
 
     def live(self) -> list[Collection]:
         """The collections a step record goes to: the run, the recording one, those awaiting analysis."""

@@ -32,15 +32,15 @@ def test_json_blob_cannot_close_its_script():
 
 
 def test_pages_print_hostile_names_as_text(tmp_path):
-    from msprof_agent.viewer import render
+    from msprof_agent.viewer import pages, render
     from msprof_agent.viewer import sections as data
 
     directory = make_fixture(str(tmp_path / "job" / "profiler"))
     run = data.scan(str(tmp_path))["job"]
-    for page in data.PAGES:
-        text = render.run_page(run, 0, page, data.load_page(run, 0, page))
+    for page in pages.views():
+        text = render.run_page(run, 0, page, pages.load_page(run, 0, page))
         assert EVIL not in text and "<script>alert" not in text, page
-    assert "&lt;img src=x onerror=alert(1)&gt;" in render.run_page(run, 0, "operators", data.load_page(run, 0, "operators"))
+    assert "&lt;img src=x onerror=alert(1)&gt;" in render.run_page(run, 0, "operators", pages.load_page(run, 0, "operators"))
     text = render.error_page(404, EVIL)
     assert EVIL not in text and "&lt;img" in text and "msprof-charts" not in text
     assert EVIL not in render.index_page(directory + EVIL, data.scan(str(tmp_path)))

@@ -535,18 +535,18 @@ def test_steps_page_stacks_each_step_and_marks_warmup(tmp_path):
 
 @pytest.mark.unit
 def test_drawn_timeline_is_capped(tmp_path, monkeypatch):
-    from msprof_agent.viewer import report, sections
+    from msprof_agent.viewer import merged_timeline, report, sections
 
     d = make_fixture(str(tmp_path / "capped" / "profiler"), steps=30)
-    monkeypatch.setattr(sections, "TIMELINE_DRAW_MAX_EVENTS", 7)
+    monkeypatch.setattr(merged_timeline, "TIMELINE_DRAW_MAX_EVENTS", 7)
     run = sections.Run("capped", {0: d})
-    timeline = sections.step_timeline(run, [0])
+    timeline = merged_timeline.step_timeline(run, [0])
     assert len(timeline["events"]) == 7 and timeline["left_out"] == 23
     with open(report.write_report(d, 0), encoding="utf-8") as f:
         text = f.read()
     assert sum(len(t["x"]) for t in charts_of(text)["st-timeline"]["data"]) == 7 and "23 more left out" in text
-    monkeypatch.setattr(sections, "TIMELINE_DRAW_MAX_BYTES", 100)
-    timeline = sections.step_timeline(run, [0])
+    monkeypatch.setattr(merged_timeline, "TIMELINE_DRAW_MAX_BYTES", 100)
+    timeline = merged_timeline.step_timeline(run, [0])
     assert timeline["events"] == [] and "download it" in timeline["problems"][0]
 
 

@@ -10,13 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..contract import readers
 from ..contract.columns import AVERAGE_ROW, HCCL_HEADER, NOT_MEASURED
 from ..contract.names import HCCL
+from ..contract.pages import File, Page
 from ..writers import write_csv
 from .overlap import GROUP
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 
@@ -61,3 +63,6 @@ def collectives(data: RunData) -> dict[str, dict[str, Any]]:
         if completed_in is not None and call.get("seq", 0) > completed_in["completed"]:
             completed_in["completed"] = call["seq"]
     return {name: groups[name] for name in sorted(groups)}
+
+
+PAGE = Page("communication", (File("hccl", (HCCL,), readers.read_hccl, tuple(HCCL_HEADER)),), write_rank)

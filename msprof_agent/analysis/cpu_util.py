@@ -11,14 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..contract import readers
 from ..contract.names import CPU_UTILIZATION
+from ..contract.pages import File, Page
 from ..contract.readers import cpu_means
 from ..writers import write_json
 from .stats import median
 
 if TYPE_CHECKING:
     from ..records import Cpu
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 MIN_SPAN_NS = 5_000_000
@@ -43,7 +45,9 @@ def whole_percents(sample: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sample, **dict(zip(states, whole)))
 
 
-def write(data: RunData, ctx: Context, pipeline: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def write(data: RunData, ctx: Context, data_prep: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The CPU file, with the dataset pipeline ops' CPU where the data preparation page (``data_prep``, its result) found them."""
+    pipeline = (data_prep or {}).get("pipeline")
     samples = [whole_percents(s) for s in data.cpu]  # already ``measured``
     if not samples:
         return None
@@ -67,3 +71,6 @@ def write(data: RunData, ctx: Context, pipeline: dict[str, Any] | None = None) -
     }
     write_json(ctx.path(CPU_UTILIZATION), utilization, ctx.pretty)
     return cpu_means(utilization)
+
+
+PAGE = Page("cpu", (File("cpu", (CPU_UTILIZATION,), readers.read_cpu_utilization),), write, reads=("data_prep",), label="cpu_util")

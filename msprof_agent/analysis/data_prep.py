@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .. import frameworks
+from ..contract import readers
 from ..contract.columns import PIPELINE_HEADER
-from ..contract.names import DATA_WAITS, DEVICE_QUEUE, ITERATOR_QUEUE, PIPELINE_PROFILING, PIPELINE_RAW, rank_file
+from ..contract.names import DATA_WAITS, DEVICE_QUEUE, ITERATOR_QUEUE, PIPELINE_PROFILING, PIPELINE_RAW, QUEUE_FILES, rank_file
+from ..contract.pages import File, Page
 from ..contract.readers import pipeline_bottlenecks
 from ..writers import write_csv, write_json, write_text
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 
@@ -121,3 +123,7 @@ def _write_pipeline(data: RunData, ctx: Context) -> dict[str, Any] | None:
     return {"ops": [{"op_id": op["op_id"], "op_type": op["op_type"], "num_workers": op.get("num_workers", 1),
                      "queue_usage": round(_queue_usage(op)[1], 4)} for op in ordered],
             "bottleneck": slow and {"op_id": slow["op_id"], "op_type": slow["op_type"]}, "op_cpu": ordered}
+
+
+PAGE = Page("data_prep", (File("queue", QUEUE_FILES, readers.read_queue), File("pipeline", (PIPELINE_RAW,), readers.read_pipeline, tuple(PIPELINE_HEADER)),
+                          File("pipeline_profiling", (PIPELINE_PROFILING,))), write, {})

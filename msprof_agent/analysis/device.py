@@ -26,6 +26,7 @@ import numpy as np
 
 from ..contract.columns import DEVICE_STEP_HEADER, GPU_KERNEL_HEADER
 from ..contract.names import DEVICE_STEPS, GPU_KERNELS
+from ..contract.pages import File, Page
 from ..frameworks.cuda import PAGEABLE, activity_kind, is_launch_call, is_runtime_call, is_sync_call
 from ..writers import write_csv
 from . import warmup
@@ -33,7 +34,7 @@ from .intervals import length_within, merge
 from .stats import median, percentiles
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 IDLE_CAUSES = ("host", "sync", "data", "queued", "agent")
@@ -337,3 +338,7 @@ def unprofiled_steps(device_steps: dict[int, int], window: set[int]) -> list[flo
         return before
     after = max(window) + 1 if window else None
     return [ns / 1e6 for n, ns in device_steps.items() if n not in window and n != after and n > SETTLED_STEP]
+
+
+PAGE = Page("device", (File("gpu_kernels", (GPU_KERNELS,), columns=tuple(GPU_KERNEL_HEADER)),
+                       File("device_steps", (DEVICE_STEPS,), columns=tuple(DEVICE_STEP_HEADER))), write)

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..contract.names import DYNAMIC_SHAPE
+from ..contract.pages import File, Page
 from ..writers import write_json
 from .operators import profiled_op_mask, shapes_known
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 
@@ -49,3 +50,6 @@ def write(data: RunData, ctx: Context) -> dict[str, int] | None:
         "op_type_time_ms_by_step": per_step, "ops_with_changing_shapes": changing, "shapes_by_step": op_shapes,
     }, ctx.pretty)
     return {"ops_with_changing_shapes": len(changing)}
+
+
+PAGE = Page("dynamic_shape", (File("dynamic_shape", (DYNAMIC_SHAPE,)),), write)

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
+from ..contract import readers
 from ..contract.names import FLOPS, FLOPS_SUMMARY
+from ..contract.pages import File, Page
 from ..writers import write_json, write_text
 from . import warmup
 from .device import MIN_UNPROFILED_STEPS, unprofiled_steps
@@ -24,7 +26,7 @@ from .stats import median
 
 if TYPE_CHECKING:
     from ..records import Step
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 CUBE = ("matmul", "conv", "addmm", "mm", "bmm", "linear", "dense", "batchmatmul")
@@ -185,3 +187,6 @@ def _matmul_dtype(meta: dict[str, Any]) -> str | None:
     if not settings:
         return None
     return str(settings["autocast"]) if settings.get("autocast") else "tf32" if settings.get("tf32_matmul") else "float32"
+
+
+PAGE = Page("flops", (File("flops", (FLOPS,), readers.read_flops), File("flops_summary", (FLOPS_SUMMARY,), readers.read_json)), write)

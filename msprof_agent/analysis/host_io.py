@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..contract.names import HOST_DISK, HOST_NETWORK
+from ..contract.pages import File, Page
 from ..writers import write_json
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 # page -> (record field, the page's name for it); bytes fields also get a MB/s series
@@ -69,3 +70,6 @@ def counter_events(data: RunData, pid: int, interval_ms: float, base: int = 0) -
             events.append({"ph": "C", "name": f"{title} MB/s", "pid": pid, "tid": 0, "ts": round((sample["ts"] - base) / 1000.0, 3),
                            "args": {name.replace("_bytes", ""): round(sample.get(field, 0) / 1e6 / span, 3) for field, name in byte_fields}})
     return events
+
+
+PAGE = Page("host_io", (File("host_disk", (HOST_DISK,)), File("host_network", (HOST_NETWORK,))), write, {})

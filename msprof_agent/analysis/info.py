@@ -4,12 +4,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import frameworks
+from ..contract import readers
 from ..contract.names import PROFILER_INFO
+from ..contract.pages import File, Page
 from ..contract.summary import NO_END_RECORD
 from ..writers import write_json
 
 if TYPE_CHECKING:
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 
@@ -29,3 +31,6 @@ def write(data: RunData, ctx: Context) -> dict[str, Any]:
     }
     write_json(ctx.path(PROFILER_INFO), info, ctx.pretty)
     return info
+
+
+PAGE = Page("info", (File("info", (PROFILER_INFO,), readers.read_json),))

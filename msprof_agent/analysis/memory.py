@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..contract import readers
 from ..contract.names import MEMORY_DETAILS, MEMORY_SUMMARY
+from ..contract.pages import File, Page
 from ..writers import write_json
 
 if TYPE_CHECKING:
     from ..records import Step
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 GIB = float(1 << 30)
@@ -60,3 +62,7 @@ def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
     }}, ctx.pretty)
     return {"peak_rss_mb": round(max(v for _, v in rss) / (1 << 20), 2) if rss else None,
             "peak_allocated_mb": round(max(v for _, v in alloc) / (1 << 20), 2) if alloc else None, "source": source}
+
+
+PAGE = Page("memory", (File("memory_summary", (MEMORY_SUMMARY,), readers.read_json),
+                       File("memory_details", (MEMORY_DETAILS,), readers.read_memory_details)), write)

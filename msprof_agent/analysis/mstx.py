@@ -6,11 +6,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..contract.names import MSTX_RANGES
+from ..contract.pages import File, Page
 from ..writers import write_json
 
 if TYPE_CHECKING:
     from ..records import Mstx
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 
@@ -52,3 +53,6 @@ def events(data: RunData, pid: int, base: int = 0) -> list[dict[str, Any]]:
         else:
             out.append(dict(common, ph="i", s="t"))
     return out
+
+
+PAGE = Page("mstx", (File("mstx_ranges", (MSTX_RANGES,)),), write)

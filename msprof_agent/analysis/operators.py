@@ -16,14 +16,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ..contract import readers
 from ..contract.columns import CPU_OP_DETAIL_HEADER, CPU_OP_SHAPE_HEADER, CPU_OP_TYPE_HEADER, GPU_OP_DETAIL_HEADER, GPU_OP_TYPE_HEADER
 from ..contract.names import CPU_OP_DETAIL, CPU_OP_SHAPES, CPU_OP_TYPES, GPU_OP_DETAIL, GPU_OP_TYPES
+from ..contract.pages import File, Page
 from ..writers import write_csv
 from .opevents import groups
 from .rundata import RunData
 
 if TYPE_CHECKING:
-    from . import Context  # no __future__ annotations here: they would shadow this module's ``annotations``
+    from .run import Context  # no __future__ annotations here: they would shadow this module's ``annotations``
 
 TypeRow = tuple[str, int, float]  # (op type, count, total ns)
 OpRow = tuple[str, str, int, float]  # (op name, op type, count, total ns)
@@ -231,3 +233,11 @@ def write(data: RunData, ctx: "Context") -> dict[str, Any]:
                   [["Device", t, short_name(n), n, int(c), round(s / 1e3, 3), round(s / 1e3 / c, 3), round(s / total, 6),
                     round(s / 1e3, 3), int(c)] for n, t, c, s in ops])
     return result
+
+
+PAGE = Page("operators", (File("op_types", (CPU_OP_TYPES,), readers.read_op_types, tuple(CPU_OP_TYPE_HEADER)),
+                          File("op_detail", (CPU_OP_DETAIL,), readers.read_op_detail, tuple(CPU_OP_DETAIL_HEADER)),
+                          File("op_shapes", (CPU_OP_SHAPES,), readers.read_op_shapes, tuple(CPU_OP_SHAPE_HEADER)),
+                          File("gpu_op_types", (GPU_OP_TYPES,), columns=tuple(GPU_OP_TYPE_HEADER)),
+                          File("gpu_op_detail", (GPU_OP_DETAIL,), columns=tuple(GPU_OP_DETAIL_HEADER))),
+            write, {"types": [], "total_ms": 0.0})

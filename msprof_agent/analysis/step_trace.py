@@ -20,14 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..contract import readers
 from ..contract.columns import AVERAGE_ROW, STEP_TRACE_HEADER, per_step_ms, step_trace_table
 from ..contract.names import STEP_POINTS, STEP_TRACE
+from ..contract.pages import File, Page
 from ..writers import write_csv, write_json
 
 if TYPE_CHECKING:
     from ..records import Step
-    from . import Context
     from .opcolumns import OpColumns
+    from .run import Context
     from .rundata import RunData
 
 ALL_REDUCE_TYPES = ("AllReduce", "allreduce", "all_reduce", "HcomAllReduce", "c10d::allreduce_")
@@ -208,3 +210,8 @@ def write(data: RunData, ctx: Context) -> dict[str, Any]:
                {"fp_start": result["fp_start"] or "", "bp_end": result["bp_end"] or ""}, ctx.pretty)
     ctx.notes.extend(result["notes"])
     return result
+
+
+PAGE = Page("step_trace", (File("step_trace", (STEP_TRACE,), readers.read_step_trace, tuple(STEP_TRACE_HEADER)),
+                           File("step_points", (STEP_TRACE,), readers.read_step_points),  # the timeline download's lanes: exact instants
+                           File("point_info", (STEP_POINTS,), readers.read_json)))

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import log
+from ..contract import readers
 from ..contract.columns import PYTHON_HOT_SPOTS_HEADER
 from ..contract.names import PYTHON_HOT_SPOTS, SUMMARY
+from ..contract.pages import File, Page
 from ..contract.summary import NO_END_RECORD, SUMMARY_VERSION, Summary
 from ..options import not_applicable
 from ..records import KIND
@@ -22,7 +24,7 @@ from .stats import percentiles
 
 if TYPE_CHECKING:
     from ..records import End, Pause, Probe
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 
@@ -168,3 +170,6 @@ def print_table(summary: Summary) -> None:
         say(f"  finding     {finding['at_stake']} at stake: {finding['text']}")
     for note in summary["notes"] + summary["not_applicable"]:
         say(f"  note        {note}")
+
+
+PAGE = Page("summary", (File("summary", (SUMMARY,), readers.read_json),))

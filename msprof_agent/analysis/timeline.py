@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import orjson
 
-from ..contract.names import MINDINSIGHT_HOST_TIMELINE, TIMELINE_DISPLAY, TIMELINE_SUMMARY, rank_file, timeline_device
+from ..contract import readers
+from ..contract.names import MINDINSIGHT_HOST_TIMELINE, TIMELINE_DISPLAY, TIMELINE_SUMMARY, rank_file, timeline_device, timeline_summaries
+from ..contract.pages import File, Page
 from ..contract.timebase import day_base, time_base_event
 from ..writers import replacing, write_json
 from . import host_io, mstx
@@ -30,7 +32,7 @@ from .workers import Job, in_background
 
 if TYPE_CHECKING:
     from ..records import Stack
-    from . import Context
+    from .run import Context
     from .rundata import RunData
 
 STEP_PID, OPS_PID, DATA_PID, CPU_PID, COMM_PID, DEVICE_PID, PYTHON_PID, HOST_IO_PID, MSTX_PID = 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -235,3 +237,6 @@ def write(data: RunData, ctx: Context, stages: list[dict[str, Any]]) -> tuple[di
     writing = in_background("msprof-agent-timeline", write_planned, ctx.path(TIMELINE_DISPLAY, device=device), payload[:-1], payload[-1:],
                             events, trace)
     return {"file": name, "events": len(fixed) + step_count + kept, "bytes": size, "truncated": kept < data.op_count, "dropped": dropped_text}, writing
+
+
+PAGE = Page("timeline", (File("timeline", timeline_summaries(), readers.read_json), File("timeline_display", (TIMELINE_DISPLAY,))))

@@ -128,9 +128,33 @@ def window_name(start: int, stop: int) -> str:
     return WINDOW_FOLDER.format(start=start, stop=stop)
 
 
+class RunFolders:
+    """A run's folders, derived once where the run is placed and passed down: ``folder`` (the output path, a window's
+    folder, a job's rank folder), which holds ``profiler`` (the raw store and analysed files) and the exports."""
+
+    __slots__ = ("folder", "profiler")
+
+    def __init__(self, folder: str, profiler: str) -> None:
+        self.folder, self.profiler = folder, profiler
+
+    def __repr__(self) -> str:
+        return f"RunFolders({self.folder!r}, {self.profiler!r})"
+
+
+def run_folders(output_path: str) -> RunFolders:
+    """``output_path`` and ``output_path/profiler``: the folders of a run placed in ``output_path``."""
+    return RunFolders(output_path, os.path.join(output_path, RUN_FOLDER))
+
+
 def run_dir(output_path: str) -> str:
     """``output_path/profiler``: the run's profiler directory."""
-    return os.path.join(output_path, RUN_FOLDER)
+    return run_folders(output_path).profiler
+
+
+def named_profiler_dir(profiler_dir: str) -> RunFolders:
+    """The folders of a profiler directory named by itself (a path a user, a background analysis or a test gives),
+    the folder it lies in: the one place a run's folder is found from its profiler directory."""
+    return RunFolders(os.path.dirname(os.path.abspath(profiler_dir)), profiler_dir)
 
 
 def timeline_device(device_target: str) -> str:
@@ -164,9 +188,14 @@ def queue_file(profiler_dir: str, rank: int | str) -> str | None:
 def profiler_dirs(path: str, holds: Callable[[str], Any]) -> list[str]:
     """The profiler directories under PATH: PATH itself, PATH/profiler or PATH/rank_*/profiler (multi-card),
     those for which ``holds(directory)`` is true (raw data for the analysis, a summary for compare)."""
+    return [folders.profiler for folders in runs_under(path, holds)]
+
+
+def runs_under(path: str, holds: Callable[[str], Any]) -> list[RunFolders]:
+    """The folders of ``profiler_dirs``' runs under PATH."""
     path = os.path.abspath(path)
-    job_ranks = sorted(glob.glob(os.path.join(path, JOB_RANK_FOLDER_GLOB, RUN_FOLDER)))
-    return [c for c in [path, run_dir(path)] + job_ranks if holds(c)]
+    job_ranks = sorted((run_folders(folder) for folder in glob.glob(os.path.join(path, JOB_RANK_FOLDER_GLOB))), key=lambda f: f.profiler)
+    return [f for f in [named_profiler_dir(path), run_folders(path)] + job_ranks if holds(f.profiler)]
 
 
 def is_rank_layout(profiler_dir: str) -> bool:

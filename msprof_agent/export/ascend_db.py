@@ -21,8 +21,9 @@ import numpy as np
 
 from ..analysis import counted_op_mask
 from ..contract import names
-from . import ascend_comm, ascend_dir, framework_profile
+from . import ascend_comm
 from .ascend_text import step_table
+from .base import ascend_dir, framework_profile
 
 if TYPE_CHECKING:
     from ..analysis import Overlap, Run

@@ -36,7 +36,8 @@ from ..analysis import (
 )
 from ..contract import names
 from ..writers import write_csv, write_json
-from . import ascend_comm, ascend_dir, framework_profile
+from . import ascend_comm
+from .base import ascend_dir, framework_profile
 
 if TYPE_CHECKING:
     from ..analysis import Overlap, Run

@@ -29,7 +29,7 @@ import orjson
 from ..analysis import DEVICE_PID, OPS_PID, DeviceActivity, OpEvents, fixed_events, parents, time_base, write_trace
 from ..contract.names import HTA_TRACE
 from ..frameworks.cuda import activity_kind, is_runtime_call
-from . import framework_profile, hta_dir
+from .base import framework_profile, hta_dir
 
 if TYPE_CHECKING:
     from ..analysis import Run

@@ -366,3 +366,37 @@ def _info(budget: int, reserve: int, run: Run, every: int, lane_ranks: int, deta
         if len(text) + 1 <= reserve:
             return text
     return text
+
+
+TIMELINE_DRAW_MAX_BYTES = 64 << 20  # a larger timeline file is only offered as a download
+TIMELINE_DRAW_MAX_EVENTS = 4000  # complete events drawn per page (steps first, then stages, waits, communication)
+
+
+def step_timeline(run: Run, ranks: list[int]) -> dict[str, Any]:
+    """The step-level complete events (steps, stages, data waits, communication) of RANKS' timeline files,
+    as ``{"events": [{rank, track, name, ts, dur}], "left_out": n, "problems": [...]}``; ts and dur in us."""
+    problems: list[str] = []
+    readable: list[int] = []
+    for rank in ranks:
+        name = timeline_file(run.ranks[rank], rank)
+        if name and os.path.getsize(os.path.join(run.ranks[rank], name)) > TIMELINE_DRAW_MAX_BYTES:
+            problems.append(f"rank {rank}: {name} is over {TIMELINE_DRAW_MAX_BYTES >> 20} MB; download it to look at it")
+        else:
+            readable.append(rank)
+    events, more = build(run, readable, kind="summary") if readable else ([], [])
+    tracks: dict[Any, str] = {}  # process name by pid, thread name by (pid, tid)
+    for event in events:
+        if event.get("ph") == "M" and event.get("name") in ("process_name", "thread_name"):
+            key = event.get("pid") if event["name"] == "process_name" else (event.get("pid"), event.get("tid"))
+            tracks[key] = str((event.get("args") or {}).get("name", ""))
+    drawn = []
+    for event in events:
+        if event.get("ph") != "X" or not isinstance(event.get("ts"), (int, float)) or not isinstance(event.get("dur"), (int, float)):
+            continue
+        process = tracks.get(event.get("pid"), "")
+        rank_text, _, process = process.partition(": ")
+        thread = tracks.get((event.get("pid"), event.get("tid")))
+        drawn.append({"rank": rank_text, "track": f"{process} / {thread}" if thread else process, "name": str(event.get("name", "")),
+                      "ts": event["ts"], "dur": event["dur"]})
+    drawn.sort(key=lambda e: (not e["track"].startswith("Step Trace"), e["ts"]))  # past the cap, steps and stages stay
+    return {"events": drawn[:TIMELINE_DRAW_MAX_EVENTS], "left_out": max(0, len(drawn) - TIMELINE_DRAW_MAX_EVENTS), "problems": problems + more}

@@ -29,7 +29,7 @@ from ..contract.live import hang_lines
 from ..contract.names import SUMMARY, rank_file
 from ..contract.summary import read_summary
 from .assets import TEMPLATE_DIR, static_text
-from .sections import MAX_TABLE_ROWS, PAGES, Loaded, Run, Section
+from .sections import MAX_TABLE_ROWS, Loaded, Run, Section
 
 if TYPE_CHECKING:
     import jinja2
@@ -37,33 +37,30 @@ if TYPE_CHECKING:
     from markupsafe import Markup
 
     from ..frameworks.profile import FrameworkProfile
+    from .views import View
 
 Column = tuple[str, str, str]  # a table's (key, title, kind): kind 'text'|'num'|'count'|'pct'
 
-PAGE_TITLES = {"overview": "Overview", "steps": "Step trace", "operators": "Operators", "data": "Data preparation",
-               "resources": "Resources", "cluster": "Cluster"}
 STAGES = (("iteration_interval", "Step interval"), ("fp_and_bp", "Forward + backward"), ("tail", "Step tail"))
 STAGE_COLORS = {"iteration_interval": "#8fb3e0", "fp_and_bp": "#3b6fb6", "tail": "#f2a541", "data_wait": "#c0392b",
                 "communication": "#2e8b57"}
 
-# One sentence per section that can be absent: which option fills it; where frameworks differ, the
-# framework profile's hints say why this framework has none.
-FILLED_BY = {
-    "step_trace": "No step was profiled: check start_step / stop_step, and that the training loop ran while profiling was on.",
-    "queue": "The wait for data is recorded for every profiled step; this run profiled none (check start_step / stop_step).",
-    "op_types": "Set op_time: true (the default) to record operators.",
-    "op_detail": "Set op_time: true (the default) to record operators.",
-    "op_shapes": "Set op_time: true (the default) to record operators; analyse again (msprof-agent analyse) if the run predates this table.",
-    "flops": "With record_shapes: true (the default) FLOPs are estimated from input shapes.",
-    "memory_summary": "Set profile_memory: true to record memory.",
-    "memory_details": "Set profile_memory: true to record memory over time.",
-    "cpu": "CPU utilization is sampled every cpu_sampling_interval ms; the run ended before a sample was taken.",
-    "hccl": "Set profile_communication: true on a multi-card run to record communication.",
-    "timeline": "Set op_time: true (the default) to write the timeline.",
-    "python_hot_spots": "Set with_stack: true (or profile_framework: \"time\") to sample the training thread's Python stack every 5 ms "
-                        "and see which functions the host time goes to.",
-}
+def _views() -> dict[str, View]:
+    """The registered pages (``pages``: their modules import this one's helpers, so it is imported here, when asked)."""
+    from .pages import views
 
+    return views()
+
+
+def page_titles() -> dict[str, str]:
+    """Each page's title, by name."""
+    return {name: view.title for name, view in _views().items()}
+
+
+def filled_by() -> dict[str, str]:
+    """One sentence per section that can be absent: which option fills it (each page's ``View.hints``, for the
+    sections it is the home of); where frameworks differ, the framework profile's hints say why this framework has none."""
+    return {section: sentence for view in _views().values() for section, sentence in view.hints.items()}
 
 def profile_of_run(sections: Loaded) -> FrameworkProfile:
     """The run's framework profile, from its profiler_info or summary; MindSpore's when neither names a known framework."""
@@ -75,8 +72,8 @@ def profile_of_run(sections: Loaded) -> FrameworkProfile:
 
 
 def hints(profile: FrameworkProfile) -> dict[str, str]:
-    """FILLED_BY in one framework's words: {section: sentence}."""
-    return dict(FILLED_BY, **profile.hints)
+    """``filled_by`` in one framework's words: {section: sentence}."""
+    return dict(filled_by(), **profile.hints)
 
 
 def info_rows(info: Section | None, profile: FrameworkProfile) -> list[tuple[str, Any]]:
@@ -147,13 +144,30 @@ def environment() -> jinja2.Environment:
     drawing them."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, trim_blocks=True, lstrip_blocks=True,
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(TEMPLATE_DIR), _own_templates()])
+    env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, finalize=lambda value: "" if value is None else value,
                              bytecode_cache=_compiled_cache())
     env.filters.update(json_blob=json_blob, fmt=fmt, count=count, pct=pct)
     env.tests["ok"] = ok
-    env.globals.update(run_url=run_url, run_label=run_label, PAGE_TITLES=PAGE_TITLES, STAGES=STAGES)
+    env.globals.update(run_url=run_url, run_label=run_label, STAGES=STAGES)
     return env
+
+
+def _own_templates() -> jinja2.BaseLoader:
+    """The loader of a page's own template outside templates/ (a plugin's ``View.template``: an absolute path)."""
+    import jinja2
+
+    class OwnTemplates(jinja2.FileSystemLoader):
+        def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+            if not os.path.isabs(template):
+                raise jinja2.TemplateNotFound(template)
+            return super().get_source(environment, template)
+
+        def list_templates(self) -> list[str]:
+            return []  # only the package's own are listed (and checked by the tests)
+
+    return OwnTemplates(os.sep)
 
 
 def _compiled_cache() -> jinja2.BytecodeCache | None:
@@ -176,7 +190,7 @@ def _compiled_cache() -> jinja2.BytecodeCache | None:
 
 
 def render(template: str, **context: Any) -> str:
-    return environment().get_template(template).render(**context)
+    return environment().get_template(template).render(PAGE_TITLES=page_titles(), **context)
 
 
 class Page:
@@ -304,14 +318,12 @@ def step_numbers(steps: object) -> list[int]:
 
 def page_body(page: Page, name: str, run: Run, rank: int | None, sections: Loaded, report: bool = False) -> Markup:
     """One page's cards, rendered from templates/<name>.html with what its view computed, in the run's framework's words."""
-    from .pages import VIEWS  # the pages import this module's helpers
-
-    view = VIEWS[name]
-    context = view(page, run, rank, sections, report) if name in ("overview", "cluster") else view(page, run, rank, sections)
+    view = _views()[name]
+    context = view.build(page, run, rank, sections, report) if view.takes_report else view.build(page, run, rank, sections)
     profile = profile_of_run(sections)
     from markupsafe import Markup
 
-    return Markup(render(f"{name}.html", run=run, rank=rank, profile=profile, hints=hints(profile), **context))
+    return Markup(render(view.template or f"{name}.html", run=run, rank=rank, profile=profile, hints=hints(profile), **context))
 
 
 RANK_BAR_ALL = 16  # up to this many ranks the bar links each; past it, the first, last and this rank's neighbours
@@ -336,7 +348,7 @@ def rank_bar(ranks: Iterable[int], rank: int) -> Sequence[int | None]:
 def run_page(run: Run, rank: int, page_name: str, loaded: Loaded) -> str:
     page = Page()
     body = page_body(page, page_name, run, rank, loaded)
-    pages = tuple(name for name in PAGES if name != "cluster" or len(run.ranks) > 1)  # one rank: nothing to compare
+    pages = tuple(name for name, view in _views().items() if not view.compares_ranks or len(run.ranks) > 1)  # one rank: nothing to compare
     return render("run.html", run=run, rank=rank, page_name=page_name, pages=pages, body=body, page=page, rank_bar=rank_bar(run.ranks, rank))
 
 
@@ -376,7 +388,7 @@ def error_page(status: int, message: str) -> str:
 def report_pages(run: Run) -> tuple[str, ...]:
     """The viewer's pages one rank's report carries: all but the cluster page, which lives once for the job (the
     viewer, and cluster_report.html beside its cluster summary), so a report is the same size whatever the number of ranks."""
-    return tuple(name for name in PAGES if name != "cluster")
+    return tuple(name for name, view in _views().items() if not view.compares_ranks)
 
 
 def report(run: Run, rank: int, loaded_pages: Mapping[str, Loaded], plotly_src: str, cluster_href: str | None = None) -> str:

@@ -32,7 +32,7 @@ def write_report(profiler_dir: str, rank: int | str, step_level_timeline: bytes 
     run links to the job's cluster_report.html, where the roll-up writes it once every rank has its summary.
     ``step_level_timeline``: the rank's timeline file without its ops, from the analysis that just wrote it
     (``sections.Run.step_level_timelines``)."""
-    from . import render, sections
+    from . import pages, render, sections
 
     rank = int(rank)
     directory = os.path.abspath(profiler_dir)
@@ -43,7 +43,7 @@ def write_report(profiler_dir: str, rank: int | str, step_level_timeline: bytes 
     if step_level_timeline is not None:
         run.step_level_timelines[rank] = step_level_timeline
     with sections.shared_reads():
-        loaded = {name: sections.load_page(run, rank, name) for name in render.report_pages(run)}
+        loaded = {name: pages.load_page(run, rank, name) for name in render.report_pages(run)}
     summary = loaded["overview"]["summary"]
     rank_size = int(summary["data"].get("rank_size") or 1) if render.ok(summary) and isinstance(summary["data"], dict) else 1
     text = render.report(run, rank, loaded, plotly_src, cluster_href=names.cluster_report_href(directory) if rank_size > 1 else None)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypedDict
 
+from .. import analysis
 from ..contract import live as live_record
 from ..contract import names, readers
 
@@ -173,100 +174,16 @@ def _first(profiler_dir: str, candidates: Sequence[str], parse: Parse) -> Sectio
     return _section("missing", " or ".join(candidates))
 
 
-# which sections each page needs: a page reads only these files
-PAGE_SECTIONS = {
-    "overview": ("info", "summary", "step_trace", "op_types", "queue", "timeline"),
-    "steps": ("info", "summary", "step_trace", "point_info", "queue", "hccl"),
-    "operators": ("info", "op_types", "op_detail", "op_shapes", "flops", "flops_summary"),
-    "data": ("info", "summary", "queue", "pipeline"),
-    "resources": ("info", "summary", "cpu", "memory_summary", "memory_details"),
-    "cluster": ("info", "hccl"),  # this rank's communication: whether to say how to collect it
-}
-PAGES = ("overview", "steps", "operators", "data", "resources", "cluster")
-
-
-# Each section: the contract files that may hold it (first present wins) and its reader.
-SECTIONS: dict[str, tuple[Sequence[str], Parse]] = {
-    "info": ((names.PROFILER_INFO,), readers.read_json),
-    "summary": ((names.SUMMARY,), readers.read_json),
-    "step_trace": ((names.STEP_TRACE,), readers.read_step_trace),
-    "step_points": ((names.STEP_TRACE,), readers.read_step_points),  # the timeline download's lanes: exact instants
-    "point_info": ((names.STEP_POINTS,), readers.read_json),
-    "op_types": ((names.CPU_OP_TYPES,), readers.read_op_types),
-    "op_detail": ((names.CPU_OP_DETAIL,), readers.read_op_detail),
-    "op_shapes": ((names.CPU_OP_SHAPES,), readers.read_op_shapes),
-    "flops": ((names.FLOPS,), readers.read_flops),
-    "flops_summary": ((names.FLOPS_SUMMARY,), readers.read_json),
-    "queue": (names.QUEUE_FILES, readers.read_queue),
-    "pipeline": ((names.PIPELINE_RAW,), readers.read_pipeline),
-    "cpu": ((names.CPU_UTILIZATION,), readers.read_cpu_utilization),
-    "memory_summary": ((names.MEMORY_SUMMARY,), readers.read_json),
-    "memory_details": ((names.MEMORY_DETAILS,), readers.read_memory_details),
-    "hccl": ((names.HCCL,), readers.read_hccl),
-    "timeline": (names.timeline_summaries(), readers.read_json),
-}
-
-
 def load_section(profiler_dir: str, rank: int, name: str) -> Section:
-    templates, parse = SECTIONS[name]
-    section = _first(profiler_dir, [names.rank_file(template, rank) for template in templates], parse)
+    """The rank's section ``name``: the first present of its file's templates, read by its reader (the page that
+    writes it declares both: ``analysis.pages``)."""
+    file = analysis.pages.files()[name]
+    if file.read is None:
+        raise KeyError(f"section {name!r}: its file ({file.templates[0]}) has no reader")
+    section = _first(profiler_dir, [names.rank_file(template, rank) for template in file.templates], file.read)
     if name == "step_trace" and section["status"] == "ok" and not section["data"]["steps"]:
         return _section("missing", section["file"])  # a header and no step: nothing profiled, no chart to draw
     return section
-
-
-def load_page(run: Run, rank: int, page: str) -> Loaded:
-    """The sections one page of one rank shows; the cluster page reads the job's cluster summary (no rank's
-    own files), and the step trace and cluster pages the step-level timeline of their ranks."""
-    directory = run.ranks[rank]
-    out: Loaded = {name: load_section(directory, rank, name) for name in PAGE_SECTIONS[page]}
-    if page == "cluster":
-        cluster = cluster_summary(run)
-        slow = cluster["data"].get("slow_ranks") or [] if cluster["status"] == "ok" and isinstance(cluster["data"], dict) else []
-        shown = sorted(run.ranks) if len(run.ranks) <= CLUSTER_TIMELINE_RANKS else sorted({rank, *(r for r in slow if r in run.ranks)})
-        out.update(cluster_summary=cluster, step_timeline=step_timeline(run, shown))
-    if page == "steps":
-        out["step_timeline"] = step_timeline(run, [rank])
-    if page == "overview":
-        out["timeline_file"] = names.timeline_file(directory, rank)
-    return out
-
-
-CLUSTER_TIMELINE_RANKS = 8  # the cluster page draws every rank's step timeline up to this many; past it, this rank's and the slow ones'
-TIMELINE_DRAW_MAX_BYTES = 64 << 20  # a larger timeline file is only offered as a download
-TIMELINE_DRAW_MAX_EVENTS = 4000  # complete events drawn per page (steps first, then stages, waits, communication)
-
-
-def step_timeline(run: Run, ranks: list[int]) -> dict[str, Any]:
-    """The step-level complete events (steps, stages, data waits, communication) of RANKS' timeline files,
-    as ``{"events": [{rank, track, name, ts, dur}], "left_out": n, "problems": [...]}``; ts and dur in us."""
-    from . import merged_timeline
-
-    problems: list[str] = []
-    readable: list[int] = []
-    for rank in ranks:
-        name = names.timeline_file(run.ranks[rank], rank)
-        if name and os.path.getsize(os.path.join(run.ranks[rank], name)) > TIMELINE_DRAW_MAX_BYTES:
-            problems.append(f"rank {rank}: {name} is over {TIMELINE_DRAW_MAX_BYTES >> 20} MB; download it to look at it")
-        else:
-            readable.append(rank)
-    events, more = merged_timeline.build(run, readable, kind="summary") if readable else ([], [])
-    tracks: dict[Any, str] = {}  # process name by pid, thread name by (pid, tid)
-    for event in events:
-        if event.get("ph") == "M" and event.get("name") in ("process_name", "thread_name"):
-            key = event.get("pid") if event["name"] == "process_name" else (event.get("pid"), event.get("tid"))
-            tracks[key] = str((event.get("args") or {}).get("name", ""))
-    drawn = []
-    for event in events:
-        if event.get("ph") != "X" or not isinstance(event.get("ts"), (int, float)) or not isinstance(event.get("dur"), (int, float)):
-            continue
-        process = tracks.get(event.get("pid"), "")
-        rank_text, _, process = process.partition(": ")
-        thread = tracks.get((event.get("pid"), event.get("tid")))
-        drawn.append({"rank": rank_text, "track": f"{process} / {thread}" if thread else process, "name": str(event.get("name", "")),
-                      "ts": event["ts"], "dur": event["dur"]})
-    drawn.sort(key=lambda e: (not e["track"].startswith("Step Trace"), e["ts"]))  # past the cap, steps and stages stay
-    return {"events": drawn[:TIMELINE_DRAW_MAX_EVENTS], "left_out": max(0, len(drawn) - TIMELINE_DRAW_MAX_EVENTS), "problems": problems + more}
 
 
 def load_cluster_report(run: Run, cluster: str) -> dict[str, Any]:

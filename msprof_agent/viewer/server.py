@@ -21,7 +21,7 @@ import orjson
 from ..analysis import live as live_rules
 from ..contract import live as live_record
 from ..contract.names import MERGED_SUFFIX, MERGED_TIMELINE
-from . import merged_timeline, render, sections
+from . import merged_timeline, pages, render, sections
 from .assets import INSTALL_VIEWER, STATIC_DIR, plotly_js_path, template_engine_missing
 
 Response = tuple[int, str, str | bytes, dict[str, str]]  # (status, content type, body, extra headers)
@@ -107,10 +107,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.timeline(query)
         if path.startswith("/run/") or path.startswith("/api/page/"):
             page_name = path.rsplit("/", 1)[1]
-            if page_name not in sections.PAGES:
+            if page_name not in pages.views():
                 raise HTTPError(404, f"no such page: {page_name}")
             run, rank = self.run_and_rank(query)
-            loaded = sections.load_page(run, rank, page_name)
+            loaded = pages.load_page(run, rank, page_name)
             if path.startswith("/api/"):
                 return 200, "application/json", orjson.dumps(loaded, option=orjson.OPT_NON_STR_KEYS), {}
             return 200, "text/html; charset=utf-8", render.run_page(run, rank, page_name, loaded), {}

@@ -7,8 +7,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ...contract import names
-from ..merged_timeline import BUDGET_BYTES, default_ranks
+from ..merged_timeline import BUDGET_BYTES, default_ranks, step_timeline
 from ..render import ok, plot_text, run_url, table
+from ..sections import cluster_summary
+from ..views import View
 from .overview import findings_view
 from .steps import timeline_chart
 
@@ -141,3 +143,22 @@ def _note(row: int, step: Any, text: str, color: str, rows: int) -> dict[str, An
     return {"xref": "x", "x": step, "yref": "y", "y": row, "text": text, "showarrow": True, "arrowhead": 2, "arrowcolor": color,
             "ax": -60, "ay": 24 if row < rows / 2 else -24, "font": {"color": color, "size": 11}, "bgcolor": "rgba(255,255,255,0.9)",
             "bordercolor": color}
+
+
+CLUSTER_TIMELINE_RANKS = 8  # the page draws every rank's step timeline up to this many; past it, this rank's and the slow ones'
+
+
+def _cluster_and_timelines(run: Run, rank: int, loaded: Loaded) -> None:
+    """The job's cluster summary (no rank's own files) and the step-level timelines of its ranks: every rank's up to
+    ``CLUSTER_TIMELINE_RANKS``, past it this rank's and the slow ones'."""
+    cluster = cluster_summary(run)
+    slow = cluster["data"].get("slow_ranks") or [] if cluster["status"] == "ok" and isinstance(cluster["data"], dict) else []
+    shown = sorted(run.ranks) if len(run.ranks) <= CLUSTER_TIMELINE_RANKS else sorted({rank, *(r for r in slow if r in run.ranks)})
+    loaded.update(cluster_summary=cluster, step_timeline=step_timeline(run, shown))
+
+
+VIEW = View("cluster", "Cluster", ("info", "hccl"), cluster_page,
+            hints={"hccl": "Set profile_communication: true on a multi-card run to record communication."},
+            more=_cluster_and_timelines,
+            takes_report=True,
+            compares_ranks=True)

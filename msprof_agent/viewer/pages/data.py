@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...contract.columns import FETCH_GET
 from ..render import Column, count, ok, plot_text, table
+from ..views import View
 from .overview import data_stats
 
 if TYPE_CHECKING:
@@ -73,3 +74,6 @@ def pipeline_columns(ops: Sequence[Mapping[str, Any]], marked: Mapping[int, str]
     return [[{"op": op, "bottleneck": op["op_id"] in marked, "why": marked.get(op["op_id"]),
               "width": f'{0 if op["queue_usage"] is None else max(0.0, min(op["queue_usage"], 1.0)) * 100:.0f}'}
              for op in sorted(columns[d], key=lambda o: o["op_id"])] for d in sorted(columns)]
+
+
+VIEW = View("data", "Data preparation", ("info", "summary", "queue", "pipeline"), data_page)

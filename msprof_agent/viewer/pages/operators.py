@@ -5,6 +5,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..render import Column, ok, op_type_charts, table
+from ..views import View
 
 if TYPE_CHECKING:
     from ..render import Page
@@ -52,3 +53,10 @@ def operators_page(page: Page, run: Run, rank: int, sections: Loaded) -> dict[st
             columns = OP_COLUMNS + FLOPS_COLUMNS
         context["detail_table"] = table("op-detail", columns, rows, ("op_name", "op_type", "full_op_name"))
     return context
+
+
+VIEW = View("operators", "Operators", ("info", "op_types", "op_detail", "op_shapes", "flops", "flops_summary"), operators_page,
+            hints={"op_types": "Set op_time: true (the default) to record operators.",
+                   "op_detail": "Set op_time: true (the default) to record operators.",
+                   "op_shapes": "Set op_time: true (the default) to record operators; analyse again (msprof-agent analyse) if the run predates this table.",
+                   "flops": "With record_shapes: true (the default) FLOPs are estimated from input shapes."})

@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ...analysis.device import IDLE_WORDS
+from ...contract import names
 from ..render import fmt, info_rows, ok, op_type_charts, pct, profile_of_run, run_url, short, stage_bar, step_numbers
+from ..views import View
 from .steps import HOT_SPOTS_ANCHOR, mean_step
 
 if TYPE_CHECKING:
@@ -138,3 +140,14 @@ def overview(page: Page, run: Run, rank: int, sections: Loaded, report: bool = F
         timeline_rows += [(k, v) for k, v in ts["data"].items() if not isinstance(v, (dict, list))]
     context["timeline_rows"] = timeline_rows
     return context
+
+
+def _timeline_file(run: Run, rank: int, loaded: Loaded) -> None:
+    """The rank's timeline file, which the page offers to download."""
+    loaded["timeline_file"] = names.timeline_file(run.ranks[rank], rank)
+
+
+VIEW = View("overview", "Overview", ("info", "summary", "step_trace", "op_types", "queue", "timeline"), overview,
+            hints={"timeline": "Set op_time: true (the default) to write the timeline."},
+            more=_timeline_file,
+            takes_report=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...contract.columns import CPU_BUSY_STATES
 from ...contract.readers import cpu_means
 from ..render import fmt, ok, plot_text
+from ..views import View
 
 if TYPE_CHECKING:
     from ..render import Page
@@ -98,3 +99,9 @@ def memory(page: Page, sections: Loaded) -> dict[str, Any]:
     context["chart"] = page.chart("mem-lines", traces, {"title": {"text": "Memory over " + ("time" if over_time else "execution") + " (MB)"},
                                                         "xaxis": {"title": {"text": "s" if over_time else "execution order"}}})
     return context
+
+
+VIEW = View("resources", "Resources", ("info", "summary", "cpu", "memory_summary", "memory_details"), resources_page,
+            hints={"memory_summary": "Set profile_memory: true to record memory.",
+                   "memory_details": "Set profile_memory: true to record memory over time.",
+                   "cpu": "CPU utilization is sampled every cpu_sampling_interval ms; the run ended before a sample was taken."})

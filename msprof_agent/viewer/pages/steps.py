@@ -5,7 +5,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...contract.columns import FETCH_GET
+from ..merged_timeline import step_timeline
 from ..render import STAGE_COLORS, Column, ok, plot_text, stage_bar, table
+from ..views import View
 
 if TYPE_CHECKING:
     from ..render import Page
@@ -165,3 +167,16 @@ def timeline_chart(page: Page, chart_id: str, timeline: Mapping[str, Any]) -> di
                                                "margin": {"l": 260, "r": 20, "t": 40, "b": 40},
                                                "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"}})
     return out
+
+
+def _step_timeline(run: Run, rank: int, loaded: Loaded) -> None:
+    """The rank's step-level timeline, drawn under the step chart."""
+    loaded["step_timeline"] = step_timeline(run, [rank])
+
+
+VIEW = View("steps", "Step trace", ("info", "summary", "step_trace", "point_info", "queue", "hccl"), steps_page,
+            hints={"step_trace": "No step was profiled: check start_step / stop_step, and that the training loop ran while profiling was on.",
+                   "queue": "The wait for data is recorded for every profiled step; this run profiled none (check start_step / stop_step).",
+                   "python_hot_spots": "Set with_stack: true (or profile_framework: \"time\") to sample the training thread's Python stack every 5 ms "
+                                       "and see which functions the host time goes to."},
+            more=_step_timeline)
