@@ -148,7 +148,7 @@ def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
     its part inside the step's waits: a few vectorised look-ups for all steps (``intervals``)."""
     ops = data.ops
     if data.op_count:
-        select = (op_kinds(data) == OP) & ~ops.device_is("cuda")
+        select = (op_kinds(data) == OP) & ~ops.on_device
         starts, durations = (ops["start"], ops["dur"]) if select.all() else (ops["start"][select], ops["dur"][select])
         busy_starts, busy_ends = merge(starts, starts + durations)
     else:

@@ -57,7 +57,7 @@ class DeviceActivity:
 
     def __init__(self, data: RunData) -> None:
         ops = data.ops
-        on_device = ops.device_is("cuda")
+        on_device = ops.on_device
         self.index = np.flatnonzero(on_device & ~_annotations(ops, on_device))
         self.starts = ops["start"][self.index]
         self.ends = self.starts + ops["dur"][self.index]
@@ -98,7 +98,7 @@ class DeviceActivity:
         found = np.full(len(self.starts), -1, dtype=np.int64)
         if self.launched is not None:
             ops, names = data.ops, data.op_names
-            host = np.flatnonzero(~ops.device_is("cuda"))
+            host = np.flatnonzero(~ops.on_device)
             runtime = np.array([is_runtime_call(str(n)) for n in names], dtype=bool)
             calls = host[runtime[ops["name_id"][host]]]
             call_starts = ops["start"][calls]
@@ -128,7 +128,7 @@ def _annotations(ops: Any, on_device: np.ndarray) -> np.ndarray:
 def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
     """The device page (``DEVICE_STEPS``, ``GPU_KERNELS``) and its figures for the summary; None for a host-only run."""
     gpu = _gpu_records(data)
-    if not data.op_count or not data.ops.device_is("cuda").any():
+    if not data.op_count or not data.ops.on_device.any():
         return gpu or None
     activity = DeviceActivity(data)
     steady = warmup.steady(data.window_steps, ctx.warmup)

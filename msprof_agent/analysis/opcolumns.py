@@ -43,10 +43,11 @@ class OpColumns(dict[str, np.ndarray]):
         self[column] = array
         return array
 
-    def device_is(self, device: str) -> np.ndarray:
-        """Which ops ran on ``device`` ("cuda", "cpu"...), compared once per distinct device, not per op;
-        a read-only view of one value when every op agrees (a host-only run: no pass over the ops)."""
-        matches = np.array([d == device for d in self.code_values["device"]], dtype=np.bool_)
+    @property
+    def on_device(self) -> np.ndarray:
+        """Which ops ran on the accelerator (CUDA) rather than the host, compared once per distinct device, not per
+        op; a read-only view of one value when every op agrees (a host-only run: no pass over the ops)."""
+        matches = np.array([d == "cuda" for d in self.code_values["device"]], dtype=np.bool_)
         if len(matches) and (matches.all() or not matches.any()):
             return np.broadcast_to(matches[0], self["device_id"].shape)
         per_op: np.ndarray = matches[self["device_id"]]

@@ -82,7 +82,7 @@ def op_kinds(data: RunData) -> np.ndarray:
     by_name = name_kinds(data)
     if (by_name == OP).all():
         return np.broadcast_to(np.int8(OP), data.ops["name_id"].shape)
-    return np.where(data.ops.device_is("cuda"), OP, by_name[data.ops["name_id"]])
+    return np.where(data.ops.on_device, OP, by_name[data.ops["name_id"]])
 
 
 def profiled_op_mask(data: RunData) -> np.ndarray:
@@ -120,7 +120,7 @@ def short_name(full_name: str) -> str:
 def device_tables(data: RunData, mask: np.ndarray, device: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Type codes, name codes and self times of the profiled ops that ran on the host or on a CUDA device."""
     ops = data.ops
-    cuda = ops.device_is("cuda")
+    cuda = ops.on_device
     select = mask & (cuda if device == "cuda" else ~cuda)
     columns = ops["type_id"], ops["name_id"], ops["self"]
     if not select.all():  # all of them (the usual host-only run): no copies
@@ -143,7 +143,7 @@ def op_groups(data: RunData, mask: np.ndarray, device: str) -> OpGroups | None:
     """The ops under MASK that ran on the host ("cpu") or on a CUDA device ("cuda") as ``OpGroups``; None without
     any. Numbered by ``groups`` (a presence table, not a sort)."""
     ops = data.ops
-    cuda = ops.device_is("cuda")
+    cuda = ops.on_device
     select = mask & (cuda if device == "cuda" else ~cuda)
     every = bool(select.all())  # the usual host-only run: no copies
     names, types, shapes, own, total = (column if every else column[select]

@@ -50,7 +50,7 @@ class OpEvents:
         ops = self.ops = data.ops
         self.base = base  # ts count ns from it: small enough for a double to hold exactly; taken off a block at a time
         values = ops.code_values
-        cuda = ops.device_is("cuda")
+        cuda = ops.on_device
         columns = (ops["name_id"], ops["type_id"], cuda, ops["tid_id"], ops["shape_id"], ops["stream_id"])
         self.texts, first = groups(columns)  # the code of each op's head and tail
         samples = list(zip(*(column[first].tolist() for column in columns)))

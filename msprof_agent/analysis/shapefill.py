@@ -28,7 +28,7 @@ def fill(data: Any) -> dict[str, Any] | None:
         return None
     ops = data.ops
     steps = ops["step"]
-    host = np.flatnonzero(~ops.device_is("cuda") & (steps > 0))
+    host = np.flatnonzero(~ops.on_device & (steps > 0))
     if not len(host):
         return None
     shape_values = ops.code_values["shape"]

@@ -106,7 +106,7 @@ def find_points(steps: Sequence[Step], ops: OpColumns | None, marks: OpMarks | N
     bp = np.where(host_bp >= 0, host_bp, finish)
     fp_op = bp_op = np.full(len(steps), -1)
     fp_rule, bp_rule = np.full(len(steps), len(FP_RULES) - 1), np.full(len(steps), len(BP_RULES) - 1)
-    on_host = np.zeros(0, dtype=bool) if ops is None else ~ops.device_is("cuda")
+    on_host = np.zeros(0, dtype=bool) if ops is None else ~ops.on_device
     if len(steps) and ops is not None and marks is not None and on_host.any():  # marks: None exactly when ops are
         host = None if on_host.all() else np.flatnonzero(on_host)  # None: every op (no gathers)
         pick = (lambda column: column) if host is None else (lambda column: column[host])

@@ -89,7 +89,7 @@ def device_tracks(data: RunData, base: int, budget: int) -> list[dict[str, Any]]
     each launch to its device activity, where the launch records link them, within ``budget`` bytes."""
     if not data.op_count:
         return []
-    cuda = data.ops.device_is("cuda")
+    cuda = data.ops.on_device
     if not cuda.any():
         return []
     streams = sorted({s for s in data.ops.code_values["stream"][np.unique(data.ops["stream_id"][cuda])].tolist() if s is not None})

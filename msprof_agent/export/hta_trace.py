@@ -61,7 +61,7 @@ def write(run: Run, directory: str) -> dict[str, Any]:
              for row in stages]
     distributed = json.dumps({"backend": "gloo" if world > 1 else "", "rank": rank, "world_size": world})  # '"rank": r' spaced: HTA finds it by regex
     events = OpEvents(data, OPS_PID, DEVICE_PID, base, category="cpu_op") if data.op_count else None
-    cuda = bool(data.op_count) and bool(data.ops.device_is("cuda").any())
+    cuda = bool(data.op_count) and bool(data.ops.on_device.any())
     properties = orjson.dumps(_device_properties(data)) if cuda else b"[]"
     head = (b'{"schemaVersion": 1, "distributedInfo": %s, "deviceProperties": %s, "displayTimeUnit": "ms",\n"traceEvents": %s'
             % (distributed.encode(), properties, orjson.dumps(fixed_events(data, base) + steps)[:-1]))  # the ops and "]}" follow
@@ -88,7 +88,7 @@ def _device_part(data: RunData, base: int, budget: int) -> tuple[bytes, np.ndarr
     activity = DeviceActivity(data)
     calls, source = activity.calls(data)
     device_index = int(data.meta.get("device_id") or 0)
-    on_host = ~ops.device_is("cuda")
+    on_host = ~ops.on_device
     runtime = np.array([is_runtime_call(str(n)) for n in names], dtype=bool)[ops["name_id"]] & on_host
     runtime_ops = np.flatnonzero(runtime)
     # correlation ids: an activity's is its launching call's; every runtime call gets one, as in kineto
