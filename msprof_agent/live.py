@@ -8,7 +8,7 @@ training thread's Python stack. The findings are drawn from it by the readers (`
 The training thread only appends one tuple a step (``step_closed``) and notes collectives (the torch
 integration's entries); a daemon thread, started at the first step's close (never at import: a thread
 alive at ``fork()`` is a hazard), does the rest: the heap sample, the atomic write, the hang watch (no rank has
-finished a step for ``hang_after_s``: said once on stderr by the lowest waiting rank, the job left alone)
+finished a step for ``hang_after_s``: said once a stall on stderr by the lowest rank still writing its record, the job left alone)
 and the job's all-rank capture request (``capture.AllRankCapture`` follows it). The thread's CPU time is
 kept in the record (``cost_ms``); ``bench/live_record.py`` measures what it costs a step.
 """
@@ -73,7 +73,7 @@ class LiveState:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._request_stamp: tuple[int, int] | None = None
-        self._said: set[object] = set()
+        self._said: set[int] = set()
 
     # -- the training thread ---------------------------------------------------------------------------
     def step_closed(self, step: dict[str, Any]) -> None:
@@ -160,15 +160,15 @@ class LiveState:
         return None if owner is None else "run" if owner is self.session.run else "window"
 
     def _watch_hang(self, now: int) -> None:
-        """Every rank's step has stalled: the lowest waiting rank (else the lowest rank) says who is missing, who waits where."""
+        """Every rank's step has stalled: the lowest rank still writing its record says who is missing, who waits where."""
         hang = contract.hang(contract.job_records(names.cluster_dir(self.session.profiler_dir)), now)
         if not hang:
             return
-        speaker = min(hang["waiting"] or hang["fresh"] or [self.rank])
-        key = (hang.get("group"), hang.get("seq"), hang.get("step"))
-        if speaker != self.rank or key in self._said:
+        # One stall (since the last step end) is said once, by the lowest rank still writing its record: the
+        # ranks catching up after it move the collective and who waits in it, not who speaks.
+        if min(hang["fresh"] or [self.rank]) != self.rank or hang["since_ns"] in self._said:
             return
-        self._said.add(key)
+        self._said.add(hang["since_ns"])
         for line in contract.hang_lines(hang):
             log.say(line)
 

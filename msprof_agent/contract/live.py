@@ -146,7 +146,7 @@ def hang(records: list[dict[str, Any]], now: int) -> dict[str, Any] | None:
     if idle <= threshold:
         return None
     fresh = [rank for rank, r in sorted(latest.items()) if state_of(r, now) == "running"]
-    hang: dict[str, Any] = {"idle_s": round(idle, 1), "threshold_s": threshold, "fresh": fresh,
+    hang: dict[str, Any] = {"idle_s": round(idle, 1), "since_ns": max(ends), "threshold_s": threshold, "fresh": fresh,
                             "stacks": {str(r): latest[r]["stack"] for r in sorted(latest) if latest[r].get("stack")}}
     groups: dict[str, dict[int, dict[str, Any]]] = {}
     for rank, record in latest.items():
