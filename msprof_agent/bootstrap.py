@@ -99,6 +99,9 @@ def launcher(argv: list[str]) -> str | None:
     return None
 
 
+PROBE_ATTEMPTS = 20  # ranks starting together each make, probe and remove the folders: one's removal can undo another's making
+
+
 def output_path_error(output_path: str, source: str | None = environment.OPTIONS) -> str | None:
     """The one-line error (without a final full stop; after ``SOURCE: `` where given) when OUTPUT_PATH/profiler
     cannot be made and written by this process, else None. ``run`` and ``Profiler()`` ask too."""
@@ -109,11 +112,17 @@ def output_path_error(output_path: str, source: str | None = environment.OPTIONS
         made.append(folder)
         folder = os.path.dirname(folder)
     try:
-        os.makedirs(profiler_dir, exist_ok=True)
-        probe = os.path.join(profiler_dir, WRITE_PROBE.format(pid=os.getpid()))
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
+        for attempt in range(PROBE_ATTEMPTS):
+            try:
+                os.makedirs(profiler_dir, exist_ok=True)
+                probe = os.path.join(profiler_dir, WRITE_PROBE.format(pid=os.getpid()))
+                with open(probe, "wb"):
+                    pass
+                os.remove(probe)
+                break
+            except FileNotFoundError:  # another process of the job removed the folders its own probe made
+                if attempt == PROBE_ATTEMPTS - 1:
+                    raise
     except OSError as exc:
         return (f'{source + ": " if source else ""}key "output_path": cannot write to {output_path!r} ({exc.strerror}); '
                 "accepted: a directory this process can create and write")
