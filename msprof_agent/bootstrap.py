@@ -76,7 +76,7 @@ def _said_off(problem: str) -> None:
 
 
 def _repeat_if_trained(problem: str) -> None:
-    from .frameworks import PROFILES
+    from .contract.frameworks import PROFILES
 
     if any(name in sys.modules for name in PROFILES):
         log.say(f"no profile written: {problem}")

@@ -11,7 +11,7 @@ import sys
 
 from . import doors, environment
 from .contract.names import DYNAMIC_CONFIG, run_dir
-from .frameworks import PROFILES
+from .contract.frameworks import PROFILES
 from .options import OptionsError, not_applicable, parse_text
 
 

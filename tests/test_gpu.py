@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from msprof_agent.frameworks.cuda import is_runtime_call
+from msprof_agent.contract.cuda import is_runtime_call
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "fixtures", "gpu-h200")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import frameworks
+from ..contract.frameworks import TORCH, profile_of
 from .intervals import length_within, merge
 from .operators import ANNOTATION, OP, op_kinds
 from .stats import median
@@ -52,7 +52,6 @@ STAGES = ("wait", "compute", "runtime", "host", "pause")  # a step's time, split
 STAGE_FINDING = {"wait": "data_wait", "compute": "hot_ops", "runtime": "runtime_overhead", "host": "host_work"}
 STAGE_WORDS = {"wait": "data wait", "compute": "op time", "runtime": "runtime gaps between compiled ops", "host": "host time",
                "pause": "the profiler's own pauses"}
-COMPILED_REGION_PREFIXES = ("Torch-Compiled Region", "CompiledFunction")  # torch.compile's ranges around a compiled graph
 
 MIN_STAKE_MS = 5.0  # below this a data, host or runtime cost is noise on a shared machine, whatever its share
 MIN_SHARE = 0.10  # ... and below this share of the step it is not worth a change
@@ -63,7 +62,7 @@ MEMORY_MIN_GROWTH = 32 << 20
 LOW_MFU = 0.10
 MIN_LOADING_CORES = 0.5  # the CPU the data workers may always take, however busy the machine
 
-# Actions in any framework's words; the framework-specific ones are its profile's advice (frameworks/<name>/profile.py).
+# Actions in any framework's words; the framework-specific ones are its profile's advice (contract/frameworks.py).
 ACTIONS = {
     "periodic_pause": "something runs every {period} steps (garbage collection, checkpointing, logging, evaluation): "
                       "make it rarer or asynchronous (gc.freeze() after setup, save checkpoints in a thread)",
@@ -89,7 +88,7 @@ ACTIONS = {
 
 def action(finding_id: str, framework: str | None, **fields: Any) -> str:
     """The action for a finding in the words of the framework (a run naming none reads PyTorch's), else the generic one."""
-    words = frameworks.profile_of(framework) or frameworks.TORCH
+    words = profile_of(framework) or TORCH
     return (words.advice.get(finding_id) or ACTIONS.get(finding_id, "")).format(**fields)
 
 
@@ -119,10 +118,12 @@ def collective_ms(comm: Sequence[Comm]) -> dict[int, float]:
 
 def compiled_regions(data: Any) -> np.ndarray:
     """torch.compile's ranges (n x 2, ns, merged) where the ops of a compiled graph run; empty elsewhere."""
-    if not data.op_count or data.meta.get("framework") != "torch":
+    profile = profile_of(data.meta.get("framework"))
+    prefixes = profile.compiled_region_prefixes if profile else ()
+    if not data.op_count or not prefixes:
         return np.zeros((0, 2), dtype=np.int64)
     names = data.op_names.astype(str)
-    wanted = np.array([name.startswith(COMPILED_REGION_PREFIXES) for name in names.tolist()], dtype=bool)
+    wanted = np.array([name.startswith(prefixes) for name in names.tolist()], dtype=bool)
     select = wanted[data.ops["name_id"]] & (op_kinds(data) == ANNOTATION)
     if not select.any():
         return np.zeros((0, 2), dtype=np.int64)
@@ -138,7 +139,8 @@ def graph_mode(data: Any) -> bool:
     """MindSpore's step runs as one compiled graph (GRAPH mode): from the compiled call's start (the
     step's forward start) to its last op, or to its return where the step ends there (the step record's
     ``compiled_call``), the time no op runs is the runtime's (launch, between ops, the wait for the last)."""
-    return bool(data.meta.get("framework") == "mindspore" and data.meta.get("context_mode") == "GRAPH")
+    profile = profile_of(data.meta.get("framework"))
+    return bool(profile and profile.graph_context_mode and data.meta.get("context_mode") == profile.graph_context_mode)
 
 
 def step_breakdown(data: Any, rows: list[Row]) -> list[Row]:
@@ -283,7 +285,7 @@ def _data_action(meta: dict[str, Any], wait: float, step_ms: float, bottleneck: 
     settings = meta.get("data_settings") or {}
     if not settings:
         return action("data_wait_unknown", framework), [], {}
-    profile = frameworks.profile_of(framework) or frameworks.TORCH
+    profile = profile_of(framework) or TORCH
     cpus = int(meta.get("cpus") or 1)
     free = max(cpus - 1 - others_cores, 0.0) if cpu_share is not None else max(cpus - 1, 1)  # beside the training process
     workers = int(settings.get(profile.workers_setting) or 0)
@@ -370,7 +372,7 @@ def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: di
     runtime, median = _stage_figures(steady, "runtime")
     compute = _mean([r["compute"] for r in steady])
     where = [r["n"] for r in steady if r["runtime"] >= 0.5 * median]
-    region = "the GRAPH-mode graph" if meta.get("framework") == "mindspore" else "the torch.compile regions"
+    region = (profile_of(meta.get("framework")) or TORCH).compiled_region
     evidence = {"runtime_ms": round(runtime, 3), "runtime_p50_ms": round(median, 3), "compute_ms": round(compute, 3),
                 "step_ms": round(step_ms, 3), "share": round(runtime / step_ms, 4), "steps": ranges(where),
                 "margin": _typical_margin(steady, "runtime", step_p50)}
@@ -447,7 +449,7 @@ def beat(steady: list[Row]) -> dict[str, Any] | None:
 def pattern_words(found: dict[str, Any], meta: dict[str, Any]) -> str:
     """A beat as evidence in words: "every 2nd step waits 80.3 ms more (data wait; steps 4, 6, 8-20)"."""
     period, excess = found["period"], _median(found["excess"])
-    workers = (meta.get("data_settings") or {}).get((frameworks.profile_of(meta.get("framework")) or frameworks.TORCH).workers_setting)
+    workers = (meta.get("data_settings") or {}).get((profile_of(meta.get("framework")) or TORCH).workers_setting)
     why = f" (the {workers} workers' batches arrive together)" if found["stage"] == "wait" and workers == period else ""
     return f"every {period}{'nd' if period == 2 else 'rd' if period == 3 else 'th'} step takes {ms_words(excess)} more in " \
            f"{STAGE_WORDS[found['stage']]}{why}: {steps_words(found['steps'])}"

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .. import frameworks
 from ..contract import readers
 from ..contract.columns import PIPELINE_HEADER
+from ..contract.frameworks import profile_of
 from ..contract.names import DATA_WAITS, DEVICE_QUEUE, ITERATOR_QUEUE, PIPELINE_PROFILING, PIPELINE_RAW, QUEUE_FILES, rank_file
 from ..contract.pages import File, Page
 from ..contract.readers import pipeline_bottlenecks
@@ -64,7 +64,7 @@ def loading_cpu_share(data: RunData) -> float | None:
     if any("wait_cpu" in step for step in steps):
         wall = sum(step.get("wait", 0) for step in steps)
         return round(sum(step.get("wait_cpu", 0) for step in steps) / wall, 4) if wall else None
-    profile = frameworks.profile_of(data.meta.get("framework"))
+    profile = profile_of(data.meta.get("framework"))
     workers = int((data.meta.get("data_settings") or {}).get(profile.workers_setting) or 0) if profile else 0
     begin, end = steps[0]["start"], steps[-1]["end"]
     samples = [c for c in data.cpu if "pchildren" in c and c["ts"] - c["span"] >= begin and c["ts"] <= end]
@@ -92,7 +92,7 @@ def bottleneck(ops: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _write_pipeline(data: RunData, ctx: Context) -> dict[str, Any] | None:
     if not data.pipeline:
-        profile = frameworks.profile_of(data.meta.get("framework"))
+        profile = profile_of(data.meta.get("framework"))
         if profile is not None and profile.empty_pipeline_file:
             write_json(ctx.path(PIPELINE_PROFILING), {"sampling_interval": ctx.sampling_interval_ms, "op_info": []}, ctx.pretty)
         return None

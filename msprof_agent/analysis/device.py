@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..contract.columns import DEVICE_STEP_HEADER, GPU_KERNEL_HEADER
+from ..contract.cuda import PAGEABLE, activity_kind, is_launch_call, is_runtime_call, is_sync_call
 from ..contract.names import DEVICE_STEPS, GPU_KERNELS
 from ..contract.pages import File, Page
-from ..frameworks.cuda import PAGEABLE, activity_kind, is_launch_call, is_runtime_call, is_sync_call
 from ..writers import write_csv
 from . import warmup
 from .intervals import length_within, merge

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import frameworks
 from ..contract import readers
+from ..contract.frameworks import MINDSPORE, profile_of
 from ..contract.names import PROFILER_INFO
 from ..contract.pages import File, Page
 from ..contract.summary import NO_END_RECORD
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def write(data: RunData, ctx: Context) -> dict[str, Any]:
     meta = data.meta
     options = meta.get("options") or {}
-    profile = frameworks.profile_of(meta.get("framework")) or frameworks.MINDSPORE
+    profile = profile_of(meta.get("framework")) or MINDSPORE
     info = {
         "context_mode": meta.get("context_mode", profile.default_context_mode),
         "rank_id": ctx.rank, "ms_version": meta.get("ms_version", ""),

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..contract import readers
 from ..contract.columns import CPU_OP_DETAIL_HEADER, CPU_OP_SHAPE_HEADER, CPU_OP_TYPE_HEADER, GPU_OP_DETAIL_HEADER, GPU_OP_TYPE_HEADER
+from ..contract.frameworks import profile_of
 from ..contract.names import CPU_OP_DETAIL, CPU_OP_SHAPES, CPU_OP_TYPES, GPU_OP_DETAIL, GPU_OP_TYPES
 from ..contract.pages import File, Page
 from ..writers import write_csv
@@ -68,7 +69,8 @@ def name_kinds(data: RunData) -> np.ndarray:
     other name is a ``record_function`` range."""
     names = data.op_names.astype(str)
     kinds = np.full(len(names), OP, dtype=np.int8)
-    if data.meta.get("framework") != "torch":
+    profile = profile_of(data.meta.get("framework"))
+    if not (profile and profile.ranges_among_ops):
         return kinds
     for code, name in enumerate(names.tolist()):
         if "::" not in name:

@@ -23,7 +23,8 @@ from ..analysis import counted_op_mask
 from ..contract import names
 from . import ascend_comm
 from .ascend_text import step_table
-from .base import ascend_dir, framework_profile
+from .base import ascend_dir
+from .layouts import layout_of
 
 if TYPE_CHECKING:
     from ..analysis import Overlap, Run
@@ -78,7 +79,7 @@ INDEXES = (("TASK", "startNs"), ("PYTORCH_API", "startNs"), ("COMMUNICATION_OP",
 
 
 def file_name(data: RunData) -> str:
-    return names.rank_file(names.ASCEND_DB, data.rank, framework=framework_profile(data).db_framework)
+    return names.rank_file(names.ASCEND_DB, data.rank, framework=layout_of(data).db_framework)
 
 
 class _Strings:
@@ -112,11 +113,11 @@ def target(run: Run) -> str:
 def write(run: Run, root: str) -> dict[str, Any]:
     data, overlap = run.data, run.overlap
     out = os.path.join(root, names.ASCEND_OUTPUT)
-    api_tables = framework_profile(data).api_tables
+    api_tables = layout_of(data).api_tables
     indexes = [i for i in INDEXES if api_tables or i[0] != "PYTORCH_API"]
     counts = _write_db(os.path.join(out, file_name(data)), lambda db: _fill(db, data, overlap), indexes)
     # msprof-analyze's cluster communication recipes (and PyTorch's step table) read the communication analysis database
-    _write_db(os.path.join(out, framework_profile(data).analysis_db), lambda db: _analysis(db, data, overlap), ())
+    _write_db(os.path.join(out, layout_of(data).analysis_db), lambda db: _analysis(db, data, overlap), ())
     return dict(counts, file=file_name(data))
 
 
@@ -127,7 +128,7 @@ def _analysis(db: sqlite3.Connection, data: RunData, overlap: Overlap) -> None:
     db.executemany(f"INSERT INTO StepTraceTime VALUES ({', '.join('?' * len(STEP_TRACE_COLUMNS))})", step_table(overlap))
     rows = ascend_comm.calls(data)
     comm = ascend_comm.communication_json(rows)
-    matrix = ((ascend_comm.CALL_MATRIX_COLUMNS, ascend_comm.call_matrix_rows(rows)) if framework_profile(data).call_matrix
+    matrix = ((ascend_comm.CALL_MATRIX_COLUMNS, ascend_comm.call_matrix_rows(rows)) if layout_of(data).call_matrix
               else (ascend_comm.MATRIX_COLUMNS, ascend_comm.matrix_rows(ascend_comm.matrix_json(rows))))
     for table, columns, values in ((names.ASCEND_COMM_TIME_TABLE, ascend_comm.TIME_COLUMNS, ascend_comm.time_rows(comm)),
                                    (names.ASCEND_COMM_BANDWIDTH_TABLE, ascend_comm.BANDWIDTH_COLUMNS, ascend_comm.bandwidth_rows(comm)),
@@ -164,7 +165,7 @@ def _write_db(path: str, fill: Callable[[sqlite3.Connection], T], indexes: Itera
 
 def _fill(db: sqlite3.Connection, data: RunData, overlap: Overlap) -> dict[str, int]:
     meta = data.meta
-    api_tables = framework_profile(data).api_tables
+    api_tables = layout_of(data).api_tables
     for table, columns in TABLES.items():
         if table != "PYTORCH_API" or api_tables:
             db.execute(f"CREATE TABLE {table} ({columns})")

@@ -37,7 +37,8 @@ from ..analysis import (
 from ..contract import names
 from ..writers import write_csv, write_json
 from . import ascend_comm
-from .base import ascend_dir, framework_profile
+from .base import ascend_dir
+from .layouts import layout_of
 
 if TYPE_CHECKING:
     from ..analysis import Overlap, Run
@@ -77,7 +78,7 @@ def write(run: Run, root: str) -> dict[str, Any]:
     write_json(os.path.join(out, names.ASCEND_COMMUNICATION_MATRIX), matrix, pretty)
     write_csv(os.path.join(out, names.ASCEND_OP_STATISTIC), OP_HEADER, op_statistic(data))
     if data.mem:
-        component = framework_profile(data).component
+        component = layout_of(data).component
         write_csv(os.path.join(out, names.ASCEND_MEMORY_RECORD), MEMORY_HEADER,
                   [[component, _us(m["ts"]), round(m.get("allocated", 0) / MB, 4), "", "", "", m.get("device", "cpu").upper()]
                    for m in sorted(data.mem, key=lambda m: m["ts"])])

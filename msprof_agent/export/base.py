@@ -4,10 +4,9 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import frameworks
 from ..contract.names import ASCEND_FOLDER, HTA_FOLDER
-from ..frameworks.profile import FrameworkProfile
 from ..options import EXPORT_TYPES
+from .layouts import layout_of
 
 if TYPE_CHECKING:
     from ..analysis import Run
@@ -35,17 +34,12 @@ def kinds(value: str | Iterable[object] | None) -> list[str]:
     return [k for k in EXPORT_TYPES if k in names]
 
 
-def framework_profile(data: Any) -> FrameworkProfile:
-    """The run's framework profile; MindSpore's for a run no framework attached to."""
-    return frameworks.profile_of(data.meta.get("framework")) or frameworks.MINDSPORE
-
-
 def ascend_dir(run: "Run") -> str:
     """``{output}/{host}_{pid}_{start ms}_ascend_{pt|ms}`` beside the run's profiler directory, from the run's meta."""
     data = run.data
     meta = data.meta
     started_ms = int(meta.get("started_ns") or 0) // 1_000_000
-    suffix = framework_profile(data).export_suffix
+    suffix = layout_of(data).suffix
     host = str(meta.get("host") or "localhost").replace(os.sep, "-")
     folder = ASCEND_FOLDER.format(host=host, pid=meta.get("pid", 0), started_ms=started_ms, suffix=suffix)
     return os.path.join(os.path.abspath(run.ctx.folders.folder), folder)

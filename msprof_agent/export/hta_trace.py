@@ -7,7 +7,7 @@ holds only these traces: HTA reads every JSON there.
 
 A CUDA run's trace carries what kineto's own does (its ``ChromeTraceLogger``), so HTA's temporal, idle-time and
 kernel breakdowns run on it: each device activity as ``kernel``, ``gpu_memcpy`` or ``gpu_memset`` on ``pid`` the
-device index and ``tid`` its stream, the CUDA runtime and driver calls (``frameworks.cuda.is_runtime_call``) as
+device index and ``tid`` its stream, the CUDA runtime and driver calls (``contract.cuda.is_runtime_call``) as
 ``cuda_runtime`` on the host thread, each activity and the call that launched it sharing a ``correlation`` (HTA keeps
 only the kernels whose launch it finds), an ``ac2g`` flow from the call to the activity, and ``deviceProperties``.
 The links are ``DeviceActivity.calls``: from the store's launch records, or, in stores without them, guessed by
@@ -27,9 +27,10 @@ import numpy as np
 import orjson
 
 from ..analysis import DEVICE_PID, OPS_PID, DeviceActivity, OpEvents, fixed_events, parents, time_base, write_trace
+from ..contract.cuda import activity_kind, is_runtime_call
 from ..contract.names import HTA_TRACE
-from ..frameworks.cuda import activity_kind, is_runtime_call
-from .base import framework_profile, hta_dir
+from .base import hta_dir
+from .layouts import layout_of
 
 if TYPE_CHECKING:
     from ..analysis import Run
@@ -47,7 +48,7 @@ def _main_thread(data: RunData) -> Any:
 
 
 def target(run: Run) -> str | None:
-    return hta_dir(run) if framework_profile(run.data).hta_trace else None
+    return hta_dir(run) if layout_of(run.data).hta_trace else None
 
 
 def write(run: Run, directory: str) -> dict[str, Any]:

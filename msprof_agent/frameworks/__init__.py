@@ -1,27 +1,19 @@
 """Framework integrations, each installed right after its framework's import, so import order never matters.
 
-Each integration is a package: ``patch`` (the run-loop patches, ``install(session)``), ``device`` (its
-``DeviceSession``) and ``profile`` (its ``FrameworkProfile``, read by the analysis, exports and viewer).
+Each integration is a package: ``patch`` (the run-loop patches, ``install(session)``) and ``device`` (its
+``DeviceSession``). What the analysis, exports and viewer do differently per framework is described below
+them, in ``contract.frameworks`` (its profile) and ``export.layouts``, so none of them imports this package.
 """
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .. import log
+from ..contract.frameworks import PROFILES
 from .import_hooks import when_imported
-from .mindspore.profile import PROFILE as MINDSPORE
-from .profile import FrameworkProfile
-from .torch.profile import PROFILE as TORCH
 
 if TYPE_CHECKING:
     from ..session import Session
-
-PROFILES = {profile.name: profile for profile in (MINDSPORE, TORCH)}
-
-
-def profile_of(framework: str | None) -> FrameworkProfile | None:
-    """The profile of the framework a raw meta names, None for a run no framework attached to."""
-    return PROFILES.get(framework or "")
 
 
 def install_post_import_hooks(session: "Session") -> None:

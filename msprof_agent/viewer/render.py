@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 
 import orjson
 
-from .. import frameworks
+from ..contract.frameworks import MINDSPORE, FrameworkProfile, profile_of
 from ..contract.live import hang_lines
 from ..contract.names import SUMMARY, rank_file
 from ..contract.summary import read_summary
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from jinja2.bccache import Bucket
     from markupsafe import Markup
 
-    from ..frameworks.profile import FrameworkProfile
     from .views import View
 
 Column = tuple[str, str, str]  # a table's (key, title, kind): kind 'text'|'num'|'count'|'pct'
@@ -67,8 +66,8 @@ def profile_of_run(sections: Loaded) -> FrameworkProfile:
     for name in ("info", "summary"):
         section = sections.get(name)
         if ok(section) and isinstance(section["data"], dict) and section["data"].get("framework"):
-            return frameworks.profile_of(section["data"]["framework"]) or frameworks.MINDSPORE
-    return frameworks.MINDSPORE
+            return profile_of(section["data"]["framework"]) or MINDSPORE
+    return MINDSPORE
 
 
 def hints(profile: FrameworkProfile) -> dict[str, str]:

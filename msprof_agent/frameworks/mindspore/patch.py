@@ -43,9 +43,9 @@ import time
 import weakref
 
 from ... import log, records
+from ...contract.frameworks import MINDSPORE
 from ..patching import Patches
 from .device import MindSporeDevice
-from .profile import PROFILE
 
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def install(session: Session | None) -> None:
 
     _state = _State(session)
     device = MindSporeDevice(session)
-    if not session.attach(PROFILE.name, device=device, ms_version=mindspore.__version__):
+    if not session.attach(MINDSPORE.name, device=device, ms_version=mindspore.__version__):
         _state = None
         return
     _patches.wrap(model_module.Model, "_train", _model_train)

@@ -17,9 +17,9 @@ import orjson
 
 from ... import environment, log, records
 from ...collectors import heap
+from ...contract.cuda import is_runtime_call
 from ...options import Options
 from ...store import coded
-from ..cuda import is_runtime_call
 from .fork_guard import guard_fork_children_against_kineto_exit
 
 TYPE_CHECKING = False  # typing is not imported at run time

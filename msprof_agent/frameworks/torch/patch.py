@@ -30,12 +30,12 @@ import weakref
 from typing import TYPE_CHECKING, cast  # typing is loaded already: this runs once torch is imported
 
 from ... import log, records
+from ...contract.frameworks import TORCH
 from ..import_hooks import when_imported
 from ..patching import Patches, after_call
 from .ddp import DdpEntries
 from .device import TorchDeviceSession, cuda_in_use
 from .gpu import DeviceClock, GpuSampler, peak_record
-from .profile import PROFILE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,7 +68,7 @@ def install(session: Session) -> _Integration | None:
     import torch
 
     device = TorchDeviceSession(session.steps)
-    if not session.attach(PROFILE.name, device=device, torch_version=torch.__version__, nested_ops=True,
+    if not session.attach(TORCH.name, device=device, torch_version=torch.__version__, nested_ops=True,
                           device_target="GPU" if cuda_in_use() else "CPU"):
         return None  # another framework owns the step stream
     _state = _Integration(session, device)
