@@ -10,7 +10,7 @@ that is still open to close.
 """
 from __future__ import annotations
 
-from . import environment, log
+from . import environment, log, online_analysis
 from . import session as S
 from .bootstrap import output_path_error
 from .options import OptionsError, from_mapping
@@ -46,7 +46,7 @@ class Profiler:
             self._writable_output()
             from .frameworks import install_post_import_hooks
 
-            current = S.start(self.options, origin="api")
+            current = S.start(self.options, origin="api", analyse=online_analysis.analyse)
             install_post_import_hooks(current)  # fires at once for frameworks imported already
             return current
         run = current.run

@@ -51,10 +51,10 @@ def activate_from_environment() -> Session | None:
     if problem:
         _said_off(problem)
         return None
-    from . import session
+    from . import online_analysis, session
     from .frameworks import install_post_import_hooks
 
-    current: Session = session.start(opts, origin="env" if opts.start else "dynamic")
+    current: Session = session.start(opts, origin="env" if opts.start else "dynamic", analyse=online_analysis.analyse)
     from .capture import attach, follow_requests
 
     follow_requests(current)

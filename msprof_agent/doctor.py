@@ -10,8 +10,8 @@ import platform
 import sys
 
 from . import doors, environment
-from .contract.names import DYNAMIC_CONFIG, run_dir
 from .contract.frameworks import PROFILES
+from .contract.names import DYNAMIC_CONFIG, run_dir
 from .options import OptionsError, not_applicable, parse_text
 
 

@@ -24,7 +24,7 @@ import os
 import sys
 from typing import cast  # typing is loaded already: options imports it
 
-from . import log
+from . import log, online_analysis
 from . import session as S
 from .contract.names import DYNAMIC_CONFIG
 from .options import KEYS, Options, OptionsError, _bool, _choice, _int_in, _path, from_mapping, unknown_key_message
@@ -150,7 +150,7 @@ class DynamicProfilerMonitor:
         from .frameworks import install_post_import_hooks
 
         base = from_mapping({"output_path": self.output_path})
-        current = S.start(base, origin="dynamic")  # its run keeps the step timing and lists the windows
+        current = S.start(base, origin="dynamic", analyse=online_analysis.analyse)  # its run keeps the step timing and lists the windows
         install_post_import_hooks(current)
         return current
 

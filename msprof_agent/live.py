@@ -27,10 +27,30 @@ from .contract import names
 TYPE_CHECKING = False  # typing is not imported at run time: the agent starts inside every training process
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, Protocol
 
     from .collectors.heap import HeapReader
-    from .session import Session
+    from .collectors.steps import StepRecorder
+    from .options import Options
+    from .windows import Collection
+
+    class Watched(Protocol):
+        """What the live record reads of its session (the session holds the record: it is told each step's close)."""
+
+        meta: dict[str, Any]
+        options: Options
+        framework: str | None
+        started_ns: int
+        steps: StepRecorder
+
+        @property
+        def owner(self) -> Collection | None: ...
+
+        @property
+        def run(self) -> Collection: ...
+
+        @property
+        def profiler_dir(self) -> str: ...
 
 INTERVAL_S = 1.0
 KEPT_STEPS = 128  # recent steps kept (and written); the rules read them
@@ -54,7 +74,7 @@ def hang_after_s() -> float | None:
 class LiveState:
     """The live record's data (filled by the training thread) and its writer thread."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Watched) -> None:
         self.session = session
         options = session.options
         self.rank = options.rank_id
@@ -221,7 +241,7 @@ class LiveState:
             self.tick("ended", reason)
 
 
-def start(session: Session) -> LiveState | None:
+def start(session: Watched) -> LiveState | None:
     """The session's live state (None if it cannot be kept); its thread starts at the first step's close."""
     try:
         return LiveState(session)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn, Protocol
 
     from .collectors import SamplerThread
+    from .contract.names import RunFolders
     from .contract.summary import Summary
     from .frameworks.device_session import DeviceSession
     from .live import LiveState
@@ -48,6 +49,12 @@ if TYPE_CHECKING:
         def step_opened(self, n: int, start_ns: int) -> object: ...
 
         def step_closed(self, step: dict[str, Any]) -> object: ...
+
+    class Analyse(Protocol):
+        """A finished collection's analysis in this process (``online_analysis.analyse``, handed over by the door that
+        started the session): the session collects and never imports the analysis."""
+
+        def __call__(self, profiler_dir: str, rank: int, announce: bool, output: RunFolders) -> Summary: ...
 
     SignalHandler = Callable[[int, FrameType | None], Any] | int  # what signal.getsignal returns, None aside
 
@@ -70,9 +77,10 @@ def _physical_memory() -> int | None:
 
 
 class Session:
-    def __init__(self, options: Options, origin: str) -> None:
+    def __init__(self, options: Options, origin: str, analyse: Analyse) -> None:
         self.options = options  # the process's: integrations read rank_id and data_process; windows bring their own
         self.origin = origin
+        self.analysis = analyse  # what analyses a finished collection here (the door's, online_analysis.analyse)
         self.started_ns = time.time_ns()
         self.owner_pid = os.getpid()
         self.framework: str | None = None
@@ -149,6 +157,11 @@ class Session:
         target = self.owner or self.run
         if not target.analysed:
             target.writer.add(record)
+
+    def flush(self) -> None:
+        """Write what the recording collection holds (a device session's read-back batches), freeing their memory."""
+        if self.owner is not None:
+            self.owner.writer.flush()
 
     def writer_now(self) -> EventWriter | None:
         """The recording collection's writer, for a record that must be on disk at once (``EventWriter.write_now``); None when off."""
@@ -339,9 +352,7 @@ class Session:
         if c.analyse_mode == ASYNC:
             self._analyse_in_background(c)
             return None
-        from .pipeline import analyse_rank
-
-        summary = c.summary = analyse_rank(c.profiler_dir, c.options.rank_id, announce=c.recorded, output=c.folders)
+        summary = c.summary = self.analysis(c.profiler_dir, c.options.rank_id, c.recorded, c.folders)
         if c is self.run and self.windows.listed:
             self._list_windows(c, summary)
         return summary
@@ -420,12 +431,13 @@ class Session:
         self.windows.abandon_all()
 
 
-def start(options: Options, origin: str) -> Session:
-    """Create the process's session (once) and the exit, signal and fork hooks that protect its data."""
+def start(options: Options, origin: str, analyse: Analyse) -> Session:
+    """Create the process's session (once), analysing what it collects with ANALYSE, and the exit, signal and fork
+    hooks that protect its data."""
     global _current
     if _current is not None:
         return _current
-    _current = Session(options, origin)
+    _current = Session(options, origin, analyse)
     from . import live
 
     _current.live = live.start(_current)

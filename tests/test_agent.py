@@ -311,8 +311,8 @@ def test_a_job_leaving_through_os_exit_is_analysed_and_keeps_its_status(out_dir,
 
 SLOW_ANALYSIS_THEN_OS_EXIT = """
 import os, sys, time
-from msprof_agent import options, session
-current = session.start(options.from_mapping({"start": True, "output_path": sys.argv[1]}), origin="test")
+from msprof_agent import online_analysis, options, session
+current = session.start(options.from_mapping({"start": True, "output_path": sys.argv[1]}), origin="test", analyse=online_analysis.analyse)
 session.OS_EXIT_ANALYSIS_S = 0.1
 current.finalize = lambda reason: (time.sleep(3), print("analysis finished", flush=True))
 os._exit(5)
@@ -332,8 +332,8 @@ def test_an_analysis_past_the_os_exit_bound_leaves_with_the_status_and_says_how_
 
 STEPS_BY_HAND = """
 import sys, time
-from msprof_agent import options, session
-current = session.start(options.from_mapping({"start": True, "output_path": sys.argv[1]}), origin="test")
+from msprof_agent import online_analysis, options, session
+current = session.start(options.from_mapping({"start": True, "output_path": sys.argv[1]}), origin="test", analyse=online_analysis.analyse)
 for _ in range(6):
     current.steps.open()
     time.sleep(0.05)

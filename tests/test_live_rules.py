@@ -107,13 +107,13 @@ def test_a_gpu_job_s_step_on_the_device_is_shown_beside_the_host_s():
 
 SESSION = """
 import json, os, sys, time
-from msprof_agent import capture, live, session as S
+from msprof_agent import capture, live, online_analysis, session as S
 from msprof_agent.options import parse_text
 live.INTERVAL_S = 0.05
 os.makedirs(os.path.join(sys.argv[1], "profiler"))
 with open(os.path.join(sys.argv[1], "profiler", "live_capture.json"), "w") as f:  # an earlier job's request
     json.dump({"id": "cli-1", "at_ns": 1, "start": 5, "steps": 2, "by": "msprof-agent capture"}, f)
-s = S.start(parse_text(json.dumps({"start": True, "output_path": sys.argv[1], "capture": {"every": 1000}})), "env")
+s = S.start(parse_text(json.dumps({"start": True, "output_path": sys.argv[1], "capture": {"every": 1000}})), "env", online_analysis.analyse)
 capture.follow_requests(s)
 s.run.claim()
 for n in range(30):

@@ -169,10 +169,11 @@ def test_install_is_idempotent_and_uninstall_restores(tmp_path):
 
     from msprof_agent import session as S
     from msprof_agent.frameworks.mindspore import patch as integration
+    from msprof_agent.online_analysis import analyse
     from msprof_agent.options import from_mapping
 
     originals = (iterators.Iterator.__dict__["__next__"], model.Model.__dict__["_train"])
-    session = S.Session(from_mapping({"start": True, "output_path": str(tmp_path), "op_time": False}), "test")
+    session = S.Session(from_mapping({"start": True, "output_path": str(tmp_path), "op_time": False}), "test", analyse)
     integration.install(session)
     try:
         wrapped = iterators.Iterator.__dict__["__next__"]
@@ -198,18 +199,22 @@ def test_device_falls_back_to_the_public_profiler(tmp_path, monkeypatch):
 
     from msprof_agent import session as S
     from msprof_agent.frameworks.mindspore.device import MindSporeDevice
+    from msprof_agent.online_analysis import analyse
     from msprof_agent.options import from_mapping
 
     class Records(list):
-        owner = None  # no recording collection: nothing to flush
+        """A device session's recorder that keeps what it is handed."""
 
         def record(self, record):
             self.append(record)
 
+        def flush(self):
+            pass
+
     def unusable(self):
         raise RuntimeError("no lower layer")
 
-    session = S.Session(from_mapping({"start": True, "output_path": str(tmp_path)}), "test")
+    session = S.Session(from_mapping({"start": True, "output_path": str(tmp_path)}), "test", analyse)
     device = MindSporeDevice(session)
     monkeypatch.setattr(MindSporeDevice, "_start_native", unusable)
     ms.set_device("CPU")

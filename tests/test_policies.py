@@ -74,6 +74,7 @@ def test_max_trace_mb_stops_further_windows(out_dir):
 
 @pytest.mark.unit
 def test_a_failing_listener_is_reported_once_and_steps_go_on(tmp_path, capsys):
+    from msprof_agent.online_analysis import analyse
     from msprof_agent.options import from_mapping
     from msprof_agent.session import Session
 
@@ -84,7 +85,7 @@ def test_a_failing_listener_is_reported_once_and_steps_go_on(tmp_path, capsys):
         def step_closed(self, step):
             raise RuntimeError("policy bug")
 
-    session = Session(from_mapping({"start": True, "output_path": str(tmp_path)}), "test")
+    session = Session(from_mapping({"start": True, "output_path": str(tmp_path)}), "test", analyse)
     session.listeners.append(Broken())
     for _ in range(3):
         session.steps.open()

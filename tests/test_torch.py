@@ -164,11 +164,12 @@ def test_install_is_idempotent_guarded_and_uninstalls(tmp_path, capsys):
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     from msprof_agent.frameworks.torch import patch as integration
+    from msprof_agent.online_analysis import analyse
     from msprof_agent.options import Options
     from msprof_agent.session import Session
 
     original_backward, original_next = torch.autograd.backward, _BaseDataLoaderIter.__dict__["__next__"]
-    session = Session(Options(output_path=str(tmp_path)), origin="test")
+    session = Session(Options(output_path=str(tmp_path)), origin="test", analyse=analyse)
     try:
         first = integration.install(session)
         assert integration.install(session) is first
@@ -196,6 +197,7 @@ def test_record_function_is_patched_only_while_a_window_records_with_mstx(tmp_pa
     from torch.autograd.profiler import record_function
 
     from msprof_agent.frameworks.torch import patch as integration
+    from msprof_agent.online_analysis import analyse
     from msprof_agent.options import Options
     from msprof_agent.session import Session
 
@@ -203,7 +205,7 @@ def test_record_function_is_patched_only_while_a_window_records_with_mstx(tmp_pa
         return vars(record_function)["__enter__"] is not original[0] or vars(record_function)["__exit__"] is not original[1]
 
     original = vars(record_function)["__enter__"], vars(record_function)["__exit__"]
-    session = Session(Options(output_path=str(tmp_path), op_time=False, mstx=True), origin="test")
+    session = Session(Options(output_path=str(tmp_path), op_time=False, mstx=True), origin="test", analyse=analyse)
     try:
         integration.install(session)
         assert not patched()

@@ -135,9 +135,10 @@ def test_analyse_modes_are_checked(tmp_path):
 
 def test_a_session_records_its_windows_through_the_registry(tmp_path, capsys):
     """The session drives the registry from its step stream: start_window refuses while another records."""
+    from msprof_agent.online_analysis import analyse
     from msprof_agent.session import Session
 
-    session = Session(from_mapping({"start": True, "output_path": str(tmp_path), "start_step": 2, "stop_step": 2}), "test")
+    session = Session(from_mapping({"start": True, "output_path": str(tmp_path), "start_step": 2, "stop_step": 2}), "test", analyse)
     session.steps.open()
     assert session.owner is None
     session.steps.close()
@@ -159,9 +160,10 @@ def test_a_session_records_its_windows_through_the_registry(tmp_path, capsys):
 
 def test_an_async_window_is_analysed_by_the_background_entry_point(tmp_path, capfd):
     """``python -m msprof_agent.background_analysis DIR RANK --quiet``: a capture window's one line, its summary."""
+    from msprof_agent.online_analysis import analyse
     from msprof_agent.session import Session
 
-    session = Session(from_mapping({"output_path": str(tmp_path)}), "test")
+    session = Session(from_mapping({"output_path": str(tmp_path)}), "test", analyse)
     window = session.start_window(str(tmp_path), 1, 2, session.run.options, "capture", W.ASYNC, {"trigger": "periodic"})
     for _ in range(2):
         session.steps.open()

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from ...options import Options
     from ...session import Session
+    from ..device_session import Recorder
 
 
 class MindSporeDevice:
@@ -77,7 +78,7 @@ class MindSporeDevice:
 
         self._public = Profiler(output_path=self.scratch, profile_memory=options.profile_memory)
 
-    def stop(self, session: Session) -> None:
+    def stop(self, recorder: Recorder) -> None:
         """Stop the profilers and read their files back. A ``buffer`` record says what the op profiler held in
         this process (its op records, ~3.5 KB an op, kept until its stop), as the torch session's does, so that
         the advisor judges the job's memory net of it."""
@@ -88,10 +89,9 @@ class MindSporeDevice:
             elif self._public is not None:
                 self._public.stop()
             self._stop_dataset_profiler()
-            events = self._read_back(session)
+            events = self._read_back(recorder)
             if events and self.options is not None:
-                if session.owner is not None:
-                    session.owner.writer.flush()  # the read-back batches leave memory before the heap is read again
+                recorder.flush()  # the read-back batches leave memory before the heap is read again
                 heap.return_freed_memory()
                 buffer: dict[str, Any] = {records.KIND: records.BUFFER, "start": self._started, "stop": stopped, "events": events,
                                           "rss_before": rss_held, "rss_after": heap.rss(), "record_shapes": self.options.record_shapes,
@@ -100,7 +100,7 @@ class MindSporeDevice:
                 heap_freed = heap.in_use()
                 if heap_held is not None and heap_freed is not None:
                     buffer.update(heap_before=heap_held, heap_after=heap_freed)
-                session.record(buffer)
+                recorder.record(buffer)
         finally:
             self._native = self._public = None
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -113,7 +113,7 @@ class MindSporeDevice:
     def step_closed(self, step: dict[str, Any]) -> None:
         self._step_ends.append(step["end"])
 
-    def _read_back(self, session: Session) -> int:
+    def _read_back(self, recorder: Recorder) -> int:
         """Emit the profilers' files as raw records; returns how many ops they held."""
         count = 0
         path = profiler_files.find(self.scratch, names.MS_OP_EXECUTIONS)
@@ -123,33 +123,33 @@ class MindSporeDevice:
             if shapes is not None and self.options is not None and self.options.record_shapes:
                 profiler_files.attach_shapes(ops, profiler_files.read_shapes(shapes))
             for batch in profiler_files.op_batches(ops, "mindspore-cpu"):
-                session.record(batch)
-            self._emit_collectives(session, ops)
+                recorder.record(batch)
+            self._emit_collectives(recorder, ops)
             count = len(ops["start"])
         memory = profiler_files.find(self.scratch, names.MS_MEMORY_RECORD)
         if memory is not None:
             for record in profiler_files.memory_records(memory):
-                session.record(record)
+                recorder.record(record)
         queues: tuple[tuple[str, Literal["iterator", "device_queue"]], ...] = (
             (names.MS_ITERATOR_QUEUE, "iterator"), (names.MS_DEVICE_QUEUE, "device_queue"))
         for pattern, kind in queues:
             queue = profiler_files.find(self.scratch, pattern)
             if queue is not None:
                 for sample in profiler_files.queue_records(queue, kind):
-                    session.record(sample)
+                    recorder.record(sample)
         pipeline = profiler_files.find(self.scratch, names.MS_PIPELINE)
         if pipeline is not None:
             cpu = profiler_files.find(self.scratch, names.MS_CPU_UTILIZATION)
             for snapshot in profiler_files.pipeline_records(pipeline, cpu):
-                session.record(snapshot)
+                recorder.record(snapshot)
         return count
 
-    def _emit_collectives(self, session: Session, ops: profiler_files.OpColumns) -> None:
+    def _emit_collectives(self, recorder: Recorder, ops: profiler_files.OpColumns) -> None:
         """A ``comm`` record for each collective op execution, numbered by the step it starts in."""
         ends = sorted(self._step_ends)
         for op_type, start, dur in zip(ops["type"], ops["start"], ops["dur"]):
             if op_type in COLLECTIVES:
-                session.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start), "name": op_type,
+                recorder.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start), "name": op_type,
                                 "start": start, "dur": dur, "bytes": None, "source": records.COMM_FROM_PROFILER})
 
     # The dataset profiler only sees pipelines built after it started, hence install time.

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ...collectors.steps import StepRecorder
-    from ...session import Session
+    from ..device_session import Recorder
 
     Batch = dict[str, list[Any]]  # an ops batch's columns, filled event by event
     Collective = tuple[str, int, int, list[list[int]], list[str]]  # name, start, dur, input shapes, dtypes
@@ -254,18 +254,18 @@ class TorchDeviceSession:
             steps = min(steps, max(SAMPLE_STEPS, steps // SAMPLE_SHARE))
         return self.active and self._steps_in_session >= steps
 
-    def hand_over(self, session: Session) -> int:
+    def hand_over(self, recorder: Recorder) -> int:
         """Stop the profiler session, write its events, start the next one, sized to ~SESSION_EVENTS; returns
         the ns of it spent inside torch.profiler's own stop() and start() (the rest is the agent's reading)."""
         steps = self._steps_in_session
         self._in_torch_ns = 0
-        events = self.stop(session)
+        events = self.stop(recorder)
         if events:
             self._session_steps = max(1, steps * self._events_per_session // events)
         self._start_profiler(continuing=True)
         return self._in_torch_ns
 
-    def stop(self, session: Session) -> int:
+    def stop(self, recorder: Recorder) -> int:
         """Stop torch.profiler and write its events; returns how many it gave. A ``buffer`` record says
         what the session held in this process: the RSS and the heap's bytes in use (``heap.in_use``) before its stop and
         after its events are freed (with the settings that sized them), so the advisor judges the job's
@@ -283,14 +283,13 @@ class TorchDeviceSession:
         results = prof.profiler.kineto_results
         events = results.events()
         count: int = len(events)
-        host = self._emit(session, events, self._clock_offset(results.trace_start_ns()))
+        host = self._emit(recorder, events, self._clock_offset(results.trace_start_ns()))
         # The profile object sits in reference cycles that only a full garbage collection frees, and
         # with it the C++ events (~10 KB each): drop them now, or every hand-over's stay in memory.
         prof.profiler.kineto_results = None
         prof.profiler = None
         del events, results, prof
-        if session.owner is not None:
-            session.owner.writer.flush()  # the emitted batches leave memory too before the RSS is read again
+        recorder.flush()  # the emitted batches leave memory too before the RSS is read again
         self._compare_steps(host)
         del host  # the session's host columns too (~80 bytes an event): held at the reading, they read as the job's growth
         heap.return_freed_memory()
@@ -303,7 +302,7 @@ class TorchDeviceSession:
         heap_freed = heap.in_use()
         if heap_held is not None and heap_freed is not None:  # exact: bytes in use, whatever the heap kept of the freed
             buffer.update(heap_before=heap_held, heap_after=heap_freed)
-        session.record(buffer)
+        recorder.record(buffer)
         return count
 
     def _compare_steps(self, host: list[HostBatch]) -> None:
@@ -331,7 +330,7 @@ class TorchDeviceSession:
                 self._shapes_next = f"step {step}'s op sequence or input shapes were not seen in a session with shapes"
                 return
 
-    def _emit(self, session: Session, events: Any, offset: int) -> list[HostBatch]:
+    def _emit(self, recorder: Recorder, events: Any, offset: int) -> list[HostBatch]:
         """Write the events as ``ops`` batches (and ``mem`` / ``comm`` records); returns the host batches'
         coded names and starts, for the step signatures."""
         cuda = self.cuda
@@ -342,7 +341,7 @@ class TorchDeviceSession:
             except Exception:  # an event that cannot be read: one by one below, skipping only it
                 columns = None
             if columns is not None:
-                return self._emit_host(session, columns, offset)
+                return self._emit_host(recorder, columns, offset)
         batches: dict[str, Batch] = {}
         memory: list[tuple[int, int, bool]] = []  # (ts, bytes allocated (negative: freed), on the GPU)
         comm: list[Collective] = []
@@ -385,34 +384,34 @@ class TorchDeviceSession:
                 batch["shape"].append(shape)
             if len(batch["start"]) >= OPS_CHUNK:
                 del batches[device]
-                flushed = _flush_batch(session, batch, offset)
+                flushed = _flush_batch(recorder, batch, offset)
                 if not on_gpu:
                     host.append(flushed)
         for device, batch in batches.items():
-            flushed = _flush_batch(session, batch, offset)
+            flushed = _flush_batch(recorder, batch, offset)
             if device == "cpu":
                 host.append(flushed)
         if memory:
-            self._emit_memory(session, memory, offset)
+            self._emit_memory(recorder, memory, offset)
         if comm:
-            self._emit_comm(session, comm, offset)
+            self._emit_comm(recorder, comm, offset)
         if links is not None and links.kernels:
-            session.record(links.record(offset))
+            recorder.record(links.record(offset))
         if skipped:
-            session.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
+            recorder.record({records.KIND: records.NOTE, "text": f"torch.profiler: {skipped} unreadable events were skipped"})
         return host
 
-    def _emit_host(self, session: Any, columns: dict[str, Any], offset: int) -> list[HostBatch]:
+    def _emit_host(self, recorder: Recorder, columns: dict[str, Any], offset: int) -> list[HostBatch]:
         """``_emit`` for host-only events read as whole columns (``_host_columns``)."""
         comm = columns.pop("comm")
         count = len(columns["start"])
-        host = [_flush_batch(session, {k: v[lo:lo + OPS_CHUNK] if count > OPS_CHUNK else v for k, v in columns.items()}, offset)
+        host = [_flush_batch(recorder, {k: v[lo:lo + OPS_CHUNK] if count > OPS_CHUNK else v for k, v in columns.items()}, offset)
                 for lo in range(0, count, OPS_CHUNK)]
         if comm:
-            self._emit_comm(session, comm, offset)
+            self._emit_comm(recorder, comm, offset)
         return host
 
-    def _emit_comm(self, session: Session, comm: list[Collective], offset: int) -> None:
+    def _emit_comm(self, recorder: Recorder, comm: list[Collective], offset: int) -> None:
         """``comm`` records for the collectives no Python wrapper saw (DDP's gradient all-reduce).
 
         A profiler collective a wrapper timed (``_timed_by_wrappers``) is that call, already recorded (an
@@ -425,7 +424,7 @@ class TorchDeviceSession:
         for n, (op, start, dur, shapes, dtypes) in enumerate(named):
             if n in timed:
                 continue
-            session.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start),
+            recorder.record({records.KIND: records.COMM, "step": self._first_step + bisect.bisect_right(ends, start),
                             "name": op, "start": start, "dur": dur,
                             "bytes": _tensor_bytes(shapes, dtypes), "source": records.COMM_FROM_PROFILER})
 
@@ -438,7 +437,7 @@ class TorchDeviceSession:
         log.warn_once("torch.profiler's clock differs from time.time_ns(); op times are shifted to the wall clock")
         return (before + after) // 2 - trace_start_ns
 
-    def _emit_memory(self, session: Session, memory: list[tuple[int, int, bool]], offset: int) -> None:
+    def _emit_memory(self, recorder: Recorder, memory: list[tuple[int, int, bool]], offset: int) -> None:
         """Allocated bytes over time from the allocator's [memory] events, the peak of each time bucket.
 
         CUDA counts from ``torch.cuda.memory_allocated()`` at the window start; the CPU allocator
@@ -461,7 +460,7 @@ class TorchDeviceSession:
             first = np.flatnonzero(np.append(True, bucket[1:] != bucket[:-1]))
             peaks = np.maximum.reduceat(allocated, first)
             for when, value in zip(ts[first].tolist(), peaks.tolist()):
-                session.record({records.KIND: records.MEM, "ts": when, "allocated": value, "device": device})
+                recorder.record({records.KIND: records.MEM, "ts": when, "allocated": value, "device": device})
 
 
 class _Links:
@@ -603,7 +602,7 @@ def _new_batch(shapes_on: bool, device: str) -> Batch:
     return batch
 
 
-def _flush_batch(session: Session, batch: Batch, offset: int) -> HostBatch:
+def _flush_batch(recorder: Recorder, batch: Batch, offset: int) -> HostBatch:
     """Record ``batch`` as one ``ops`` record; returns its names as coded there and its starts (the step
     signatures read them: the names are coded once)."""
     if not batch["start"]:
@@ -618,5 +617,5 @@ def _flush_batch(session: Session, batch: Batch, offset: int) -> HostBatch:
     record.update(batch)
     if offset:
         record["start"] = [s + offset for s in batch["start"]]
-    session.record(record)
+    recorder.record(record)
     return codes, table, batch["start"]
