@@ -59,7 +59,7 @@ for page in pages:
 A.summary.build = (lambda build: lambda *a: timed("summary and findings", build, *a))(A.summary.build)
 A.rank.load_rank = (lambda load: lambda *a: timed("loading the raw store", load, *a))(A.rank.load_rank)
 timed("report: jinja2's import", __import__, "jinja2")
-timed("report: the viewer's imports", __import__, "msprof_agent.viewer.render")
+timed("report: the viewer's imports", __import__, "msprof_agent.viewer.documents")
 P.write_report = (lambda write: lambda *a: timed("report: reading and rendering", write, *a))(P.write_report)
 profiler_dir = os.path.join(sys.argv[1], "profiler")
 P.analyse_rank(profiler_dir, raw_ranks(profiler_dir)[0])  # as the job's exit runs it

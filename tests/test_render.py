@@ -14,9 +14,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_every_template_compiles():
-    from msprof_agent.viewer import render
+    from msprof_agent.viewer import documents
 
-    env = render.environment()
+    env = documents.environment()
     names = env.list_templates()
     assert {"base.html", "macros.html", "run.html", "report.html", "index.html", "error.html"} <= set(names)
     for name in names:
@@ -24,7 +24,7 @@ def test_every_template_compiles():
 
 
 def test_json_blob_cannot_close_its_script():
-    from msprof_agent.viewer.render import json_blob
+    from msprof_agent.viewer.documents import json_blob
 
     text = json_blob({"name": EVIL_SCRIPT + " & <!--", "nan": float("nan")})
     assert "<" not in text and ">" not in text and "&" not in text
@@ -32,27 +32,27 @@ def test_json_blob_cannot_close_its_script():
 
 
 def test_pages_print_hostile_names_as_text(tmp_path):
-    from msprof_agent.viewer import pages, render
+    from msprof_agent.viewer import documents, pages
     from msprof_agent.viewer import sections as data
 
     directory = make_fixture(str(tmp_path / "job" / "profiler"))
     run = data.scan(str(tmp_path))["job"]
     for page in pages.views():
-        text = render.run_page(run, 0, page, pages.load_page(run, 0, page))
+        text = documents.run_page(run, 0, page, pages.load_page(run, 0, page))
         assert EVIL not in text and "<script>alert" not in text, page
-    assert "&lt;img src=x onerror=alert(1)&gt;" in render.run_page(run, 0, "operators", pages.load_page(run, 0, "operators"))
-    text = render.error_page(404, EVIL)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in documents.run_page(run, 0, "operators", pages.load_page(run, 0, "operators"))
+    text = documents.error_page(404, EVIL)
     assert EVIL not in text and "&lt;img" in text and "msprof-charts" not in text
-    assert EVIL not in render.index_page(directory + EVIL, data.scan(str(tmp_path)))
+    assert EVIL not in documents.index_page(directory + EVIL, data.scan(str(tmp_path)))
 
 
 def test_a_long_table_shows_its_first_rows_and_says_so(monkeypatch):
-    from msprof_agent.viewer import render
+    from msprof_agent.viewer import documents, render
 
     monkeypatch.setattr(render, "MAX_TABLE_ROWS", 2)
     rows = [{"name": f"op{i}", "ms": i / 3} for i in range(5)]
     table = render.table("t", (("name", "Name", "text"), ("ms", "Time", "num")), rows, ("name",))
-    html = render.environment().from_string('{% from "macros.html" import sortable_table %}{{ sortable_table(t) }}').render(t=table)
+    html = documents.environment().from_string('{% from "macros.html" import sortable_table %}{{ sortable_table(t) }}').render(t=table)
     assert html.count("<tr data-search=") == 2 and "Showing the first 2 of 5 rows" in html
     assert f'data-v="{1 / 3!r}">0.333</td>' in html
 

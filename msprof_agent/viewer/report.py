@@ -32,7 +32,7 @@ def write_report(profiler_dir: str, rank: int | str, step_level_timeline: bytes 
     run links to the job's cluster_report.html, where the roll-up writes it once every rank has its summary.
     ``step_level_timeline``: the rank's timeline file without its ops, from the analysis that just wrote it
     (``sections.Run.step_level_timelines``)."""
-    from . import pages, render, sections
+    from . import documents, pages, render, sections
 
     rank = int(rank)
     directory = os.path.abspath(profiler_dir)
@@ -43,10 +43,10 @@ def write_report(profiler_dir: str, rank: int | str, step_level_timeline: bytes 
     if step_level_timeline is not None:
         run.step_level_timelines[rank] = step_level_timeline
     with sections.shared_reads():
-        loaded = {name: pages.load_page(run, rank, name) for name in render.report_pages(run)}
+        loaded = {name: pages.load_page(run, rank, name) for name in documents.report_pages(run)}
     summary = loaded["overview"]["summary"]
     rank_size = int(summary["data"].get("rank_size") or 1) if render.ok(summary) and isinstance(summary["data"], dict) else 1
-    text = render.report(run, rank, loaded, plotly_src, cluster_href=names.cluster_report_href(directory) if rank_size > 1 else None)
+    text = documents.report(run, rank, loaded, plotly_src, cluster_href=names.cluster_report_href(directory) if rank_size > 1 else None)
     path = os.path.join(directory, REPORT_NAME.format(rank=rank))
     _write(path, text)
     return path
@@ -55,13 +55,13 @@ def write_report(profiler_dir: str, rank: int | str, step_level_timeline: bytes 
 def write_cluster_report(cluster: str) -> str:
     """Write the job's cluster_report.html into ``cluster`` (``names.cluster_dir``, beside its cluster summary),
     atomically, and return its path: the viewer's Cluster page, linking each rank to its report."""
-    from . import render, sections
+    from . import documents, sections
 
     cluster = os.path.abspath(cluster)
     plotly_src = _plotly_beside(cluster, f"{names.CLUSTER_REPORT} skipped")
     ranks = {rank: directory for directory in names.cluster_member_dirs(cluster) for rank in names.summary_ranks(directory)}
     run = sections.Run(os.path.basename(cluster), dict(sorted(ranks.items())))
-    text = render.cluster_report(run, sections.load_cluster_report(run, cluster), plotly_src)
+    text = documents.cluster_report(run, sections.load_cluster_report(run, cluster), plotly_src)
     path = os.path.join(cluster, names.CLUSTER_REPORT)
     _write(path, text)
     return path

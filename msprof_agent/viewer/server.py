@@ -21,7 +21,7 @@ import orjson
 from ..analysis import live as live_rules
 from ..contract import live as live_record
 from ..contract.names import MERGED_SUFFIX, MERGED_TIMELINE
-from . import merged_timeline, pages, render, sections
+from . import documents, merged_timeline, pages, sections
 from .assets import INSTALL_VIEWER, STATIC_DIR, plotly_js_path, template_engine_missing
 
 Response = tuple[int, str, str | bytes, dict[str, str]]  # (status, content type, body, extra headers)
@@ -57,10 +57,10 @@ class Handler(BaseHTTPRequestHandler):
         try:
             status, ctype, body, extra = self.route()
         except HTTPError as exc:
-            status, ctype, body, extra = exc.status, "text/html; charset=utf-8", render.error_page(exc.status, str(exc)), {}
+            status, ctype, body, extra = exc.status, "text/html; charset=utf-8", documents.error_page(exc.status, str(exc)), {}
         except Exception as exc:  # one page's failure must not stop the server
             traceback.print_exc()
-            status, ctype, body, extra = 500, "text/html; charset=utf-8", render.error_page(500, f"{type(exc).__name__}: {exc}"), {}
+            status, ctype, body, extra = 500, "text/html; charset=utf-8", documents.error_page(500, f"{type(exc).__name__}: {exc}"), {}
         if isinstance(body, str):
             body = body.encode("utf-8")
         self.send_response(status)
@@ -89,13 +89,13 @@ class Handler(BaseHTTPRequestHandler):
         path = url.path
         if path in ("/", "/index.html"):
             running = {job: self.live_view(job) for job in sections.running_jobs(self.index.base)}
-            return 200, "text/html; charset=utf-8", render.index_page(self.index.base, self.index.runs(fresh=True), running), {}
+            return 200, "text/html; charset=utf-8", documents.index_page(self.index.base, self.index.runs(fresh=True), running), {}
         if path in ("/live", "/api/live"):
             job = (query.get("job") or [""])[0]
             view = self.live_view(job)
             if path.startswith("/api/"):
                 return 200, "application/json", orjson.dumps(view), {}
-            return 200, "text/html; charset=utf-8", render.live_page(job, view), {}
+            return 200, "text/html; charset=utf-8", documents.live_page(job, view), {}
         if path == "/favicon.ico":
             return 204, "image/x-icon", b"", {}
         if path.startswith("/static/"):
@@ -113,7 +113,7 @@ class Handler(BaseHTTPRequestHandler):
             loaded = pages.load_page(run, rank, page_name)
             if path.startswith("/api/"):
                 return 200, "application/json", orjson.dumps(loaded, option=orjson.OPT_NON_STR_KEYS), {}
-            return 200, "text/html; charset=utf-8", render.run_page(run, rank, page_name, loaded), {}
+            return 200, "text/html; charset=utf-8", documents.run_page(run, rank, page_name, loaded), {}
         raise HTTPError(404, "not found")
 
     def live_view(self, job: str) -> dict[str, Any]:
