@@ -220,7 +220,7 @@ def test_the_gpu_page_shows_the_device_files(summaries, name):
     for kernel, _kind, launched_by, *_ in kernels:
         assert f'data-search="{escape(f"{kernel} {launched_by}".lower())}"' in page, kernel
     for kernel_type, *_ in types:
-        assert f'<td data-col="op_type" data-v="{escape(kernel_type)}">' in page, kernel_type
+        assert f'data-search="{escape(kernel_type.lower())}"' in page, kernel_type
     memory = summaries[name]["device"]["memory"]
     assert f'<td data-key="peak allocated (MiB)">{memory["peak_allocated_mb"]:.0f}</td>' in page
     gpu_findings = [f["id"] for f in summaries[name]["findings"] if f["id"] in ("gpu_bound", "launch_bound", "host_sync")]

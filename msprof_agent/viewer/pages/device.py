@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...analysis.device import IDLE_CAUSES, IDLE_WORDS
-from ..render import STAGE_COLORS, Column, fmt, ok, pct, table
+from ..render import STAGE_COLORS, Column, fmt, ok, op_type_charts, pct, short, table
 from ..sections import present
 from ..views import View
 from .overview import findings_view
@@ -25,11 +25,12 @@ IDLE_COLORS = {"host": "#f2a541", "sync": "#8e44ad", "data": STAGE_COLORS["data_
 STEP_COLUMNS: tuple[Column, ...] = (("step", "Step", "count"), ("step_ms", "Step (ms)", "num"), ("busy_ms", "Busy (ms)", "num"),
                                     ("idle_ms", "Idle (ms)", "num"), *((f"idle_{c}", f"Idle: {c} (ms)", "num") for c in IDLE_CAUSES),
                                     ("activities", "Activities", "count"), ("launches", "Launches", "count"), ("syncs", "Syncs", "count"))
-KERNEL_COLUMNS: tuple[Column, ...] = (("kernel", "Kernel", "text"), ("launched_by", "Launched by", "text"), ("kind", "Kind", "text"),
+KERNEL_COLUMNS: tuple[Column, ...] = (("name", "Kernel", "text"), ("launched_by", "Launched by", "text"), ("kind", "Kind", "text"),
                                       ("count", "Count", "count"), ("total_ms", "Total (ms)", "num"), ("avg_us", "Avg (µs)", "num"),
                                       ("share", "Share", "pct"))
-KERNEL_TYPE_COLUMNS: tuple[Column, ...] = (("op_type", "Kernel", "text"), ("occurrences", "Count", "count"), ("total_ms", "Total (ms)", "num"),
+KERNEL_TYPE_COLUMNS: tuple[Column, ...] = (("name", "Kernel", "text"), ("occurrences", "Count", "count"), ("total_ms", "Total (ms)", "num"),
                                            ("avg_ms", "Avg (ms)", "num"), ("percent", "Share", "pct"))
+NAME_CHARS = 90  # a kernel's name as the tables show it (C++ templates run to 600 characters); searched in full
 
 
 def device_page(page: Page, run: Run, rank: int, sections: Loaded, report: bool = False) -> dict[str, Any]:
@@ -44,9 +45,10 @@ def device_page(page: Page, run: Run, rank: int, sections: Loaded, report: bool 
         context["step_chart"] = busy_idle_chart(page, "device-steps", steps["data"])
         context["step_table"] = table("device-steps-table", STEP_COLUMNS, [dict(s, **{f"idle_{c}": s["idle"][c] for c in IDLE_CAUSES}) for s in steps["data"]])
     if ok(kernels):
-        context["kernel_table"] = table("device-kernels", KERNEL_COLUMNS, kernels["data"], ("kernel", "launched_by"))
+        context["kernel_table"] = table("device-kernels", KERNEL_COLUMNS, _named(kernels["data"], "kernel"), ("kernel", "launched_by"))
     if ok(types):
-        context["type_table"] = table("device-kernel-types", KERNEL_TYPE_COLUMNS, types["data"], ("op_type",))
+        context["type_charts"] = op_type_charts(page, "device-type-", types["data"], kinds="kernels", whole="all device time")
+        context["type_table"] = table("device-kernel-types", KERNEL_TYPE_COLUMNS, _named(types["data"], "op_type"), ("op_type",))
     return context
 
 
@@ -90,6 +92,11 @@ def memory_rows(device: Mapping[str, Any]) -> list[tuple[str, Any]]:
     if nvml.get("used_mb_max") is not None:
         rows.append(("NVML used, max (MiB)", fmt(nvml["used_mb_max"], 0)))
     return rows
+
+
+def _named(rows: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Each row with ``name``: its ``key`` cut to ``NAME_CHARS``."""
+    return [dict(row, name=short(row[key], NAME_CHARS)) for row in rows]
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
