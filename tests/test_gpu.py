@@ -175,6 +175,82 @@ def test_the_report_shows_the_gpu(summaries, tmp_path_factory):
         assert text in card, text
 
 
+def _device_page(report: str) -> str:
+    """The GPU page's block of a report_{r}.html's text: up to the next page's, or the end of the pages."""
+    block = report[report.index('<div class="report-page" id="device">'):report.index("</main>")]
+    end = block.find('<div class="report-page"', 1)
+    return block if end < 0 else block[:end]
+
+
+@pytest.mark.parametrize("name", ["gpt_default", "tiny_default"])
+def test_the_gpu_page_shows_the_device_files(summaries, name):
+    """The GPU page (viewer page ``device``) reads device_steps, gpu_kernels and gpu_op_type_info through their
+    declared readers: each step's busy and idle time by cause as the CSV has it (the chart and the table), every
+    kernel with the op that launched it, every kernel type, the allocator's peaks and the GPU's findings."""
+    from markupsafe import escape
+
+    from conftest import read_csv
+    from msprof_agent.contract.columns import DEVICE_IDLE_COLUMNS
+    from test_viewer import charts_of, served
+
+    profiler = summaries[name]["profiler_dir"]
+    report = os.path.join(profiler, "report_0.html")
+    if not os.path.exists(report):
+        pytest.skip("the viewer extra (jinja2) is not installed: no report")
+    with open(report, encoding="utf-8") as handle:
+        text = handle.read()
+    page = _device_page(text)
+    assert '<a href="#device">GPU</a>' in text
+    header, *steps = read_csv(os.path.join(profiler, "device_steps_0.csv"))
+    column = {title: i for i, title in enumerate(header)}
+    chart = {trace["name"]: trace for trace in charts_of(text)["device-steps"]["data"]}
+    assert chart["Busy"]["x"] == [int(row[0]) for row in steps]
+    assert chart["Busy"]["y"] == [float(row[column["device_busy(ms)"]]) for row in steps]
+    for row in steps:
+        cells = page[page.index(f'<td data-col="step" data-v="{float(row[0])!r}">'):]
+        cells = cells[:cells.index("</tr>")]
+        for key, title in [("busy_ms", "device_busy(ms)"), ("idle_ms", "device_idle(ms)"), *((f"idle_{c}", t) for c, t in DEVICE_IDLE_COLUMNS.items())]:
+            assert f'data-col="{key}" data-v="{float(row[column[title]])!r}"' in cells, (row[0], key)
+    for cause, title in DEVICE_IDLE_COLUMNS.items():
+        idle = [float(row[column[title]]) for row in steps]
+        assert [trace["y"] for label, trace in chart.items() if cause_of(label) == cause] == ([idle] if any(idle) else [])
+    _, *kernels = read_csv(os.path.join(profiler, "gpu_kernels_0.csv"))
+    _, *types = read_csv(os.path.join(profiler, "gpu_op_type_info_0.csv"))
+    assert kernels and types
+    for kernel, _kind, launched_by, *_ in kernels:
+        assert f'data-search="{escape(f"{kernel} {launched_by}".lower())}"' in page, kernel
+    for kernel_type, *_ in types:
+        assert f'data-search="{escape(kernel_type.lower())}"' in page, kernel_type
+    memory = summaries[name]["device"]["memory"]
+    assert f'<td data-key="peak allocated (MiB)">{memory["peak_allocated_mb"]:.0f}</td>' in page
+    gpu_findings = [f["id"] for f in summaries[name]["findings"] if f["id"] in ("gpu_bound", "launch_bound", "host_sync")]
+    assert gpu_findings and all(f'data-id="{finding}"' in page for finding in gpu_findings)
+    assert 'data-id="warm_up"' not in page  # the overview's findings, not the GPU's
+    with served(os.path.dirname(os.path.dirname(profiler))) as server:
+        status, _, viewed = server.get(f"/run/device?run={name}&rank=0")
+    assert status == 200 and "<h1>GPU</h1>" in viewed and 'data-page="device"' in viewed and 'id="device-kernels"' in viewed
+
+
+def cause_of(label: str) -> str | None:
+    """The idle cause a chart trace is named after (``IDLE_WORDS``), None for the busy time."""
+    from msprof_agent.analysis.device import IDLE_WORDS
+
+    return next((cause for cause, words in IDLE_WORDS.items() if label == f"Idle {words}"), None)
+
+
+def test_a_run_on_no_gpu_has_no_gpu_page(tmp_path):
+    """A CPU run writes none of the device files: its report and the viewer's page bar have no GPU page."""
+    from msprof_agent.viewer import documents, sections
+    from test_viewer import make_fixture, served
+
+    make_fixture(str(tmp_path / "s" / "job" / "profiler"), framework="torch")
+    run = sections.scan(str(tmp_path / "s"))["job"]
+    assert "device" not in documents.report_pages(run, 0)
+    with served(tmp_path / "s") as server:
+        overview = server.get("/run/overview?run=job&rank=0")[2]
+    assert 'data-page="device"' not in overview and 'data-page="resources"' in overview
+
+
 @pytest.mark.parametrize("name", ["gpt_default", "tiny_default"])
 def test_launches_paired_in_order_match_the_launch_records(name, tmp_path):
     """Stores without launch records (the window_* fixtures) link each activity to its launch by pairing them in time

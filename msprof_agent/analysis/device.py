@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract.columns import DEVICE_STEP_HEADER, GPU_KERNEL_HEADER
+from ..contract import readers
+from ..contract.columns import DEVICE_IDLE_COLUMNS, DEVICE_STEP_HEADER, GPU_KERNEL_HEADER
 from ..contract.cuda import PAGEABLE, activity_kind, is_launch_call, is_runtime_call, is_sync_call
 from ..contract.names import DEVICE_STEPS, GPU_KERNELS
 from ..contract.pages import File, Page
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .run import Context
     from .rundata import RunData
 
-IDLE_CAUSES = ("host", "sync", "data", "queued", "agent")
+IDLE_CAUSES = tuple(DEVICE_IDLE_COLUMNS)  # in DEVICE_STEPS's order
 IDLE_WORDS = {"host": "waiting for the host to launch", "sync": "after a host sync", "data": "while the host fetched data",
               "queued": "between queued kernels", "agent": "in the agent's own pauses (profiler start-up, hand-overs)"}
 TOP_KERNELS = 20
@@ -340,5 +341,5 @@ def unprofiled_steps(device_steps: dict[int, int], window: set[int]) -> list[flo
     return [ns / 1e6 for n, ns in device_steps.items() if n not in window and n != after and n > SETTLED_STEP]
 
 
-PAGE = Page("device", (File("gpu_kernels", (GPU_KERNELS,), columns=tuple(GPU_KERNEL_HEADER)),
-                       File("device_steps", (DEVICE_STEPS,), columns=tuple(DEVICE_STEP_HEADER))), write)
+PAGE = Page("device", (File("gpu_kernels", (GPU_KERNELS,), readers.read_gpu_kernels, tuple(GPU_KERNEL_HEADER)),
+                       File("device_steps", (DEVICE_STEPS,), readers.read_device_steps, tuple(DEVICE_STEP_HEADER))), write)

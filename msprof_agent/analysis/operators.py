@@ -240,6 +240,6 @@ def write(data: RunData, ctx: "Context") -> dict[str, Any]:
 PAGE = Page("operators", (File("op_types", (CPU_OP_TYPES,), readers.read_op_types, tuple(CPU_OP_TYPE_HEADER)),
                           File("op_detail", (CPU_OP_DETAIL,), readers.read_op_detail, tuple(CPU_OP_DETAIL_HEADER)),
                           File("op_shapes", (CPU_OP_SHAPES,), readers.read_op_shapes, tuple(CPU_OP_SHAPE_HEADER)),
-                          File("gpu_op_types", (GPU_OP_TYPES,), columns=tuple(GPU_OP_TYPE_HEADER)),
+                          File("gpu_op_types", (GPU_OP_TYPES,), readers.read_gpu_op_types, tuple(GPU_OP_TYPE_HEADER)),
                           File("gpu_op_detail", (GPU_OP_DETAIL,), columns=tuple(GPU_OP_DETAIL_HEADER))),
             write, {"types": [], "total_ms": 0.0})

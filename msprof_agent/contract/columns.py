@@ -13,8 +13,11 @@ CPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "full_op_name", "op_occ
                         "total_proportion", "subgraph", "pid"]
 CPU_OP_SHAPE_HEADER = ["op_type", "op_name", "input_shape", "op_occurrences", "self_time(ms)", "total_time(ms)"]
 GPU_KERNEL_HEADER = ["kernel", "kind", "launched_by", "count", "total_time(ms)", "avg_time(us)", "proportion"]
-DEVICE_STEP_HEADER = ["step_num", "step_time(ms)", "device_busy(ms)", "device_idle(ms)", "idle_host_launch(ms)", "idle_after_sync(ms)",
-                      "idle_data(ms)", "idle_queued(ms)", "idle_agent(ms)", "device_activities", "launches", "syncs"]
+# The device's idle time a step by cause (analysis/device.py says what each means), each cause's column in DEVICE_STEPS
+DEVICE_IDLE_COLUMNS = {"host": "idle_host_launch(ms)", "sync": "idle_after_sync(ms)", "data": "idle_data(ms)", "queued": "idle_queued(ms)",
+                       "agent": "idle_agent(ms)"}
+DEVICE_STEP_HEADER = ["step_num", "step_time(ms)", "device_busy(ms)", "device_idle(ms)", *DEVICE_IDLE_COLUMNS.values(),
+                      "device_activities", "launches", "syncs"]
 GPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion", "avg_time(us)"]
 GPU_OP_DETAIL_HEADER = ["op_side", "op_type", "op_name", "op_full_name", "op_occurrences", "op_total_time(us)", "op_avg_time(us)",
                         "proportion", "cuda_activity_cost_time(us)", "cuda_activity_call_count"]

@@ -14,7 +14,19 @@ from typing import Any
 
 import orjson
 
-from .columns import AVERAGE_ROW, CPU_BUSY_STATES, FETCH_GET, QUEUE_FETCH, QUEUE_SIZE, STAGES, STEP_TRACE_UNIT_NS, STEP_TRACE_UNITS_PER_MS
+from .columns import (
+    AVERAGE_ROW,
+    CPU_BUSY_STATES,
+    DEVICE_IDLE_COLUMNS,
+    DEVICE_STEP_HEADER,
+    FETCH_GET,
+    GPU_KERNEL_HEADER,
+    QUEUE_FETCH,
+    QUEUE_SIZE,
+    STAGES,
+    STEP_TRACE_UNIT_NS,
+    STEP_TRACE_UNITS_PER_MS,
+)
 from .names import CPU_OP_TYPES, rank_file
 
 
@@ -134,6 +146,48 @@ def read_op_shapes(raw: bytes) -> list[dict[str, Any]]:
         out.append({"op_type": row[0], "op_name": row[1], "input_shape": row[2], "occurrences": _num(row[3]),
                     "self_ms": _num(row[4]), "total_ms": _num(row[5])})
     out.sort(key=lambda r: -(r["self_ms"] or 0))
+    return out
+
+
+def read_gpu_op_types(raw: bytes) -> list[dict[str, Any]]:
+    """``gpu_op_type_info``: one dict per kernel type (the device activities by name, every profiled step), largest
+    total time first; times in ms as the CPU tables' (the file's are in µs)."""
+    _, rows = _csv_rows(raw)
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        _need(row, 5, "GPU operator types")
+        total_us, avg_us = _num(row[2]), _num(row[4])
+        out.append({"op_type": row[0], "occurrences": _num(row[1]), "total_ms": None if total_us is None else total_us / 1e3,
+                    "percent": _num(row[3]), "avg_ms": None if avg_us is None else avg_us / 1e3})
+    out.sort(key=lambda r: -(r["total_ms"] or 0))
+    return out
+
+
+def read_gpu_kernels(raw: bytes) -> list[dict[str, Any]]:
+    """``gpu_kernels``: one dict per (device activity name, launching op) over the steady steps, largest total time first."""
+    _, rows = _csv_rows(raw)
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        _need(row, len(GPU_KERNEL_HEADER), "GPU kernels")
+        out.append({"kernel": row[0], "kind": row[1], "launched_by": row[2], "count": _num(row[3]), "total_ms": _num(row[4]),
+                    "avg_us": _num(row[5]), "share": _num(row[6])})
+    out.sort(key=lambda r: -(r["total_ms"] or 0))
+    return out
+
+
+def read_device_steps(raw: bytes) -> list[dict[str, Any]]:
+    """``device_steps``: one dict per steady step, in step order: its time, the device's busy and idle time (ms), the
+    idle time by cause (``idle``: {cause: ms}, ``DEVICE_IDLE_COLUMNS``' causes) and its activities, launches and syncs."""
+    header, rows = _csv_rows(raw)
+    if header != DEVICE_STEP_HEADER:
+        raise ValueError(f"device steps: the header is {header[:4]!r}..., not the contract's")
+    at = {column: i for i, column in enumerate(DEVICE_STEP_HEADER)}
+    out = []
+    for row in rows:
+        _need(row, len(DEVICE_STEP_HEADER), "device steps")
+        out.append({"step": int(float(row[0])), "step_ms": _num(row[1]), "busy_ms": _num(row[2]), "idle_ms": _num(row[3]),
+                    "idle": {cause: _num(row[at[column]]) for cause, column in DEVICE_IDLE_COLUMNS.items()},
+                    "activities": _num(row[at["device_activities"]]), "launches": _num(row[at["launches"]]), "syncs": _num(row[at["syncs"]])})
     return out
 
 

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from jinja2.bccache import Bucket
     from markupsafe import Markup
 
+    from .views import View
+
 
 def page_titles() -> dict[str, str]:
     """Each page's title, by name."""
@@ -153,7 +155,8 @@ def rank_bar(ranks: Iterable[int], rank: int) -> Sequence[int | None]:
 def run_page(run: Run, rank: int, page_name: str, loaded: Loaded) -> str:
     page = Page()
     body = page_body(page, page_name, run, rank, loaded)
-    pages = tuple(name for name, view in views().items() if not view.compares_ranks or len(run.ranks) > 1)  # one rank: nothing to compare
+    pages = tuple(name for name, view in views().items()
+                  if (not view.compares_ranks or len(run.ranks) > 1) and _applies(view, run, rank))  # one rank: nothing to compare
     return render("run.html", run=run, rank=rank, page_name=page_name, pages=pages, body=body, page=page, rank_bar=rank_bar(run.ranks, rank))
 
 
@@ -190,17 +193,21 @@ def error_page(status: int, message: str) -> str:
     return render("error.html", status=status, message=message)
 
 
-def report_pages(run: Run) -> tuple[str, ...]:
-    """The viewer's pages one rank's report carries: all but the cluster page, which lives once for the job (the
-    viewer, and cluster_report.html beside its cluster summary), so a report is the same size whatever the number of ranks."""
-    return tuple(name for name, view in views().items() if not view.compares_ranks)
+def report_pages(run: Run, rank: int) -> tuple[str, ...]:
+    """The viewer's pages one rank's report carries: those that apply to it but the cluster page, which lives once for the
+    job (the viewer, and cluster_report.html beside its cluster summary), so a report is the same size whatever the number of ranks."""
+    return tuple(name for name, view in views().items() if not view.compares_ranks and _applies(view, run, rank))
+
+
+def _applies(view: View, run: Run, rank: int) -> bool:
+    return view.applies is None or view.applies(run, rank)
 
 
 def report(run: Run, rank: int, loaded_pages: Mapping[str, Loaded], plotly_src: str, cluster_href: str | None = None) -> str:
     """report.html: every page the viewer has for one rank, in one offline file; ``cluster_href``: the link to
     the job's cluster_report.html (a multi-rank run)."""
     page = Page()
-    bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in report_pages(run)]
+    bodies = [(name, page_body(page, name, run, rank, loaded_pages[name], report=True)) for name in report_pages(run, rank)]
     return render("report.html", rank=rank, bodies=bodies, page=page, inline=_inline(plotly_src), cluster_href=cluster_href)
 
 

@@ -171,9 +171,10 @@ def stage_bar(page: Page, chart_id: str, stages: Mapping[str, float | None], tit
                                        "legend": {"orientation": "h", "y": -0.35, "traceorder": "normal"}})
 
 
-def op_type_charts(page: Page, prefix: str, op_types: Sequence[Mapping[str, Any]], limit: int = 20) -> tuple[str, str]:
-    """A pie and a bar (hidden until toggled) of the top operator types; returns the two chart ids. Each
-    share is the table's (of all op time): the pie's last slice holds the types beyond the top ones."""
+def op_type_charts(page: Page, prefix: str, op_types: Sequence[Mapping[str, Any]], limit: int = 20,
+                   kinds: str = "operator types", whole: str = "all op time") -> tuple[str, str]:
+    """A pie and a bar (hidden until toggled) of the top operator types (or other ``kinds``: the GPU's kernels); returns
+    the two chart ids. Each share is the table's (of ``whole``): the pie's last slice holds the types beyond the top ones."""
     top, rest = op_types[:limit], op_types[limit:]
     names = [plot_text(r["op_type"]) for r in top]
     labels = [plot_text(short(r["op_type"])) for r in top]  # torch's type names run to 60 characters
@@ -184,7 +185,7 @@ def op_type_charts(page: Page, prefix: str, op_types: Sequence[Mapping[str, Any]
         labels.append(names[-1])
         values.append(sum(r["total_ms"] or 0 for r in rest))
         shares.append(pct(sum(r["percent"] or 0 for r in rest)))
-    title = {"text": f"Top {len(top)} operator types by time (share of all op time)"}
+    title = {"text": f"Top {len(top)} {kinds} by time (share of {whole})"}
     pie = page.chart(prefix + "pie", [{"type": "pie", "labels": labels, "values": values, "customdata": names, "sort": False,
                                         "text": shares, "textinfo": "text", "textposition": "inside",
                                         "hovertemplate": "%{customdata}: %{value:.3f} ms (%{text})<extra></extra>"}],

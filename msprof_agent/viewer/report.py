@@ -43,7 +43,7 @@ def write_report(profiler_dir: str, rank: int | str, step_level_timeline: bytes 
     if step_level_timeline is not None:
         run.step_level_timelines[rank] = step_level_timeline
     with sections.shared_reads():
-        loaded = {name: pages.load_page(run, rank, name) for name in documents.report_pages(run)}
+        loaded = {name: pages.load_page(run, rank, name) for name in documents.report_pages(run, rank)}
     summary = loaded["overview"]["summary"]
     rank_size = int(summary["data"].get("rank_size") or 1) if render.ok(summary) and isinstance(summary["data"], dict) else 1
     text = documents.report(run, rank, loaded, plotly_src, cluster_href=names.cluster_report_href(directory) if rank_size > 1 else None)

@@ -186,6 +186,12 @@ def load_section(profiler_dir: str, rank: int, name: str) -> Section:
     return section
 
 
+def present(profiler_dir: str, rank: int, name: str) -> bool:
+    """Whether the rank has the file of section ``name`` (any of its templates), unread."""
+    templates = analysis.pages.files()[name].templates
+    return any(os.path.isfile(os.path.join(profiler_dir, names.rank_file(template, rank))) for template in templates)
+
+
 def load_cluster_report(run: Run, cluster: str) -> dict[str, Any]:
     """What the job's cluster_report.html reads: the cluster summary in ``cluster`` and the lowest rank's
     profiler_info (the framework's words), no rank's timeline (each rank's report has its own), so it is

@@ -17,7 +17,9 @@ class View:
     ``sections``, the files it reads by section (``analysis.pages``); ``more(run, rank, loaded)`` adds what it reads
     besides (the step timeline, the cluster summary). ``hints``: one sentence per section it is the home of, which option fills it when it is absent.
     ``takes_report``: ``build`` is told whether it draws report.html; ``compares_ranks``: a page of the job, shown
-    where it has more than one rank and written once beside the cluster summary, not in each rank's report."""
+    where it has more than one rank and written once beside the cluster summary, not in each rank's report;
+    ``applies(run, rank)``: whether the rank has anything for the page (the GPU page: a GPU run), which the page bar
+    and the report leave out where it has not; None: every rank."""
 
     name: str
     title: str
@@ -28,3 +30,4 @@ class View:
     more: Callable[[Run, int, Loaded], None] | None = None
     takes_report: bool = False
     compares_ranks: bool = False
+    applies: Callable[[Run, int], bool] | None = None

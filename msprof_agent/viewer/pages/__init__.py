@@ -3,9 +3,9 @@
 ``unregister`` takes it out again."""
 from ..sections import Loaded, Run, load_section
 from ..views import View
-from . import cluster, data, operators, overview, resources, steps
+from . import cluster, data, device, operators, overview, resources, steps
 
-_VIEWS: dict[str, View] = {view.name: view for view in (overview.VIEW, steps.VIEW, operators.VIEW, data.VIEW, resources.VIEW, cluster.VIEW)}
+_VIEWS: dict[str, View] = {view.name: view for view in (overview.VIEW, steps.VIEW, operators.VIEW, data.VIEW, resources.VIEW, device.VIEW, cluster.VIEW)}
 
 
 def register(view: View) -> View:
