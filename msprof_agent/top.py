@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from .analysis import live as rules
-from .analysis.advisor import ms_words
+from .analysis.diagnosis.words import ms_words
 from .contract import live as contract
 
 REFRESH_S = 1.0

@@ -18,7 +18,13 @@ import pytest
 
 from conftest import EXAMPLES, PY, ROOT, SCRIPTS, TINY, hook_env, injected_line, one_verdict, profile_into, read_csv, read_json, read_records, run_script
 from msprof_agent import compare
-from msprof_agent.analysis import advisor, verdict
+from msprof_agent.analysis import verdict
+from msprof_agent.analysis.diagnosis import advice, patterns
+from msprof_agent.analysis.diagnosis.data_wait import data_finding
+from msprof_agent.analysis.diagnosis.findings import CATEGORIES, MEMORY_MIN_GROWTH, MIN_STAKE_MS, VERDICT_OF
+from msprof_agent.analysis.diagnosis.hot_spots import hot_spots
+from msprof_agent.analysis.diagnosis.stage_rules import compute_finding, host_finding
+from msprof_agent.analysis.diagnosis.words import ms_words, stake_words, steps_words
 from msprof_agent.collectors import heap
 from msprof_agent.collectors.cpu import machine_percents
 
@@ -112,7 +118,7 @@ def top(summary, category, finding_id):
     assert findings, summary["step_breakdown_ms"]
     first = findings[0]
     assert (first["category"], first["id"]) == (category, finding_id), [(f["id"], f["ms_per_step"]) for f in findings]
-    assert summary["verdict"] == advisor.VERDICT_OF[category]
+    assert summary["verdict"] == VERDICT_OF[category]
     warm = {w["step"] for w in summary["warmup_steps"]}
     for finding in findings:
         if finding["id"] != "warm_up":
@@ -258,24 +264,24 @@ def _rows(totals_ms):
 @pytest.mark.unit
 def test_warm_up_is_never_the_verdict_and_no_finding_means_balanced():
     warm = {"id": "warm_up", "category": "warm-up"}
-    assert advisor.verdict([warm, {"id": "host_work", "category": "host"}]) == "host-bound"
-    assert advisor.verdict([warm]) == advisor.verdict([]) == "balanced"
-    assert set(advisor.VERDICT_OF) == set(advisor.CATEGORIES) - {"warm-up"}
+    assert advice.verdict([warm, {"id": "host_work", "category": "host"}]) == "host-bound"
+    assert advice.verdict([warm]) == advice.verdict([]) == "balanced"
+    assert set(VERDICT_OF) == set(CATEGORIES) - {"warm-up"}
 
 
 @pytest.mark.unit
 def test_jitter_needs_a_period():
     periodic = [10.0 + (60.0 if n % 5 == 0 else 0.0) for n in range(1, 25)]
-    finding = advisor.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(periodic)])
+    finding = patterns.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(periodic)])
     assert finding["evidence"]["period"] == 5 and finding["evidence"]["steps"] == [5, 10, 15, 20]
     assert finding["evidence"]["excess_ms"] == 60.0
     scattered = [10.0 + (60.0 if n in (3, 4, 11, 19) else 0.0) for n in range(1, 25)]
-    assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(scattered)]) is None
+    assert patterns.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(scattered)]) is None
     alternate = [10.0 + (100.0 if n % 4 == 1 else 30.0 if n % 4 == 3 else 0.0) for n in range(2, 22)]  # load on the odd steps between
-    finding = advisor.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(alternate)])
+    finding = patterns.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(alternate)])
     assert finding["evidence"]["period"] == 4 and finding["evidence"]["steps"] == [4, 8, 12, 16, 20]  # the pause explains most excess
     small = [10.0 + (15.0 if n % 5 == 0 else 0.0) for n in range(1, 25)]  # under 20 ms: noise on a shared machine
-    assert advisor.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(small)]) is None
+    assert patterns.jitter_finding([dict(r, total=r["total"] / 1e6, host=0.0) for r in _rows(small)]) is None
 
 
 @pytest.mark.unit
@@ -287,7 +293,7 @@ def test_hot_spots_keep_the_line_and_fold_a_functions_lines():
     stacks = [(0, ["<module> (job.py:12)", "step (job.py:5)"]), (30, ["<module> (job.py:12)", "step (job.py:6)"]),
               (40, ["<module> (job.py:14)"]), (100, [])]
     data = SimpleNamespace(stacks=[{"ts": t * ms, "frames": f} for t, f in stacks], window_steps=[{"n": 1, "start": 0}])
-    spots = {s["function"]: s for s in advisor.hot_spots(data, [{"n": 1, "start": 0, "end": 100 * ms}])}
+    spots = {s["function"]: s for s in hot_spots(data, [{"n": 1, "start": 0, "end": 100 * ms}])}
     assert list(spots) == ["<module> (job.py:14)", "step (job.py:5)", "step (job.py:6)", "step (job.py)"]  # the lines, then the folds
     assert [spots["<module> (job.py:14)"][k] for k in ("self_ms", "total_ms")] == [60.0, 60.0]
     assert [spots["step (job.py)"][k] for k in ("self_ms", "total_ms", "lines")] == [40.0, 40.0, 2]
@@ -455,14 +461,14 @@ def test_the_loaders_cpu_share_bounds_the_workers_by_the_cores_only_for_its_cpu_
     steady = _stage_rows([30.0] * 20)
     meta = {"framework": "torch", "cpus": 2, "data_settings": {"num_workers": 3, "batch_size": 4}}
     step_ms = sum(r["total"] for r in steady) / len(steady)
-    waits = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.05}, meta)
+    waits = data_finding(steady, step_ms, {"loading_cpu_share": 0.05}, meta)
     assert waits["action"].startswith("raise the DataLoader's num_workers from 3 to 12"), waits["action"]
     assert waits["evidence"]["workers_advised"] == 12 and "waits the rest" in waits["action"]
-    computes = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.9}, dict(meta, cpus=8))
+    computes = data_finding(steady, step_ms, {"loading_cpu_share": 0.9}, dict(meta, cpus=8))
     assert computes["action"].startswith("raise the DataLoader's num_workers from 3 to 7, what the 8 cores allow"), computes["action"]
     assert "__getitem__" in computes["action"] and computes["evidence"]["workers_needed"] == 12
     busy = {"machine_busy_mean": 90.0, "process_user_mean": 38.0, "process_sys_mean": 2.0, "agent_mean": 0.0}  # others: 1 of 2 cores
-    taken = advisor.data_finding(steady, step_ms, {"loading_cpu_share": 0.9}, meta, busy)
+    taken = data_finding(steady, step_ms, {"loading_cpu_share": 0.9}, meta, busy)
     assert taken["action"].startswith("num_workers is 3; ~12 workers would keep up"), taken["action"]
     assert "2 cores (other processes keep ~1.0 busy), 0 free" in taken["action"] and "workers_advised" not in taken["evidence"]
 
@@ -513,9 +519,9 @@ def test_each_findings_time_at_stake_reads_the_same_in_summary_exit_table_report
 
 @pytest.mark.unit
 def test_evidence_in_words():
-    assert advisor.steps_words([[3, 3], [5, 5], [7, 40]]) == "steps 3, 5, 7-40"
-    assert advisor.steps_words([4]) == "step 4"
-    assert [advisor.ms_words(ms) for ms in (0.85, 41.23, 1730.0)] == ["850 us", "41.2 ms", "1.73 s"]
+    assert steps_words([[3, 3], [5, 5], [7, 40]]) == "steps 3, 5, 7-40"
+    assert steps_words([4]) == "step 4"
+    assert [ms_words(ms) for ms in (0.85, 41.23, 1730.0)] == ["850 us", "41.2 ms", "1.73 s"]
 
 
 def _stage_rows(waits, host=1.0, compute=9.0):
@@ -531,18 +537,18 @@ def test_waits_that_recur_are_the_data_findings_evidence_worth_the_mean_wait():
     meta = {"framework": "torch", "cpus": 16, "data_settings": {"num_workers": 3, "batch_size": 4, "prefetch_factor": 2,
                                                               "persistent_workers": False, "pin_memory": False}}
     step_ms = sum(r["total"] for r in steady) / len(steady)
-    finding = advisor.data_finding(steady, step_ms, {}, meta)
+    finding = data_finding(steady, step_ms, {}, meta)
     assert finding["ms_per_step"] == 30.0
     found = [finding]
-    pattern = advisor.beat(steady)
+    pattern = patterns.beat(steady)
     assert (pattern["period"], pattern["stage"]) == (3, "wait")
-    advisor._attribute(pattern, found, steady, meta)
+    patterns.attribute(pattern, found, steady, meta)
     assert found == [finding] and finding["evidence"]["pattern"]["period"] == 3 and finding["ms_per_step"] == 30.0
     assert "every 3rd step takes 75.0 ms more in data wait (the 3 workers' batches arrive together)" in finding["evidence_text"]
     # 3 workers deliver one batch per 40 ms step: 120 ms a batch; a step consumes one every 10 ms: 12 workers
     assert finding["action"].startswith("raise the DataLoader's num_workers from 3 to 12"), finding["action"]
     assert "persistent_workers=True" in finding["action"]
-    few_cores = advisor.data_finding(steady, step_ms, {}, dict(meta, cpus=2))
+    few_cores = data_finding(steady, step_ms, {}, dict(meta, cpus=2))
     assert "num_workers is 3; ~12 workers would keep up" in few_cores["action"] and "__getitem__" in few_cores["action"]
 
 
@@ -553,19 +559,19 @@ def test_a_beat_in_host_time_is_jitter_and_the_host_finding_keeps_only_its_time_
         row["host"] += 100.0 * (row["n"] % 4 == 0) + 8.0  # 9 ms host every step, 100 ms more every 4th
         row["total"] = row["host"] + row["compute"]
     step_ms = sum(r["total"] for r in steady) / len(steady)
-    host = advisor.host_finding(steady, step_ms, 18.0, [], {"framework": "mindspore", "context_mode": "GRAPH"}, True)
+    host = host_finding(steady, step_ms, 18.0, [], {"framework": "mindspore", "context_mode": "GRAPH"}, True)
     assert host["ms_per_step"] == 34.0 and "already runs as a GRAPH-mode graph" in host["action"] and "use GRAPH" not in host["action"]
-    pattern = advisor.beat(steady)
-    advisor._attribute(pattern, [host], steady, {})
+    pattern = patterns.beat(steady)
+    patterns.attribute(pattern, [host], steady, {})
     assert (pattern["period"], pattern["stage"], host["ms_per_step"]) == (4, "host", 9.0)
-    jitter = advisor.jitter_finding(steady, pattern, {})
+    jitter = patterns.jitter_finding(steady, pattern, {})
     assert jitter["ms_per_step"] == 25.0 and "in host time" in jitter["evidence_text"]
 
 
 @pytest.mark.unit
 def test_times_at_stake_never_add_up_to_more_than_the_mean_step():
     findings = [{"ms_per_step": 30.0, "at_stake": ""}, {"ms_per_step": 25.0, "at_stake": ""}, {"ms_per_step": 0.0, "at_stake": ""}]
-    advisor._within_the_step(findings, 40.0)
+    advice._within_the_step(findings, 40.0)
     assert [f["ms_per_step"] for f in findings] == [30.0, 10.0, 0.0] and findings[1]["at_stake"] == "mean 10.0 ms/step"
 
 
@@ -606,12 +612,12 @@ def test_one_long_torch_profiler_session_is_no_memory_growth(tmp_path_factory):
                                                   {"MSPROF_TORCH_SESSION_EVENTS": "100000000"})
     sessions = [r for r in read_records(profiler_dir, 0) if r.get("k") == "buffer"]
     held = max(s["heap_before"] - s["heap_after"] for s in sessions)
-    assert len(sessions) == 2 and held >= 2 * advisor.MEMORY_MIN_GROWTH, sessions  # the 1-step sizing session, then one for the rest
+    assert len(sessions) == 2 and held >= 2 * MEMORY_MIN_GROWTH, sessions  # the 1-step sizing session, then one for the rest
     assert "memory_growth" not in {f["id"] for f in summary["findings"]}, summary["findings"]
 
 
 def _finding_of(category, ms, severity="medium", **evidence):
-    return {"id": category, "category": category, "severity": severity, "ms_per_step": ms, "at_stake": advisor.stake_words(ms),
+    return {"id": category, "category": category, "severity": severity, "ms_per_step": ms, "at_stake": stake_words(ms),
             "evidence": dict(evidence), "evidence_text": "", "text": category}
 
 
@@ -629,8 +635,8 @@ def test_the_verdict_is_the_finding_that_costs_most():
     assert not slow["evidence"]["within_horizon"] and slow["severity"] == "medium" and "beyond the job's 5000 planned steps" in slow["text"]
     ranked = verdict.rank([slow, runtime, data, _finding_of("warm-up", 0.0, "low")])
     assert [f["id"] for f in ranked] == ["data", "runtime", "memory", "warm-up"]
-    assert advisor.verdict(ranked) == "data-bound"
-    why = verdict.basis(ranked, advisor.VERDICT_OF)
+    assert advice.verdict(ranked) == "data-bound"
+    why = verdict.basis(ranked, VERDICT_OF)
     assert (why["finding"], why["runner_up"], why["runner_up_share"], why["confidence"]) == ("data", "runtime", 0.27, "clear")
     assert verdict.words("data-bound", why) == "data-bound (mean 150.0 ms/step at stake; next runtime, mean 40.0 ms/step at stake)"
     assert verdict.memory_left([{"ts": 1, "avail": 8 << 30, "cg_left": 2 << 30}, {"ts": 9, "avail": 1}], 5, None) == \
@@ -641,14 +647,14 @@ def test_the_verdict_is_the_finding_that_costs_most():
 def test_two_close_causes_are_both_named_and_a_finding_near_its_line_says_so():
     """Within 80 % or the noise floor (5 ms) of each other, a finding or a near miss: both named."""
     data, host = _finding_of("data", 50.0, margin=4.0), _finding_of("host", 45.0, margin=3.0)
-    why = verdict.basis([data, host], advisor.VERDICT_OF)
+    why = verdict.basis([data, host], VERDICT_OF)
     assert (why["confidence"], why["close_to"]) == ("close", "host-bound")
     assert verdict.words("data-bound", why).startswith("data-bound, close to host-bound (mean 50.0 ms/step at stake against mean 45.0")
     missed = dict(_finding_of("compute", 9.0), margin=0.9)  # hot_ops just under its line: another run's noise lifts it over
-    why = verdict.basis([_finding_of("data", 12.0, margin=2.0)], advisor.VERDICT_OF, [missed], advisor.MIN_STAKE_MS)
+    why = verdict.basis([_finding_of("data", 12.0, margin=2.0)], VERDICT_OF, [missed], MIN_STAKE_MS)
     assert (why["close_to"], why["runner_up_margin"], why["runner_up_share"]) == ("compute-bound", 0.9, 0.75)  # 3 ms apart: noise
-    assert verdict.basis([_finding_of("data", 30.0, margin=2.0)], advisor.VERDICT_OF, [missed], advisor.MIN_STAKE_MS)["confidence"] == "clear"
-    near_line = verdict.basis([_finding_of("data", 6.0, margin=1.1)], advisor.VERDICT_OF)
+    assert verdict.basis([_finding_of("data", 30.0, margin=2.0)], VERDICT_OF, [missed], MIN_STAKE_MS)["confidence"] == "clear"
+    near_line = verdict.basis([_finding_of("data", 6.0, margin=1.1)], VERDICT_OF)
     assert near_line["confidence"] == "near its trigger" and "1.10x its trigger" in verdict.words("data-bound", near_line)
 
 
@@ -660,5 +666,5 @@ def test_a_findings_text_gives_the_figure_its_label_is_defined_on():
     for row in steady[::4]:
         row["host"], row["total"] = 60.0, 69.0
     step_ms, step_p50 = sum(r["total"] for r in steady) / len(steady), sorted(r["total"] for r in steady)[10]
-    finding = advisor.compute_finding(steady, step_ms, step_p50, {"types": [{"op_type": "MatMul", "percent": 0.6}]}, {"framework": "torch"})
+    finding = compute_finding(steady, step_ms, step_p50, {"types": [{"op_type": "MatMul", "percent": 0.6}]}, {"framework": "torch"})
     assert finding["text"].startswith("Compute-bound: ops run 90% of the median step"), finding["text"]

@@ -27,7 +27,10 @@ from ..contract import names
 from ..contract.columns import CLUSTER_HEADER
 from ..contract.summary import NO_END_RECORD, Summary, summaries, warmup_step_numbers
 from ..writers import write_csv, write_json
-from .advisor import STAGE_WORDS, _finding, action, ms_words
+from .diagnosis.actions import action
+from .diagnosis.breakdown import STAGE_WORDS
+from .diagnosis.findings import make_finding
+from .diagnosis.words import ms_words
 
 Entry = dict[str, Any]
 
@@ -100,8 +103,8 @@ def stragglers(entries: list[Entry]) -> tuple[list[int], list[str], list[dict[st
         text = (f"Slow node: the {len(hosts[host])} ranks on {host} work {ms_words(figures['extra_ms'])} more per step than the other "
                 f"hosts' ranks (median), who wait for them in collectives")
         words = [f"its ranks' median own work {ms_words(figures['own_work_ms'])} a step, the other hosts' {ms_words(figures['others_median_ms'])}"]
-        findings.append(_finding("slow_node", "straggler", _severity(figures["extra_ms"], figures["others_median_ms"]), figures["extra_ms"],
-                                 evidence, words, text, action("slow_node", None, host=host)))
+        findings.append(make_finding("slow_node", "straggler", _severity(figures["extra_ms"], figures["others_median_ms"]), figures["extra_ms"],
+                                     evidence, words, text, action("slow_node", None, host=host)))
     slow: dict[int, dict[str, float]] = {}
     ordinary = {r: ms for r, ms in own.items() if by_rank[r]["host"] not in slow_nodes}
     slow.update(_outliers(ordinary) if len(ordinary) > 1 else {})
@@ -115,8 +118,8 @@ def stragglers(entries: list[Entry]) -> tuple[list[int], list[str], list[dict[st
                 f"(mostly {kind}), who wait for it in collectives")
         words = [f"rank {rank} works {ms_words(figures['own_work_ms'])} a step (step minus collectives), the others' median "
                  f"{ms_words(figures['others_median_ms'])} (MAD {ms_words(figures['others_mad_ms'])})"] + _breakdown_words(breakdown)
-        findings.append(_finding("straggler", "straggler", _severity(figures["extra_ms"], figures["others_median_ms"]), figures["extra_ms"],
-                                 evidence, words, text, action("straggler", by_rank[rank]["framework"], rank=rank, kind=kind)))
+        findings.append(make_finding("straggler", "straggler", _severity(figures["extra_ms"], figures["others_median_ms"]), figures["extra_ms"],
+                                     evidence, words, text, action("straggler", by_rank[rank]["framework"], rank=rank, kind=kind)))
     findings.sort(key=lambda f: -f["ms_per_step"])
     return sorted(slow), sorted(slow_nodes), findings
 
@@ -153,8 +156,8 @@ def hangs(entries: list[Entry], rank_size: int) -> list[dict[str, Any]]:
         text = (f"Hang: {len(waiting)} rank(s) ({_few(waiting)}) wait in {collective} at step {last.get('step')}; "
                 f"{len(missing)} rank(s) ({_few(missing)}) never entered it")
         words = [f"ranks {_few(waiting)} entered {collective} and never left it; ranks {_few(missing)} never entered it"]
-        findings.append(_finding("hang", "communication", "high", 0.0, evidence, words, text,
-                                 action("hang", None, ranks=_few(missing), step=last.get("step"))))
+        findings.append(make_finding("hang", "communication", "high", 0.0, evidence, words, text,
+                                     action("hang", None, ranks=_few(missing), step=last.get("step"))))
     return findings
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .advisor import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, MIN_SHARE, MIN_STAKE_MS, Finding, _finding, action, ms_words
+from .diagnosis.actions import action
+from .diagnosis.findings import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, MIN_SHARE, MIN_STAKE_MS, Finding, make_finding
+from .diagnosis.words import ms_words
 from .verdict import consequence, margin
 
 GPU_BOUND_SHARE = 0.60  # the device busy this share of the mean step
@@ -69,7 +71,7 @@ def _gpu_bound(device: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
              f"device time by kernel family: {_share_words(shares)}"]
     words += [f"{k['kernel'][:80]}{' (from ' + k['launched_by'] + ')' if k['launched_by'] else ''}: {k['share']:.0%}" for k in top]
     text = f"GPU-bound: the device is busy {share:.0%} of each step; {_share_words(shares)} of its time"
-    return _finding("gpu_bound", "device", "medium" if fusable >= MIN_SHARE else "low", stake, evidence, words, text, "; ".join(steps))
+    return make_finding("gpu_bound", "device", "medium" if fusable >= MIN_SHARE else "low", stake, evidence, words, text, "; ".join(steps))
 
 
 def _launch_bound(device: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
@@ -98,11 +100,11 @@ def _launch_bound(device: dict[str, Any], meta: dict[str, Any]) -> Finding | Non
         steps.append(f"avoid the {device['syncs_per_step']:.0f} host sync(s) a step (loss.item(), .cpu(), printing a tensor): read them every N steps")
     if short:
         text = f"Launch-bound: the GPU is busy {share:.0%} of each step and waits {ms_words(waiting)} for the host to launch {kernels:.0f} short kernels"
-        return _finding("launch_bound", "launch", "high" if waiting >= 0.3 * step else "medium", waiting, evidence, words, text, "; ".join(steps))
+        return make_finding("launch_bound", "launch", "high" if waiting >= 0.3 * step else "medium", waiting, evidence, words, text, "; ".join(steps))
     text = f"Host-bound: the GPU is busy {share:.0%} of each step and waits {ms_words(waiting)} for the host between launches"
-    return _finding("gpu_host_wait", "host", "high" if waiting >= 0.3 * step else "medium", waiting, evidence, words, text,
-                    "move Python work out of the step (logging, metrics, data handling on the training thread) or overlap it: "
-                    + "; ".join(steps[1:]))
+    return make_finding("gpu_host_wait", "host", "high" if waiting >= 0.3 * step else "medium", waiting, evidence, words, text,
+                        "move Python work out of the step (logging, metrics, data handling on the training thread) or overlap it: "
+                        + "; ".join(steps[1:]))
 
 
 def _syncs(device: dict[str, Any]) -> Finding | None:
@@ -112,9 +114,9 @@ def _syncs(device: dict[str, Any]) -> Finding | None:
     syncs = device["syncs_per_step"]
     evidence = {"idle_after_sync_ms": idle, "syncs_per_step": syncs, "margin": margin(idle, max(MIN_STAKE_MS, MIN_SHARE * device["step_ms"]))}
     text = f"Host syncs: {syncs:.1f} a step, after which the GPU idles {ms_words(idle)} a step until the host launches again"
-    return _finding("host_sync", "sync", "medium", idle, evidence, [text], text,
-                    "read device values (loss.item(), .cpu(), .tolist(), printing a tensor) every N steps, not every step, and keep "
-                    "data-dependent shapes (nonzero, boolean masks) off the training path")
+    return make_finding("host_sync", "sync", "medium", idle, evidence, [text], text,
+                        "read device values (loss.item(), .cpu(), .tolist(), printing a tensor) every N steps, not every step, and keep "
+                        "data-dependent shapes (nonzero, boolean masks) off the training path")
 
 
 def _device_memory(device: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
@@ -130,7 +132,7 @@ def _device_memory(device: dict[str, Any], meta: dict[str, Any]) -> Finding | No
     words = [f"{slope / (1 << 20):.1f} MiB a step over steps {span[0][0]}-{span[0][1]} ({total / (1 << 20):.0f} MiB in all, "
              f"linear fit R² {r2:.2f}, {grown['reads']} reads)"]
     text = f"GPU memory grows {slope / (1 << 20):.1f} MiB every step ({total / (1 << 20):.0f} MiB over steps {span[0][0]}-{span[0][1]}): a leak signature"
-    finding = _finding("gpu_memory_growth", "memory", "high", 0.0, evidence, words, text, action("memory_growth", meta.get("framework")))
+    finding = make_finding("gpu_memory_growth", "memory", "high", 0.0, evidence, words, text, action("memory_growth", meta.get("framework")))
     memory = device.get("memory") or {}
     left = None
     if memory.get("total_mb"):
@@ -150,4 +152,4 @@ def _pageable(device: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
     text = f"Pageable copies: {copies:.0f} a step between host and device memory ({ms_words(ms)}), synchronous for the host"
     act = ("pin the host tensors (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True" if not pinned else
            "the loader pins its batches already: the pageable copies are other tensors (created on the CPU in the step): make them on the GPU")
-    return _finding("pageable_copy", "host", "low", ms, evidence, [text], text, act)
+    return make_finding("pageable_copy", "host", "low", ms, evidence, [text], text, act)

@@ -1,7 +1,7 @@
 """The online rules on a running job's live records (``live.py``, one per rank; their contract: ``contract/live.py``).
 
 A rank's findings from its recent steps and heap samples (``rank_findings``): data-bound, slow steps now, a
-periodic pause, memory growth: the advisor's own rules and thresholds on rows of the record's stages (data
+periodic pause, memory growth: the diagnosis's own rules and thresholds on rows of the record's stages (data
 wait; host, the rest of the step outside collectives: no op split). The job's view over every rank
 (``job_view``): steps per second, the step time now and its trend, the stragglers by the cluster step's rule
 on the recent steps' own work, the slowest ranks and why, each rank's findings, and a hang (``contract.live.hang``).
@@ -14,7 +14,13 @@ from typing import Any
 
 from ..contract import live as contract
 from ..contract.live import RECENT_STEPS, median
-from . import advisor, cluster, verdict, warmup
+from . import cluster, verdict, warmup
+from .diagnosis.breakdown import mad_of
+from .diagnosis.data_wait import data_finding
+from .diagnosis.findings import JITTER_MIN_MS, MIN_SHARE, make_finding
+from .diagnosis.memory_growth import memory_finding
+from .diagnosis.patterns import jitter_finding
+from .diagnosis.words import ms_words, ranges, steps_words
 
 Row = dict[str, Any]
 
@@ -23,7 +29,7 @@ RATE_WINDOW_S = 10.0  # steps per second over the last seconds
 
 
 def _rows(columns: dict[str, list[Any]]) -> list[Row]:
-    """The advisor's rows: total, wait, communication and host (the rest) in ms, start and end in ns; warm-up steps left out."""
+    """The diagnosis's rows: total, wait, communication and host (the rest) in ms, start and end in ns; warm-up steps left out."""
     rows = []
     for i, n in enumerate(columns["n"]):
         total, wait, comm = columns["ms"][i], columns["wait_ms"][i], columns["comm_ms"][i]
@@ -36,26 +42,26 @@ def _rows(columns: dict[str, list[Any]]) -> list[Row]:
 
 
 def slow_steps_finding(steady: list[Row]) -> dict[str, Any] | None:
-    """The last steps run slow: over the median by the advisor's slow-step margin (JITTER_MIN_MS and 3 MADs), most of the last few."""
+    """The last steps run slow: over the median by the diagnosis's slow-step margin (JITTER_MIN_MS and 3 MADs), most of the last few."""
     if len(steady) < 2 * RECENT_STEPS:
         return None
     earlier = [r["total"] for r in steady[:-RECENT_STEPS]]
-    middle, mad = median(earlier), advisor._mad(earlier)
+    middle, mad = median(earlier), mad_of(earlier)
     recent = steady[-RECENT_STEPS:]
-    slow = [r for r in recent if r["total"] - middle >= max(advisor.JITTER_MIN_MS, 3 * mad)]
+    slow = [r for r in recent if r["total"] - middle >= max(JITTER_MIN_MS, 3 * mad)]
     if len(slow) <= RECENT_STEPS // 2:
         return None
     now = median([r["total"] for r in recent])
     extra = now - middle
     numbers = [r["n"] for r in slow]
-    evidence = {"steps": advisor.ranges(numbers), "step_ms_now": round(now, 3), "median_ms_before": round(middle, 3)}
-    text = f"Slow steps now: {advisor.steps_words(numbers)} take {advisor.ms_words(now)}, {advisor.ms_words(extra)} over the median before"
-    words = [f"median of the last {RECENT_STEPS} steps {advisor.ms_words(now)}, of the {len(earlier)} before {advisor.ms_words(middle)} "
-             f"(MAD {advisor.ms_words(mad)})"]
-    severity = "high" if extra >= advisor.MIN_SHARE * max(middle, 1e-9) * 3 else "medium"
-    return advisor._finding("slow_steps", "jitter", severity, extra, evidence, words, text,
-                            "the capture rule records op detail of the next steps on every rank (capture option slow_step), or "
-                            "run msprof-agent capture DIR --steps 5 to see where the time goes")
+    evidence = {"steps": ranges(numbers), "step_ms_now": round(now, 3), "median_ms_before": round(middle, 3)}
+    text = f"Slow steps now: {steps_words(numbers)} take {ms_words(now)}, {ms_words(extra)} over the median before"
+    words = [f"median of the last {RECENT_STEPS} steps {ms_words(now)}, of the {len(earlier)} before {ms_words(middle)} "
+             f"(MAD {ms_words(mad)})"]
+    severity = "high" if extra >= MIN_SHARE * max(middle, 1e-9) * 3 else "medium"
+    return make_finding("slow_steps", "jitter", severity, extra, evidence, words, text,
+                        "the capture rule records op detail of the next steps on every rank (capture option slow_step), or "
+                        "run msprof-agent capture DIR --steps 5 to see where the time goes")
 
 
 def rank_findings(columns: dict[str, list[Any]], memory: list[list[int]], meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,13 +71,13 @@ def rank_findings(columns: dict[str, list[Any]], memory: list[list[int]], meta: 
     if len(steady) < 4:
         return []
     step_ms = sum(r["total"] for r in steady) / len(steady)
-    found = [advisor.data_finding(steady, step_ms, {}, meta)]
+    found = [data_finding(steady, step_ms, {}, meta)]
     slow = slow_steps_finding(steady)
     found.append(slow)
     if slow is None:  # a level shift is not a beat
-        found.append(advisor.jitter_finding(steady, meta=meta))
+        found.append(jitter_finding(steady, meta=meta))
     data = types.SimpleNamespace(mem=[], cpu=[{"ts": ts, "heap": value} for ts, value in memory], buffers=[], op_count=0)
-    found.append(advisor.memory_finding(data, steady, meta.get("framework")))
+    found.append(memory_finding(data, steady, meta.get("framework")))
     kept = verdict.rank([f for f in found if f is not None])
     return [{key: f[key] for key in ("id", "category", "severity", "ms_per_step", "text", "evidence_text", "action")} for f in kept]
 
@@ -108,7 +114,7 @@ def _why(view: dict[str, Any]) -> str:
     """Where a rank's step goes now, in words: its parts (data wait, the rest of its own work, collectives), largest first."""
     own, wait, comm = view["own_ms_now"] or 0.0, view["wait_ms_now"] or 0.0, view["comm_ms_now"] or 0.0
     parts = {"data wait": wait, "host and compute": max(own - wait, 0.0), "in collectives": comm}
-    return ", ".join(f"{name} {advisor.ms_words(ms)}" for name, ms in sorted(parts.items(), key=lambda p: -p[1]) if ms > 0)
+    return ", ".join(f"{name} {ms_words(ms)}" for name, ms in sorted(parts.items(), key=lambda p: -p[1]) if ms > 0)
 
 
 def job_view(records: list[dict[str, Any]], now: int) -> dict[str, Any]:

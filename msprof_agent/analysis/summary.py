@@ -1,4 +1,4 @@
-"""The headline: ``summary_{r}.json``, the advisor's findings and verdict (``advisor``), and the
+"""The headline: ``summary_{r}.json``, the diagnosis's findings and verdict (``diagnosis.advice``), and the
 short table printed on stderr at exit. ``suggestions`` (id, text, evidence) is the findings' text for
 older readers.
 """
@@ -18,8 +18,10 @@ from ..contract.summary import NO_END_RECORD, SUMMARY_VERSION, Summary
 from ..options import not_applicable
 from ..records import KIND
 from ..writers import write_csv, write_json
-from . import advisor, communication, verdict, warmup
+from . import communication, verdict, warmup
 from .device import IDLE_WORDS
+from .diagnosis import advice
+from .diagnosis.breakdown import collective_ms
 from .stats import percentiles
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         share = {k: round(v / total, 4) for k, v in stages_ms.items()}
     waits = [r["wait"] / 1e6 for r in rows]
     comm = results.get("communication")
-    advice = advisor.advise(data, results, ctx.warmup)
+    diagnosis = advice.advise(data, results, ctx.warmup)
     ops = results["operators"]["types"]
     all_steps = [(s["end"] - s["start"]) / 1e6 for s in data.steps]
     meta = data.meta
@@ -74,10 +76,10 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         "data_wait_ms": percentiles(waits), "top_op_types": [{"op_type": o["op_type"], "total_ms": o["total_ms"], "percent": o["percent"]} for o in ops[:20]],
         "ops_recorded": data.op_count, "flops": results.get("flops"), "shapes": data.shapes, "memory": results.get("memory"),
         "device": results.get("device"), "cpu": results.get("cpu"),
-        "communication": comm, "verdict": advice["verdict"], "verdict_basis": advice["verdict_basis"],
-        "findings": advice["findings"],
-        "suggestions": advisor.suggestions(advice["findings"]),
-        "step_breakdown_ms": advice["breakdown_ms"], "step_breakdown_mean_ms": advice["breakdown_mean_ms"], "python_hot_spots": advice["hot_spots"],
+        "communication": comm, "verdict": diagnosis["verdict"], "verdict_basis": diagnosis["verdict_basis"],
+        "findings": diagnosis["findings"],
+        "suggestions": advice.suggestions(diagnosis["findings"]),
+        "step_breakdown_ms": diagnosis["breakdown_ms"], "step_breakdown_mean_ms": diagnosis["breakdown_mean_ms"], "python_hot_spots": diagnosis["hot_spots"],
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses)
                  + _lost_notes(data.end),
@@ -96,16 +98,16 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         if device.get("memory", {}).get("peak_allocated_mb") is not None:
             summary["memory"] = dict(summary["memory"] or {}, peak_allocated_mb=device["memory"]["peak_allocated_mb"],
                                      peak_reserved_mb=device["memory"]["peak_reserved_mb"], source=device["memory"]["source"])
-    if advice["hot_spots"]:
+    if diagnosis["hot_spots"]:
         write_csv(ctx.path(PYTHON_HOT_SPOTS), PYTHON_HOT_SPOTS_HEADER,
-                  [[*spot["steps"], spot["function"], spot["self_ms"], spot["total_ms"], spot["self_ms_per_step"]] for spot in advice["hot_spots"]])
+                  [[*spot["steps"], spot["function"], spot["self_ms"], spot["total_ms"], spot["self_ms_per_step"]] for spot in diagnosis["hot_spots"]])
     write_json(ctx.path(SUMMARY), summary, ctx.pretty)
     return summary
 
 
 def _per_step_cluster(data: RunData, window: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Per window step, what the cluster step compares across ranks: time in collectives (ms) and the step's end (epoch ns)."""
-    in_collectives = advisor.collective_ms(data.comm)
+    in_collectives = collective_ms(data.comm)
     return {"communication": [round(in_collectives.get(r["n"], 0.0), 4) for r in window], "end_ns": [r["end"] for r in window]}
 
 

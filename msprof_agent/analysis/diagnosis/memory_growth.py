@@ -1,0 +1,89 @@
+"""The memory rule: a steady rise of the job's memory step after step, net of the profiler's own buffer."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..verdict import margin
+from .actions import action
+from .breakdown import Row
+from .findings import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, Finding, make_finding
+from .words import steps_words
+
+
+def _net_of_profiler_buffer(data: Any, times: np.ndarray, values: np.ndarray, before: str, after: str) -> np.ndarray:
+    """Memory minus what the framework's profiler held at each sample: per profiler session (the device
+    session's ``buffer`` records: its span, the memory before and after its stop, the events it held), the
+    bytes per event it measured times the events recorded so far in that session. ``before`` / ``after``:
+    the record's pair, ``heap_*`` (bytes in use: exact) or ``rss_*``."""
+    if not data.op_count or not data.buffers:
+        return values
+    op_starts = data.ops["start"]
+    net = values.copy()
+    for session in data.buffers:
+        if before not in session:
+            continue
+        first, last = np.searchsorted(op_starts, [session["start"], session["stop"]])
+        kept = int(last - first)
+        if kept <= 0:
+            continue
+        per_op = max(session[before] - session[after], 0) / kept  # each kept op's share of the buffer
+        inside = (times >= session["start"]) & (times <= session["stop"])
+        net[inside] -= per_op * (np.searchsorted(op_starts, times[inside]) - first)
+    return net
+
+
+def _memory_series(data: Any) -> tuple[list[tuple[int, float]], str, str | None]:
+    """The samples memory growth is judged on, their source in words, and the buffer records' fields to
+    take the profiler's own bytes out with (None: nothing to take out). The framework allocator's counters
+    where ``profile_memory`` gave them; else the heap's bytes in use, the C heap's and Python's small objects'
+    (``collectors/heap.py``: RSS keeps
+    the freed holes a profiler's small allocations leave between a step's big ones, 4 MiB a step on the
+    accelerate loop with op_time on, none of it the job's); else RSS."""
+    allocated = [(m["ts"], m.get("allocated", 0)) for m in data.mem]
+    if allocated:
+        return allocated, "framework allocator", None
+    in_use = [(c["ts"], c["heap"]) for c in data.cpu if "heap" in c]
+    if in_use:
+        netted = any("heap_before" in b for b in data.buffers)
+        words = "heap in use (C and Python's small objects)"
+        return in_use, f"{words} net of the profiler's buffer" if netted else words, "heap" if netted else None
+    rss = [(c["ts"], c["rss"]) for c in data.cpu]
+    return rss, "process RSS net of the profiler's buffer" if data.buffers else "process RSS", "rss" if data.buffers else None
+
+
+def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Finding | None:
+    """A steady rise of memory step after step (allocator bytes with profile_memory, else the C heap's
+    bytes in use or RSS, net of the profiler's own buffer)."""
+    if len(steady) < 4:
+        return None
+    first, last = steady[0], steady[-1]
+    samples, source, buffer_fields = _memory_series(data)
+    starts = np.array([r["start"] for r in steady], dtype=np.int64)
+    inside = [(t, v) for t, v in samples if first["start"] <= t <= last["end"]]
+    if len(inside) < 4:
+        return None
+    times = np.array([t for t, _ in inside], dtype=np.int64)
+    values = np.array([v for _, v in inside], dtype=np.float64)
+    if buffer_fields:
+        values = _net_of_profiler_buffer(data, times, values, f"{buffer_fields}_before", f"{buffer_fields}_after")
+    step_of = np.searchsorted(starts, times, side="right") - 1
+    numbers = np.array([r["n"] for r in steady], dtype=np.float64)[step_of]
+    if np.ptp(numbers) == 0:
+        return None
+    slope, intercept = np.polyfit(numbers, values, 1)
+    fitted = slope * numbers + intercept
+    spread = float(((values - values.mean()) ** 2).sum()) or 1.0
+    r2 = 1.0 - float(((values - fitted) ** 2).sum()) / spread
+    growth = slope * (numbers[-1] - numbers[0])
+    if slope < MEMORY_MIN_BYTES_PER_STEP or growth < MEMORY_MIN_GROWTH or r2 < 0.8:
+        return None
+    span = [[int(numbers[0]), int(numbers[-1])]]
+    evidence = {"bytes_per_step": int(slope), "growth_bytes": int(growth), "r2": round(r2, 4), "steps": span, "source": source,
+                "margin": min(margin(slope, MEMORY_MIN_BYTES_PER_STEP), margin(growth, MEMORY_MIN_GROWTH))}
+    words = [f"{slope / (1 << 20):.1f} MiB a step over {steps_words(span)} ({growth / (1 << 20):.0f} MiB in all, {source}, "
+             f"linear fit R² {r2:.2f})"]
+    text = f"Memory grows {slope / (1 << 20):.1f} MiB every step ({steps_words(span)}, {growth / (1 << 20):.0f} MiB in all, " \
+           f"{source}): a leak signature"
+    return make_finding("memory_growth", "memory", "high", 0.0, evidence, words, text, action("memory_growth", framework))
