@@ -18,8 +18,7 @@ import pytest
 
 from conftest import EXAMPLES, PY, ROOT, SCRIPTS, TINY, hook_env, injected_line, one_verdict, profile_into, read_csv, read_json, read_records, run_script
 from msprof_agent import compare
-from msprof_agent.analysis import verdict
-from msprof_agent.analysis.diagnosis import advice, patterns
+from msprof_agent.analysis.diagnosis import advice, patterns, verdict
 from msprof_agent.analysis.diagnosis.data_wait import data_finding
 from msprof_agent.analysis.diagnosis.findings import CATEGORIES, MEMORY_MIN_GROWTH, MIN_STAKE_MS, VERDICT_OF
 from msprof_agent.analysis.diagnosis.hot_spots import hot_spots

@@ -12,8 +12,8 @@ from typing import Any
 
 from .diagnosis.actions import action
 from .diagnosis.findings import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, MIN_SHARE, MIN_STAKE_MS, Finding, make_finding
+from .diagnosis.verdict import consequence, margin
 from .diagnosis.words import ms_words
-from .verdict import consequence, margin
 
 GPU_BOUND_SHARE = 0.60  # the device busy this share of the mean step
 LAUNCH_BOUND_SHARE = 0.50  # under this share, with short kernels, the host's launches are the limit

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..contract import live as contract
 from ..contract.live import RECENT_STEPS, median
-from . import cluster, verdict, warmup
+from . import cluster, warmup
+from .diagnosis import verdict
 from .diagnosis.breakdown import mad_of
 from .diagnosis.data_wait import data_finding
 from .diagnosis.findings import JITTER_MIN_MS, MIN_SHARE, make_finding

@@ -18,9 +18,9 @@ from ..contract.summary import NO_END_RECORD, SUMMARY_VERSION, Summary
 from ..options import not_applicable
 from ..records import KIND
 from ..writers import write_csv, write_json
-from . import communication, verdict, warmup
+from . import communication, warmup
 from .device import IDLE_WORDS
-from .diagnosis import advice
+from .diagnosis import advice, verdict
 from .diagnosis.breakdown import collective_ms
 from .stats import percentiles
 

@@ -1,6 +1,6 @@
 """The memory a growing job could still take: the machine's available memory and, where the process's
 cgroup (v2 or v1, any level up to the root) has a limit, what that limit leaves. The advisor turns a
-memory growth into the step it would exhaust the smaller of the two at (``analysis/verdict.py``).
+memory growth into the step it would exhaust the smaller of the two at (``analysis/diagnosis/verdict.py``).
 """
 from __future__ import annotations
 

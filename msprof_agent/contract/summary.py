@@ -60,7 +60,7 @@ class Summary(TypedDict, total=False):
     cpu: dict[str, Any] | None
     communication: dict[str, Any] | None
     verdict: str | None
-    verdict_basis: dict[str, Any] | None  # why (analysis/verdict.py): rule, finding, cost, margin, runner_up(_cost, _share), close_to, confidence
+    verdict_basis: dict[str, Any] | None  # why (analysis/diagnosis/verdict.py): rule, finding, cost, margin, runner_up(_cost, _share), close_to, confidence
     findings: list[dict[str, Any]]  # id, category, severity, ms_per_step, text, evidence, action, ...
     suggestions: list[dict[str, Any]]
     step_breakdown_ms: dict[str, Any]  # each stage's median over the steady steps

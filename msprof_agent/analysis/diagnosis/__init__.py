@@ -6,5 +6,6 @@
 - the rules: ``data_wait``, ``stage_rules`` (host, runtime, hot ops, communication, utilisation), ``patterns``
   (warm-up, periodic jitter), ``memory_growth``; the GPU's in ``analysis/gpu_advice.py``;
 - ``hot_spots``: the Python hot spots;
-- ``advice.advise``: the entry point, the findings ranked (``analysis/verdict.py``) and the verdict.
+- ``advice.advise``: the entry point, the findings ranked (``verdict``: the rule, its basis, a memory growth's
+  consequence) and the verdict.
 """

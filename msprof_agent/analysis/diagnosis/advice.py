@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import gpu_advice
-from ..verdict import basis, consequence, memory_left, rank
 from .breakdown import STAGES, compiled_regions, graph_mode, mean_of, median_of, stage_figures, step_breakdown
 from .data_wait import cpu_contention_finding, data_finding
 from .findings import MIN_STAKE_MS, VERDICT_OF, Finding
@@ -20,6 +19,7 @@ from .hot_spots import hot_spots
 from .memory_growth import memory_finding
 from .patterns import attribute, beat, even_on_the_device, jitter_finding, warmup_finding
 from .stage_rules import communication_finding, compute_finding, host_finding, mfu_finding, near_misses, runtime_finding
+from .verdict import basis, consequence, memory_left, rank
 from .words import stake_words
 
 if TYPE_CHECKING:

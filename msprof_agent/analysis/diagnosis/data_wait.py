@@ -6,10 +6,10 @@ import math
 from typing import Any
 
 from ...contract.frameworks import TORCH, profile_of
-from ..verdict import margin
 from .actions import action
 from .breakdown import Row, stage_figures
 from .findings import MIN_LOADING_CORES, MIN_SHARE, MIN_STAKE_MS, Finding, make_finding, share_severity
+from .verdict import margin
 from .words import ms_words, ranges, steps_words
 
 

@@ -5,10 +5,10 @@ from typing import Any
 
 import numpy as np
 
-from ..verdict import margin
 from .actions import action
 from .breakdown import Row
 from .findings import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, Finding, make_finding
+from .verdict import margin
 from .words import steps_words
 
 

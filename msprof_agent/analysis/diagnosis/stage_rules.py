@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from ...contract.frameworks import TORCH, profile_of
-from ..verdict import NEAR, margin
 from .actions import ACTIONS, action
 from .breakdown import Row, mean_of, median_of, stage_figures
 from .findings import LOW_MFU, MIN_SHARE, MIN_STAKE_MS, STAGE_FINDING, Finding, make_finding, share_severity
+from .verdict import NEAR, margin
 from .words import ms_words, ranges, stake_words, steps_words
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .findings import Finding
+
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 DEFAULT_HORIZON_H = 24.0  # a day of training where the job's planned steps are unknown
 CLOSE = 0.8  # a runner-up costing this share of the top finding's time or more is named beside it
@@ -27,8 +29,6 @@ RULE = (f"the finding that costs most: a memory growth that would exhaust the me
         f"steps where known, else {DEFAULT_HORIZON_H:.0f} h at the mean steady step) first, then the mean time at stake per steady "
         f"step, then severity; warm-up is never the verdict; a runner-up of another category (a finding, or a cause just under its "
         f"trigger) costing {CLOSE:.0%} or more of the top's time, or within the noise of it, is named beside it")
-
-Finding = dict[str, Any]
 
 
 def _heads(finding: Finding) -> bool:
