@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import gpu_advice
+from . import gpu_rules
 from .breakdown import STAGES, compiled_regions, graph_mode, mean_of, median_of, stage_figures, step_breakdown
 from .data_wait import cpu_contention_finding, data_finding
 from .findings import MIN_STAKE_MS, VERDICT_OF, Finding
@@ -54,7 +54,7 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     stages = [data_finding(steady, step_ms, results.get("data_prep") or {}, meta, results.get("cpu"))]
     device = results.get("device") or {}
     if device:  # a GPU: its own timeline says what bounds the step, not the host's clock
-        stages += gpu_advice.findings(device, meta)
+        stages += gpu_rules.findings(device, meta)
     if data.op_count and "busy_share" not in device:  # no ops recorded: compute, runtime and host unknown
         stages += [host_finding(steady, step_ms, step_p50, spots, meta, graph_mode(data) or bool(len(compiled_regions(data)))),
                    runtime_finding(steady, step_ms, step_p50, meta),

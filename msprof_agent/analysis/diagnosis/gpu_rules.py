@@ -1,4 +1,4 @@
-"""Findings on a GPU, from the device's own timeline (``analysis/device.py``) rather than the host's clock.
+"""Findings on a GPU, from the device's own timeline (``analysis/device.py``, the device room) rather than the host's clock.
 
 Where the device is busy most of each step the job is GPU-bound, and what is at stake is the device time of its
 kernels that fusion removes (elementwise, reductions, copies: torch.compile cut a GPT's 19.1 ms step to 15.5);
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .diagnosis.actions import action
-from .diagnosis.findings import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, MIN_SHARE, MIN_STAKE_MS, Finding, make_finding
-from .diagnosis.verdict import consequence, margin
-from .diagnosis.words import ms_words
+from .actions import action
+from .findings import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, MIN_SHARE, MIN_STAKE_MS, Finding, make_finding
+from .verdict import consequence, margin
+from .words import ms_words
 
 GPU_BOUND_SHARE = 0.60  # the device busy this share of the mean step
 LAUNCH_BOUND_SHARE = 0.50  # under this share, with short kernels, the host's launches are the limit
