@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..sections import Loaded, Run
 
 DEVICE_FILES = ("device_steps", "gpu_kernels", "gpu_op_types")  # written on a GPU run only
-# The findings analysis/gpu_advice.py makes: the GPU page shows them again beside the device's figures they rest on.
+# The findings analysis/diagnosis/gpu_rules.py makes: the GPU page shows them again beside the device's figures they rest on.
 GPU_FINDINGS = ("gpu_bound", "launch_bound", "gpu_host_wait", "host_sync", "gpu_memory_growth", "pageable_copy")
 BUSY_COLOR = STAGE_COLORS["fp_and_bp"]
 IDLE_COLORS = {"host": "#f2a541", "sync": "#8e44ad", "data": STAGE_COLORS["data_wait"], "queued": "#8fb3e0", "agent": "#bbb"}
