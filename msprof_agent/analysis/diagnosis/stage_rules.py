@@ -29,6 +29,8 @@ def _typical_margin(steady: list[Row], key: str, step_p50: float) -> float:
 
 def host_finding(steady: list[Row], step_ms: float, step_p50: float, hot_spots: list[Row], meta: dict[str, Any],
                  compiled: bool) -> Finding | None:
+    """Time a typical step runs no op and waits for no data: Python around the ops, named by the hot spots where sampled
+    (else the action says how to have them named); ``compiled``: the step runs compiled graphs, whose advice differs."""
     if not _typical(steady, "host", step_p50):
         return None
     host, median = stage_figures(steady, "host")
@@ -71,6 +73,7 @@ def runtime_finding(steady: list[Row], step_ms: float, step_p50: float, meta: di
 
 
 def compute_finding(steady: list[Row], step_ms: float, step_p50: float, operators: dict[str, Any], meta: dict[str, Any]) -> Finding | None:
+    """Ops running half a typical step or more: worth the top op type's share of the op time, what a faster op saves."""
     compute, median = stage_figures(steady, "compute")
     types = (operators or {}).get("types") or []
     if not types or median < 0.5 * step_p50:
@@ -87,6 +90,7 @@ def compute_finding(steady: list[Row], step_ms: float, step_p50: float, operator
 
 
 def mfu_finding(flops: dict[str, Any] | None, compute_bound: bool) -> Finding | None:
+    """Ops reaching under ``LOW_MFU`` of the device's peak, said only where the ops bound the step (``compute_bound``)."""
     mfu = (flops or {}).get("mfu")
     if not mfu:
         return None
@@ -100,6 +104,7 @@ def mfu_finding(flops: dict[str, Any] | None, compute_bound: bool) -> Finding | 
 
 
 def communication_finding(steady: list[Row], step_ms: float, step_p50: float) -> Finding | None:
+    """Collectives taking a fifth of a typical step or more (and ``MIN_STAKE_MS``)."""
     ms, median = stage_figures(steady, "communication")
     if median < MIN_STAKE_MS or median < 0.2 * step_p50:
         return None
