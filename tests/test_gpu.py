@@ -233,7 +233,7 @@ def test_the_gpu_page_shows_the_device_files(summaries, name):
 
 def cause_of(label: str) -> str | None:
     """The idle cause a chart trace is named after (``IDLE_WORDS``), None for the busy time."""
-    from msprof_agent.analysis.device import IDLE_WORDS
+    from msprof_agent.contract.columns import IDLE_WORDS
 
     return next((cause for cause, words in IDLE_WORDS.items() if label == f"Idle {words}"), None)
 
@@ -329,3 +329,14 @@ def test_gpu_memory_growth_is_a_leak_costed_by_when_it_fills_the_gpu(tmp_path):
     assert leaking["verdict"] == "memory-growth"  # it ends the job within a day: it heads the verdict
     flat = _analysed(str(tmp_path), "flat", with_series(0))
     assert not [f for f in flat["findings"] if f["id"] == "gpu_memory_growth"] and flat["verdict"] == "GPU-bound"
+
+
+def test_the_gpu_page_knows_every_finding_the_gpu_rules_make():
+    """The GPU page filters the summary's findings by gpu_rules.FINDING_IDS: a rule added there without its id would vanish from the page."""
+    import inspect
+    import re
+
+    from msprof_agent.analysis.diagnosis import gpu_rules
+
+    made = set(re.findall(r'make_finding\("(\w+)"', inspect.getsource(gpu_rules)))
+    assert made == set(gpu_rules.FINDING_IDS)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..contract import readers
-from ..contract.columns import DEVICE_IDLE_COLUMNS, DEVICE_STEP_HEADER, GPU_KERNEL_HEADER
+from ..contract.columns import DEVICE_STEP_HEADER, GPU_KERNEL_HEADER, IDLE_CAUSES
 from ..contract.cuda import PAGEABLE, activity_kind, is_launch_call, is_runtime_call, is_sync_call
 from ..contract.names import DEVICE_STEPS, GPU_KERNELS
 from ..contract.pages import File, Page
@@ -38,9 +38,6 @@ if TYPE_CHECKING:
     from .run import Context
     from .rundata import RunData
 
-IDLE_CAUSES = tuple(DEVICE_IDLE_COLUMNS)  # in DEVICE_STEPS's order
-IDLE_WORDS = {"host": "waiting for the host to launch", "sync": "after a host sync", "data": "while the host fetched data",
-              "queued": "between queued kernels", "agent": "in the agent's own pauses (profiler start-up, hand-overs)"}
 TOP_KERNELS = 20
 MIN_UNPROFILED_STEPS = 5
 SETTLED_STEP = 5

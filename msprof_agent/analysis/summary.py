@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import log
 from ..contract import readers
-from ..contract.columns import PYTHON_HOT_SPOTS_HEADER
+from ..contract.columns import IDLE_WORDS, PYTHON_HOT_SPOTS_HEADER
 from ..contract.names import PYTHON_HOT_SPOTS, SUMMARY
 from ..contract.pages import File, Page
 from ..contract.summary import NO_END_RECORD, SUMMARY_VERSION, Summary
@@ -19,7 +19,6 @@ from ..options import not_applicable
 from ..records import KIND
 from ..writers import write_csv, write_json
 from . import communication, warmup
-from .device import IDLE_WORDS
 from .diagnosis import advice, verdict
 from .diagnosis.breakdown import collective_ms
 from .stats import percentiles

@@ -16,6 +16,9 @@ GPU_KERNEL_HEADER = ["kernel", "kind", "launched_by", "count", "total_time(ms)",
 # The device's idle time a step by cause (analysis/device.py says what each means), each cause's column in DEVICE_STEPS
 DEVICE_IDLE_COLUMNS = {"host": "idle_host_launch(ms)", "sync": "idle_after_sync(ms)", "data": "idle_data(ms)", "queued": "idle_queued(ms)",
                        "agent": "idle_agent(ms)"}
+IDLE_CAUSES = tuple(DEVICE_IDLE_COLUMNS)  # in DEVICE_STEPS's order
+IDLE_WORDS = {"host": "waiting for the host to launch", "sync": "after a host sync", "data": "while the host fetched data",
+              "queued": "between queued kernels", "agent": "in the agent's own pauses (profiler start-up, hand-overs)"}
 DEVICE_STEP_HEADER = ["step_num", "step_time(ms)", "device_busy(ms)", "device_idle(ms)", *DEVICE_IDLE_COLUMNS.values(),
                       "device_activities", "launches", "syncs"]
 GPU_OP_TYPE_HEADER = ["op_type", "type_occurrences", "total_time(us)", "proportion", "avg_time(us)"]

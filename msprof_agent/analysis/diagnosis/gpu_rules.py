@@ -19,6 +19,7 @@ GPU_BOUND_SHARE = 0.60  # the device busy this share of the mean step
 LAUNCH_BOUND_SHARE = 0.50  # under this share, with short kernels, the host's launches are the limit
 SHORT_KERNEL_US = 50.0
 FUSABLE = ("elementwise", "reduction", "copy")  # kernel families (``device.FAMILIES``) that fusion removes
+FINDING_IDS = ("gpu_bound", "launch_bound", "gpu_host_wait", "host_sync", "gpu_memory_growth", "pageable_copy")  # what these rules make
 
 
 def findings(device: dict[str, Any] | None, meta: dict[str, Any]) -> list[Finding]:

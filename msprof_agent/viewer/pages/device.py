@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...analysis.device import IDLE_CAUSES, IDLE_WORDS
+from ...analysis.diagnosis.gpu_rules import FINDING_IDS  # the GPU's findings, shown again beside the figures they rest on
+from ...contract.columns import IDLE_CAUSES, IDLE_WORDS
 from ..render import STAGE_COLORS, Column, fmt, ok, op_type_charts, pct, short, table
 from ..sections import present
 from ..views import View
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from ..sections import Loaded, Run
 
 DEVICE_FILES = ("device_steps", "gpu_kernels", "gpu_op_types")  # written on a GPU run only
-# The findings analysis/diagnosis/gpu_rules.py makes: the GPU page shows them again beside the device's figures they rest on.
-GPU_FINDINGS = ("gpu_bound", "launch_bound", "gpu_host_wait", "host_sync", "gpu_memory_growth", "pageable_copy")
 BUSY_COLOR = STAGE_COLORS["fp_and_bp"]
 IDLE_COLORS = {"host": "#f2a541", "sync": "#8e44ad", "data": STAGE_COLORS["data_wait"], "queued": "#8fb3e0", "agent": "#bbb"}
 STEP_COLUMNS: tuple[Column, ...] = (("step", "Step", "count"), ("step_ms", "Step (ms)", "num"), ("busy_ms", "Busy (ms)", "num"),
@@ -39,7 +38,7 @@ def device_page(page: Page, run: Run, rank: int, sections: Loaded, report: bool 
     device = _mapping(data.get("device"))
     context: dict[str, Any] = {"steps": steps, "kernels": kernels, "types": types, "summary": summary,
                                "device_rows": device_rows(steps["data"] if ok(steps) else [], device), "memory_rows": memory_rows(device),
-                               "findings": findings_view([f for f in data.get("findings") or [] if isinstance(f, dict) and f.get("id") in GPU_FINDINGS],
+                               "findings": findings_view([f for f in data.get("findings") or [] if isinstance(f, dict) and f.get("id") in FINDING_IDS],
                                                          run, rank, report)}
     if ok(steps) and steps["data"]:
         context["step_chart"] = busy_idle_chart(page, "device-steps", steps["data"])

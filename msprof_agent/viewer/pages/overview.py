@@ -5,8 +5,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ...analysis.device import IDLE_WORDS
 from ...contract import names
+from ...contract.columns import IDLE_WORDS
 from ..render import fmt, info_rows, ok, op_type_charts, pct, profile_of_run, run_url, short, stage_bar, step_numbers
 from ..views import View
 from .steps import HOT_SPOTS_ANCHOR, mean_step
