@@ -37,11 +37,29 @@ if TYPE_CHECKING:
     from .collectors import SamplerThread
     from .contract.names import RunFolders
     from .contract.summary import Summary
-    from .frameworks.device_session import DeviceSession
     from .live import LiveState
     from .options import Options
     from .store import EventWriter, Record
     from .windows import Collection
+
+    class Recorder(Protocol):
+        """What a device session hands its read-back records to: the session (the recording collection's raw store)."""
+
+        def record(self, record: Record) -> None:
+            """Store one raw record (an ops batch, a collective, a memory sample) in the recording collection."""
+
+        def flush(self) -> None:
+            """Write the records stored so far, so their memory is freed before the process's memory is read again."""
+
+    class DeviceSession(Protocol):
+        """A framework's profiler for an op-collection window (frameworks/<name>/device.py): started when the recording
+        collection's first step opens, stopped when its last closes (or at exit)."""
+
+        def start(self, options: Options) -> None:
+            """Start collecting with the recording collection's options (the variable's, the Profiler's or a window's)."""
+
+        def stop(self, recorder: Recorder) -> object:
+            """Stop, and hand what was collected to ``recorder.record`` (ops in column batches)."""
 
     class StepListener(Protocol):
         """Told of every step's boundaries; may also have ``finish(reason)``, called at the session's end."""

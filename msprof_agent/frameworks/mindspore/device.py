@@ -26,8 +26,7 @@ if TYPE_CHECKING:
     from typing import Any, Literal
 
     from ...options import Options
-    from ...session import Session
-    from ..device_session import Recorder
+    from ...session import Recorder, Session
 
 
 class MindSporeDevice:

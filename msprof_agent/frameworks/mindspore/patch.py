@@ -334,7 +334,7 @@ def _patch_mstx(session: Session) -> None:
     except ImportError:  # MindSpore before 2.5 has no mstx: nothing to record
         return
 
-    from ...collectors.mstx import MstxRecorder
+    from ..mstx import MstxRecorder
 
     recorder = MstxRecorder(session)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ...collectors.steps import StepRecorder
-    from ..device_session import Recorder
+    from ...session import Recorder
 
     Batch = dict[str, list[Any]]  # an ops batch's columns, filled event by event
     Collective = tuple[str, int, int, list[list[int]], list[str]]  # name, start, dur, input shapes, dtypes

@@ -463,7 +463,7 @@ class _UserRanges:
     with mstx, and until the ranges opened then have closed: step timing alone pays nothing for it."""
 
     def __init__(self, session: Session) -> None:
-        from ...collectors.mstx import MstxRecorder
+        from ..mstx import MstxRecorder
 
         self._session = session
         self._recorder = MstxRecorder(session)
