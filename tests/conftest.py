@@ -67,13 +67,23 @@ def run_script(args, options=None, extra_env=None, cwd=None, timeout=600, hook=T
 def two_tiny_ranks(tmp_path_factory):
     """One run of tiny_torch.py as ranks 0 and 1 (4 and 5 steps) at once, both profiling into the folder
     returned; the tests that read it share it (copy it before writing into it)."""
-    out_dir = str(tmp_path_factory.mktemp("two_tiny_ranks") / "out")
+    base = tmp_path_factory.mktemp("two_tiny_ranks")
+    out_dir = str(base / "out")
     procs = [subprocess.Popen([PY, TINY, "--steps", str(4 + rank)], env=hook_env(profile_into(out_dir), {"RANK_ID": str(rank), "RANK_SIZE": "2"}),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    for proc in procs:
+    for rank, proc in enumerate(procs):
         _, stderr = proc.communicate(timeout=300)
+        (base / f"rank_{rank}.stderr").write_text(stderr)  # what a test finding a rank's files missing shows (``ranks_said``)
         assert proc.returncode == 0, stderr
     return out_dir
+
+
+def ranks_said(out_dir):
+    """What each rank of ``two_tiny_ranks`` said on stderr, and the files of its folder: a failing test's message."""
+    base = os.path.dirname(out_dir)
+    said = "\n".join(f"rank {r}:\n" + open(os.path.join(base, f"rank_{r}.stderr")).read() for r in (0, 1))
+    files = sorted(os.path.relpath(os.path.join(d, f), base) for d, _, names in os.walk(base) for f in names)
+    return f"{said}\nfiles: {files}"
 
 
 def _profiled_example(tmp_path_factory, example, args):

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import HOOK_DIR, PY, ROOT, SCRIPTS, TINY, agent_lines, client_python, hook_env, profile_into, read_json, run_script, steps_in
+from conftest import HOOK_DIR, PY, ROOT, SCRIPTS, TINY, agent_lines, client_python, hook_env, profile_into, ranks_said, read_json, run_script, steps_in
 
 PROBE = os.path.join(SCRIPTS, "probe_imports.py")
 
@@ -368,6 +368,8 @@ def test_the_exit_analysis_runs_where_an_atexit_handler_cannot_start_threads(out
 @pytest.mark.torch
 def test_two_ranks_share_one_output_path(two_tiny_ranks):
     out_dir = two_tiny_ranks
+    written = [os.path.exists(os.path.join(out_dir, "profiler", f"step_trace_raw_{rank}_detail_time.csv")) for rank in (0, 1)]
+    assert all(written), ranks_said(out_dir)
     assert len(steps_in(out_dir, 0)) == 4 and len(steps_in(out_dir, 1)) == 5
     for rank in (0, 1):
         assert read_json(os.path.join(out_dir, "profiler", f"profiler_info_{rank}.json"))["rank_id"] == rank
