@@ -147,7 +147,7 @@ def write(data: RunData, ctx: Context) -> dict[str, Any] | None:
     if any("attention" in str(t).lower() for t in data.op_types):
         figures["convention"] = ATTENTION_CONVENTION
     summary = {"FLOPs": figures["mflops_per_step"], "FLOPS": figures["gflops_per_s"],
-               "FLOPS_Utilization": round(100.0 * figures["mfu"]["ratio"], 4) if figures["mfu"] else 0.0,
+               "FLOPS_Utilization": _six_figures(100.0 * figures["mfu"]["ratio"]) if figures["mfu"] else 0.0,
                "estimated": bool(np.isnan(data.ops["flops"][mask]).any())}
     write_json(ctx.path(FLOPS_SUMMARY), summary, ctx.pretty)
     return dict(figures, estimated=summary["estimated"])
@@ -171,14 +171,19 @@ def model_flops(data: RunData, steps: Sequence[Step], op_steps: np.ndarray, valu
     mfu: dict[str, Any] | None = None
     if peak and steps:
         clock = "their time on the device (CUDA events)" if timed_on_device else "their total time"
-        mfu = {"ratio": round(gflops_per_s / peak, 6), "peak_gflops": round(peak, 2), "peak_source": how,
+        mfu = {"ratio": _six_figures(gflops_per_s / peak), "peak_gflops": round(peak, 2), "peak_source": how,
                "steps": len(steps), "definition": f"model FLOPs of the steady steps / {clock} / peak"}
         outside = unprofiled_steps(on_device, {s["n"] for s in data.window_steps})
         if len(outside) >= MIN_UNPROFILED_STEPS:  # the same work a step: the job's own MFU, without the profiler's cost
             per_step = total_flops / len(steps)
-            mfu["unprofiled"] = {"ratio": round(per_step / (median(outside) / 1e3) / 1e9 / peak, 6), "steps": len(outside),
+            mfu["unprofiled"] = {"ratio": _six_figures(per_step / (median(outside) / 1e3) / 1e9 / peak), "steps": len(outside),
                                  "definition": "model FLOPs a step / the median CUDA-event time of the steps no profiler slowed / peak"}
     return {"mflops_per_step": round(total_flops / max(len(steps), 1) / 1e6, 6), "gflops_per_s": round(gflops_per_s, 6), "mfu": mfu}
+
+
+def _six_figures(ratio: float) -> float:
+    """A ratio or percentage to six significant figures: a tiny CPU job's MFU (0.0002) keeps its precision, as six decimals would not."""
+    return float(f"{ratio:.6g}")
 
 
 def _matmul_dtype(meta: dict[str, Any]) -> str | None:

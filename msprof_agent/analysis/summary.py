@@ -81,7 +81,7 @@ def build(data: RunData, ctx: Context, results: dict[str, Any]) -> Summary:
         "step_breakdown_ms": diagnosis["breakdown_ms"], "step_breakdown_mean_ms": diagnosis["breakdown_mean_ms"], "python_hot_spots": diagnosis["hot_spots"],
         "annotations": results["operators"].get("annotations", []),
         "timeline": results.get("timeline"), "notes": list(ctx.notes) + [n.get("text", "") for n in data.notes] + _pause_notes(data.pauses)
-                 + _lost_notes(data.end),
+                 + _lost_notes(data.end) + diagnosis["notes"],
         "windows": [{k: v for k, v in w.items() if k not in (KIND, "event")} for w in data.windows if w.get("event") == "collected"],
         "not_applicable": not_applicable(data.options, meta.get("device_target", "CPU")),
         "end_reason": (data.end or {}).get("reason", NO_END_RECORD),

@@ -16,7 +16,7 @@ from .breakdown import STAGES, compiled_regions, graph_mode, mean_of, median_of,
 from .data_wait import cpu_contention_finding, data_finding
 from .findings import MIN_STAKE_MS, VERDICT_OF, Finding
 from .hot_spots import hot_spots
-from .memory_growth import memory_finding
+from .memory_growth import memory_finding, memory_unjudged
 from .patterns import attribute, beat, even_on_the_device, jitter_finding, warmup_finding
 from .stage_rules import communication_finding, compute_finding, host_finding, mfu_finding, near_misses, runtime_finding
 from .verdict import basis, consequence, memory_left, rank
@@ -38,8 +38,8 @@ def _within_the_step(findings: list[Finding], step_ms: float) -> None:
 
 
 def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> dict[str, Any]:
-    """Findings (ordered), the verdict, the per-step breakdown (means and medians) and the Python hot
-    spots; ``warmup`` is the window's warm-up steps (``warmup.detect``)."""
+    """Findings (ordered), the verdict, the per-step breakdown (means and medians), the Python hot
+    spots and notes on what went unjudged; ``warmup`` is the window's warm-up steps (``warmup.detect``)."""
     rows = results["step_trace"]["rows"]
     meta = data.meta
     framework = meta.get("framework")
@@ -47,7 +47,8 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     breakdown = step_breakdown(data, rows)
     steady = [r for r in breakdown if r["n"] not in warm] or breakdown
     if not steady:
-        return {"findings": [], "verdict": None, "verdict_basis": None, "breakdown_ms": None, "breakdown_mean_ms": None, "hot_spots": []}
+        return {"findings": [], "verdict": None, "verdict_basis": None, "breakdown_ms": None, "breakdown_mean_ms": None, "hot_spots": [],
+                "notes": []}
     step_ms, step_p50 = stage_figures(steady, "total")
     spots = hot_spots(data, steady)
     warm_spots = hot_spots(data, [r for r in breakdown if r["n"] in warm])
@@ -80,7 +81,7 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     host_stages = bool(data.op_count) and "busy_share" not in device  # on a GPU the host's stages decide nothing
     missed = near_misses(steady, step_ms, step_p50, results.get("operators") or {}, {f["id"] for f in found}, host_stages)
     return {"findings": findings, "verdict": verdict(findings), "verdict_basis": basis(findings, VERDICT_OF, missed, MIN_STAKE_MS),
-            "hot_spots": spots + warm_spots,
+            "hot_spots": spots + warm_spots, "notes": [note for note in [memory_unjudged(data, steady)] if note],
             "breakdown_ms": {key: round(median_of([r[key] for r in steady]), 3) if key in known or key == "total" else None
                              for key in ("total",) + STAGES + ("communication",)},
             "breakdown_mean_ms": {key: round(mean_of([r[key] for r in steady]), 3) if key in known or key == "total" else None

@@ -11,6 +11,8 @@ from .findings import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, Finding, mak
 from .verdict import margin
 from .words import steps_words
 
+MIN_SAMPLES = 4  # samples (and steady steps) a line is fitted through
+
 
 def _net_of_profiler_buffer(data: Any, times: np.ndarray, values: np.ndarray, before: str, after: str) -> np.ndarray:
     """Memory minus what the framework's profiler held at each sample: per profiler session (the device
@@ -53,17 +55,34 @@ def _memory_series(data: Any) -> tuple[list[tuple[int, float]], str, str | None]
     return rss, "process RSS net of the profiler's buffer" if data.buffers else "process RSS", "rss" if data.buffers else None
 
 
+def _in_the_steady_steps(data: Any, steady: list[Row]) -> tuple[list[tuple[int, float]], str, str | None]:
+    """``_memory_series`` cut to the span of the steady steps."""
+    samples, source, buffer_fields = _memory_series(data)
+    first, last = steady[0]["start"], steady[-1]["end"]
+    return [(t, v) for t, v in samples if first <= t <= last], source, buffer_fields
+
+
+def memory_unjudged(data: Any, steady: list[Row]) -> str | None:
+    """Why memory growth went unjudged, where the window had the steps for it but too few samples fell in them
+    (the heap is read at most ``heap.COST_SHARE``'s share of a core: on a short window, a few times)."""
+    if len(steady) < MIN_SAMPLES:
+        return None
+    found = len(_in_the_steady_steps(data, steady)[0])
+    if found >= MIN_SAMPLES:
+        return None
+    return (f"Memory growth not judged: {found} memory sample{'' if found == 1 else 's'} in the {len(steady)} steady steps, "
+            f"{MIN_SAMPLES} needed (a longer window gives more)")
+
+
 def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Finding | None:
     """A steady rise of memory step after step (allocator bytes with profile_memory, else the C heap's
     bytes in use or RSS, net of the profiler's own buffer)."""
-    if len(steady) < 4:
+    if len(steady) < MIN_SAMPLES:
         return None
-    first, last = steady[0], steady[-1]
-    samples, source, buffer_fields = _memory_series(data)
+    inside, source, buffer_fields = _in_the_steady_steps(data, steady)
+    if len(inside) < MIN_SAMPLES:
+        return None
     starts = np.array([r["start"] for r in steady], dtype=np.int64)
-    inside = [(t, v) for t, v in samples if first["start"] <= t <= last["end"]]
-    if len(inside) < 4:
-        return None
     times = np.array([t for t, _ in inside], dtype=np.int64)
     values = np.array([v for _, v in inside], dtype=np.float64)
     if buffer_fields:
