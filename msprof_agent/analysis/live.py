@@ -19,7 +19,7 @@ from .diagnosis import verdict
 from .diagnosis.breakdown import mad_of
 from .diagnosis.data_wait import data_finding
 from .diagnosis.findings import JITTER_MIN_MS, MIN_SHARE, make_finding
-from .diagnosis.memory_growth import memory_finding
+from .diagnosis.memory_growth import judge_memory
 from .diagnosis.patterns import jitter_finding
 from .diagnosis.words import ms_words, ranges, steps_words
 
@@ -78,7 +78,7 @@ def rank_findings(columns: dict[str, list[Any]], memory: list[list[int]], meta: 
     if slow is None:  # a level shift is not a beat
         found.append(jitter_finding(steady, meta=meta))
     data = types.SimpleNamespace(mem=[], cpu=[{"ts": ts, "heap": value} for ts, value in memory], buffers=[], op_count=0)
-    found.append(memory_finding(data, steady, meta.get("framework")))
+    found.append(judge_memory(data, steady, meta.get("framework")).finding)
     kept = verdict.rank([f for f in found if f is not None])
     return [{key: f[key] for key in ("id", "category", "severity", "ms_per_step", "text", "evidence_text", "action")} for f in kept]
 

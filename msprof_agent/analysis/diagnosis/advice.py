@@ -16,7 +16,7 @@ from .breakdown import STAGES, compiled_regions, graph_mode, mean_of, median_of,
 from .data_wait import cpu_contention_finding, data_finding
 from .findings import MIN_STAKE_MS, VERDICT_OF, Finding
 from .hot_spots import hot_spots
-from .memory_growth import memory_finding, memory_unjudged
+from .memory_growth import judge_memory
 from .patterns import attribute, beat, even_on_the_device, jitter_finding, warmup_finding
 from .stage_rules import communication_finding, compute_finding, host_finding, mfu_finding, near_misses, runtime_finding
 from .verdict import basis, consequence, memory_left, rank
@@ -68,7 +68,7 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
         attribute(pattern, found, steady, meta)
         if pattern["stage"] != "wait" or not any(f["id"] == "data_wait" for f in found):
             found += [f for f in [jitter_finding(steady, pattern, meta)] if f]
-    memory = memory_finding(data, steady, framework)
+    memory, unjudged = judge_memory(data, steady, framework)
     if memory is not None:
         consequence(memory, memory_left(data.cpu, steady[-1]["end"], meta.get("memory_bytes")), step_ms, steady[-1]["n"], meta.get("planned_steps"))
     found += [f for f in (memory, warmup_finding(breakdown, warm, step_ms), communication_finding(steady, step_ms, step_p50)) if f]
@@ -81,7 +81,7 @@ def advise(data: Any, results: dict[str, Any], warmup: Sequence[WarmupStep]) -> 
     host_stages = bool(data.op_count) and "busy_share" not in device  # on a GPU the host's stages decide nothing
     missed = near_misses(steady, step_ms, step_p50, results.get("operators") or {}, {f["id"] for f in found}, host_stages)
     return {"findings": findings, "verdict": verdict(findings), "verdict_basis": basis(findings, VERDICT_OF, missed, MIN_STAKE_MS),
-            "hot_spots": spots + warm_spots, "notes": [note for note in [memory_unjudged(data, steady)] if note],
+            "hot_spots": spots + warm_spots, "notes": [unjudged] if unjudged else [],
             "breakdown_ms": {key: round(median_of([r[key] for r in steady]), 3) if key in known or key == "total" else None
                              for key in ("total",) + STAGES + ("communication",)},
             "breakdown_mean_ms": {key: round(mean_of([r[key] for r in steady]), 3) if key in known or key == "total" else None

@@ -1,7 +1,7 @@
 """The memory rule: a steady rise of the job's memory step after step, net of the profiler's own buffer."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,33 +55,33 @@ def _memory_series(data: Any) -> tuple[list[tuple[int, float]], str, str | None]
     return rss, "process RSS net of the profiler's buffer" if data.buffers else "process RSS", "rss" if data.buffers else None
 
 
-def _in_the_steady_steps(data: Any, steady: list[Row]) -> tuple[list[tuple[int, float]], str, str | None]:
-    """``_memory_series`` cut to the span of the steady steps."""
+class MemoryJudgement(NamedTuple):
+    """The memory rule's answer: its finding, or why it could not judge (one series built for both)."""
+
+    finding: Finding | None
+    unjudged: str | None
+
+
+def judge_memory(data: Any, steady: list[Row], framework: str | None) -> MemoryJudgement:
+    """A steady rise of memory step after step (allocator bytes with profile_memory, else the C heap's
+    bytes in use or RSS, net of the profiler's own buffer); where the window had the steps but too few
+    samples fell in them (the heap is read at most ``heap.COST_SHARE``'s share of a core: on a short
+    window, a few times), the note that says so."""
+    if len(steady) < MIN_SAMPLES:
+        return MemoryJudgement(None, None)
     samples, source, buffer_fields = _memory_series(data)
     first, last = steady[0]["start"], steady[-1]["end"]
-    return [(t, v) for t, v in samples if first <= t <= last], source, buffer_fields
-
-
-def memory_unjudged(data: Any, steady: list[Row]) -> str | None:
-    """Why memory growth went unjudged, where the window had the steps for it but too few samples fell in them
-    (the heap is read at most ``heap.COST_SHARE``'s share of a core: on a short window, a few times)."""
-    if len(steady) < MIN_SAMPLES:
-        return None
-    found = len(_in_the_steady_steps(data, steady)[0])
-    if found >= MIN_SAMPLES:
-        return None
-    return (f"Memory growth not judged: {found} memory sample{'' if found == 1 else 's'} in the {len(steady)} steady steps, "
-            f"{MIN_SAMPLES} needed (a longer window gives more)")
-
-
-def memory_finding(data: Any, steady: list[Row], framework: str | None) -> Finding | None:
-    """A steady rise of memory step after step (allocator bytes with profile_memory, else the C heap's
-    bytes in use or RSS, net of the profiler's own buffer)."""
-    if len(steady) < MIN_SAMPLES:
-        return None
-    inside, source, buffer_fields = _in_the_steady_steps(data, steady)
+    inside = [(t, v) for t, v in samples if first <= t <= last]
     if len(inside) < MIN_SAMPLES:
-        return None
+        found = len(inside)
+        return MemoryJudgement(None, f"Memory growth not judged: {found} memory sample{'' if found == 1 else 's'} in the "
+                                     f"{len(steady)} steady steps, {MIN_SAMPLES} needed (a longer window gives more)")
+    return MemoryJudgement(_growth_finding(data, steady, inside, source, buffer_fields, framework), None)
+
+
+def _growth_finding(data: Any, steady: list[Row], inside: list[tuple[int, float]], source: str, buffer_fields: str | None,
+                    framework: str | None) -> Finding | None:
+    """The line fitted through the steady steps' samples, a finding where it rises steadily enough."""
     starts = np.array([r["start"] for r in steady], dtype=np.int64)
     times = np.array([t for t, _ in inside], dtype=np.int64)
     values = np.array([v for _, v in inside], dtype=np.float64)
