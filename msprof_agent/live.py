@@ -141,7 +141,7 @@ class LiveState:
             self._heap = HeapReader()
         heap = self._heap.read()
         if heap is not None:
-            self.memory.append((now, heap))
+            self.memory.append((now, heap.bytes))
         meta = self.session.meta
         threshold = self.hang_after_s if self.hang_after_s is not None else contract.default_hang_after_s(steps)
         open_s = (now - steps[-1][2]) / 1e9 if steps else 0.0

@@ -121,6 +121,7 @@ if TYPE_CHECKING:
         pchildren: NotRequired[float]  # of the job's, its descendants' (user + system): DataLoader workers, dataset and compile workers
         rss: int  # bytes, this process
         heap: NotRequired[int]  # bytes in use: the C heap's (glibc's mallinfo2) and Python's small objects', on the samples its cost allows
+        small: NotRequired[int]  # of ``heap``, Python's small objects', where counted at this sample (their own, slower cadence)
         avail: NotRequired[int]  # the machine's available memory, bytes
         cg_left: NotRequired[int]  # the tightest memory limit of the process's cgroups less their usage, bytes (where one is set)
 

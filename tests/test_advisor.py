@@ -43,8 +43,9 @@ SCENARIOS = {  # name: (script, arguments, extra options)
     "torch_forward": (TORCH, ["--forward-ms", "50", "--closure"], {"with_stack": True}),
     "torch_op": (TORCH, ["--big-op", "600"], {}),
     "torch_pause": (TORCH, ["--pause-every", "4", "--pause-ms", "100", "--steps", "24"], {}),
-    # a tensor and small tuples (Python's small objects, outside the C heap) kept a step; ~1 ms steps, 300 of them: the heap,
-    # read at most 1 % of a core (0.3-0.9 ms a read under torch.profiler), gives ~10 samples (40 steps gave 5, and 3 once in CI)
+    # a tensor and small tuples (Python's small objects, outside the C heap) kept a step; ~1 ms steps, 300 of them: the C heap
+    # read each 10 ms tick, the small objects counted at their own cost (a walk of Python's arenas, 1-3 ms as the tuples pile
+    # up: a few times in the half second), 38-43 samples (one cap for both gave 2-7, 2 read as unjudged in CI)
     "torch_memory": (TORCH, ["--grow-mb", str(GROW_MIB), "--grow-objects", str(GROW_OBJECTS), "--steps", "300"], {"cpu_sampling_interval": 10}),
     "ms_clean": (MINDSPORE, [], {}),
     "ms_data": (MINDSPORE, ["--data-ms", "60"], {}),
@@ -235,6 +236,18 @@ def test_a_leak_sampled_too_seldom_is_said_unjudged(tmp_path_factory):
     assert "memory_growth" not in [f["id"] for f in summary["findings"]]
     said = [note for note in summary["notes"] if note.startswith("Memory growth not judged: ")]
     assert len(said) == 1 and f"in the {summary['steady_steps']} steady steps, 4 needed" in said[0], summary["notes"]
+
+
+@pytest.mark.torch
+def test_a_leak_read_only_at_the_hand_overs_is_memory_growth(tmp_path_factory):
+    """The CPU sampled once a minute, a torch.profiler session every ~5 steps: the heap read at each hand-over, once the
+    session's events are freed, is the job's own memory, and those readings alone give the leak at its rate."""
+    (profiler_dir, summary, _), _ = measured_run(tmp_path_factory, "memory_at_hand_overs", TORCH, ["--grow-mb", "2", "--steps", "40"],
+                                                  {"cpu_sampling_interval": 60_000}, {"MSPROF_TORCH_SESSION_EVENTS": "600"})
+    records = read_records(profiler_dir, 0)
+    assert len([r for r in records if r.get("k") == "cpu" and "heap" in r]) <= 1 and len([r for r in records if r.get("k") == "buffer"]) >= 6
+    finding = top(summary, "memory", "memory_growth")
+    near(finding["evidence"]["bytes_per_step"], 2 * (1 << 20))
 
 
 @pytest.mark.mindspore

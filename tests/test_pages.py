@@ -307,6 +307,22 @@ def test_the_heaps_bytes_in_use_count_pythons_small_objects():
     held = heap.in_use()
     expected = len(kept) * (3 * heap.SMALL_BLOCK_BYTES + 8)  # + the list's 8-byte slots, on the C heap
     assert abs(held - before - expected) < 0.05 * expected, (held - before, expected)
+    reader = heap.HeapReader()
+    first = reader.read()
+    assert first is not None and first.small is not None and abs(first.bytes - held) < 0.05 * expected
+    reader._next = 0.0  # the C heap's next read due, the count's not: it waits 100x its walk of ~1 M blocks
+    between = reader.read()
+    assert between is not None and between.small is None and abs(between.bytes - first.bytes) < (1 << 20)  # the last count stands
+
+
+def test_the_heap_series_interpolates_the_small_objects_between_their_counts():
+    """Python's small objects counted at ts 0 and 100 (0 and 100 bytes), the C heap flat at 1 000: the samples between
+    read the line between the counts, not the first count held; the sample after the last count is left out."""
+    from msprof_agent.analysis.diagnosis.memory_growth import _heap_series
+
+    cpu = [{"ts": 0, "heap": 1000, "small": 0}, {"ts": 25, "heap": 1000}, {"ts": 50, "heap": 1000}, {"ts": 100, "heap": 1100, "small": 100},
+           {"ts": 125, "heap": 1100}, {"ts": 60, "rss": 1}]
+    assert _heap_series(cpu) == [(0, 1000.0), (25, 1025.0), (50, 1050.0), (100, 1100.0)]
 
 
 def test_interval_union_length_within_windows_matches_counting_each_ns():

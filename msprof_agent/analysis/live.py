@@ -77,7 +77,7 @@ def rank_findings(columns: dict[str, list[Any]], memory: list[list[int]], meta: 
     found.append(slow)
     if slow is None:  # a level shift is not a beat
         found.append(jitter_finding(steady, meta=meta))
-    data = types.SimpleNamespace(mem=[], cpu=[{"ts": ts, "heap": value} for ts, value in memory], buffers=[], op_count=0)
+    data = types.SimpleNamespace(mem=[], cpu=[{"ts": ts, "heap": value} for ts, value in memory], buffers=[], pauses=[], op_count=0)
     found.append(judge_memory(data, steady, meta.get("framework")).finding)
     kept = verdict.rank([f for f in found if f is not None])
     return [{key: f[key] for key in ("id", "category", "severity", "ms_per_step", "text", "evidence_text", "action")} for f in kept]

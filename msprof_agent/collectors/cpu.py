@@ -276,7 +276,9 @@ class CpuSampler(SamplerThread):
                     }
                     held = heap.read()
                     if held is not None:
-                        sample["heap"] = held
+                        sample["heap"] = held.bytes
+                        if held.small is not None:
+                            sample["small"] = held.small
                     sample["avail"], cgroup = left.read()
                     if cgroup is not None:
                         sample["cg_left"] = cgroup

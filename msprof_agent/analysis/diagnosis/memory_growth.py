@@ -46,13 +46,45 @@ def _memory_series(data: Any) -> tuple[list[tuple[int, float]], str, str | None]
     allocated = [(m["ts"], m.get("allocated", 0)) for m in data.mem]
     if allocated:
         return allocated, "framework allocator", None
-    in_use = [(c["ts"], c["heap"]) for c in data.cpu if "heap" in c]
+    in_use = _heap_series(data.cpu)
     if in_use:
         netted = any("heap_before" in b for b in data.buffers)
         words = "heap in use (C and Python's small objects)"
         return in_use, f"{words} net of the profiler's buffer" if netted else words, "heap" if netted else None
     rss = [(c["ts"], c["rss"]) for c in data.cpu]
     return rss, "process RSS net of the profiler's buffer" if data.buffers else "process RSS", "rss" if data.buffers else None
+
+
+def _hand_over_readings(data: Any, buffer_fields: str | None, steady: list[Row]) -> list[tuple[int, float]]:
+    """(step number, bytes) read at each profiler hand-over once the session's events were freed, where the job
+    waited between two steady steps (the stop inside the hand-over's pause): the job's own memory at the end of the
+    session's last step, read anyway for the netting, so free samples (a short window's periodic reads are few:
+    each costs more as Python's objects pile up, ``heap.COST_SHARE``). A session stopped at the job's exit is left
+    out: the job's own code ran after its last step."""
+    if buffer_fields is None:
+        return []
+    steady_numbers = {r["n"] for r in steady}
+    field = f"{buffer_fields}_after"
+    return [(b["first_step"] + b["steps"] - 1, b[field]) for b in data.buffers
+            if field in b and b.get("steps") and b["first_step"] + b["steps"] - 1 in steady_numbers
+            and any(p["start"] <= b["stop"] <= p["end"] for p in data.pauses)]
+
+
+def _heap_series(cpu: list[Any]) -> list[tuple[int, float]]:
+    """The heap samples, Python's small objects in each interpolated between their counts (``small``: counted at
+    their own, slower cadence; between, a sample holds the last count, and a leak of small objects would read as
+    stairs); samples after the last count are left out. A store without counts reads ``heap`` as is."""
+    samples = sorted((c for c in cpu if "heap" in c), key=lambda c: c["ts"])
+    counts = [(c["ts"], c["small"]) for c in samples if "small" in c]
+    if not counts:
+        return [(c["ts"], c["heap"]) for c in samples]
+    times, small = np.array([t for t, _ in counts], dtype=np.int64), np.array([v for _, v in counts], dtype=np.float64)
+    series, held = [], None
+    for c in samples:
+        held = c.get("small", held)
+        if held is not None and c["ts"] <= times[-1]:
+            series.append((c["ts"], c["heap"] - held + float(np.interp(c["ts"], times, small))))
+    return series
 
 
 class MemoryJudgement(NamedTuple):
@@ -64,24 +96,27 @@ class MemoryJudgement(NamedTuple):
 
 def judge_memory(data: Any, steady: list[Row], framework: str | None) -> MemoryJudgement:
     """A steady rise of memory step after step (allocator bytes with profile_memory, else the C heap's
-    bytes in use or RSS, net of the profiler's own buffer); where the window had the steps but too few
-    samples fell in them (the heap is read at most ``heap.COST_SHARE``'s share of a core: on a short
-    window, a few times), the note that says so."""
+    bytes in use or RSS, net of the profiler's own buffer, and the readings of each profiler hand-over; none
+    taken while the agent paused the job, whose reading of a session's events holds ~2 KB an event); where
+    the window had the steps but too few samples fell in them (the heap is read at most ``heap.COST_SHARE``'s
+    share of a core: on a short window, a few times), the note that says so."""
     if len(steady) < MIN_SAMPLES:
         return MemoryJudgement(None, None)
     samples, source, buffer_fields = _memory_series(data)
     first, last = steady[0]["start"], steady[-1]["end"]
-    inside = [(t, v) for t, v in samples if first <= t <= last]
-    if len(inside) < MIN_SAMPLES:
-        found = len(inside)
+    inside = [(t, v) for t, v in samples if first <= t <= last and not any(p["start"] <= t <= p["end"] for p in data.pauses)]
+    hand_overs = _hand_over_readings(data, buffer_fields, steady)
+    found = len(inside) + len(hand_overs)
+    if found < MIN_SAMPLES:
         return MemoryJudgement(None, f"Memory growth not judged: {found} memory sample{'' if found == 1 else 's'} in the "
                                      f"{len(steady)} steady steps, {MIN_SAMPLES} needed (a longer window gives more)")
-    return MemoryJudgement(_growth_finding(data, steady, inside, source, buffer_fields, framework), None)
+    return MemoryJudgement(_growth_finding(data, steady, inside, hand_overs, source, buffer_fields, framework), None)
 
 
-def _growth_finding(data: Any, steady: list[Row], inside: list[tuple[int, float]], source: str, buffer_fields: str | None,
-                    framework: str | None) -> Finding | None:
-    """The line fitted through the steady steps' samples, a finding where it rises steadily enough."""
+def _growth_finding(data: Any, steady: list[Row], inside: list[tuple[int, float]], hand_overs: list[tuple[int, float]],
+                    source: str, buffer_fields: str | None, framework: str | None) -> Finding | None:
+    """The line fitted through the steady steps' samples and the hand-overs' readings, a finding where it rises
+    steadily enough."""
     starts = np.array([r["start"] for r in steady], dtype=np.int64)
     times = np.array([t for t, _ in inside], dtype=np.int64)
     values = np.array([v for _, v in inside], dtype=np.float64)
@@ -89,6 +124,10 @@ def _growth_finding(data: Any, steady: list[Row], inside: list[tuple[int, float]
         values = _net_of_profiler_buffer(data, times, values, f"{buffer_fields}_before", f"{buffer_fields}_after")
     step_of = np.searchsorted(starts, times, side="right") - 1
     numbers = np.array([r["n"] for r in steady], dtype=np.float64)[step_of]
+    numbers = np.concatenate([numbers, np.array([n for n, _ in hand_overs], dtype=np.float64)])
+    values = np.concatenate([values, np.array([v for _, v in hand_overs], dtype=np.float64)])
+    order = np.argsort(numbers, kind="stable")
+    numbers, values = numbers[order], values[order]
     if np.ptp(numbers) == 0:
         return None
     slope, intercept = np.polyfit(numbers, values, 1)
