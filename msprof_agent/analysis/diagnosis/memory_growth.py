@@ -67,7 +67,17 @@ def _hand_over_readings(data: Any, buffer_fields: str | None, steady: list[Row])
     field = f"{buffer_fields}_after"
     return [(b["first_step"] + b["steps"] - 1, b[field]) for b in data.buffers
             if field in b and b.get("steps") and b["first_step"] + b["steps"] - 1 in steady_numbers
-            and any(p["start"] <= b["stop"] <= p["end"] for p in data.pauses)]
+            and _in_pauses(np.array([b["stop"]], dtype=np.int64), data.pauses)[0]]
+
+
+def _in_pauses(times: np.ndarray, pauses: list[Any]) -> np.ndarray:
+    """Which of TIMES fall inside one of the agent's pauses of the job (which never overlap)."""
+    if not pauses or not len(times):
+        return np.zeros(len(times), dtype=bool)
+    spans = np.array(sorted((p["start"], p["end"]) for p in pauses), dtype=np.int64)
+    before = np.searchsorted(spans[:, 0], times, side="right") - 1
+    paused: np.ndarray = (before >= 0) & (times <= spans[np.maximum(before, 0), 1])
+    return paused
 
 
 def _heap_series(cpu: list[Any]) -> list[tuple[int, float]]:
@@ -104,7 +114,9 @@ def judge_memory(data: Any, steady: list[Row], framework: str | None) -> MemoryJ
         return MemoryJudgement(None, None)
     samples, source, buffer_fields = _memory_series(data)
     first, last = steady[0]["start"], steady[-1]["end"]
-    inside = [(t, v) for t, v in samples if first <= t <= last and not any(p["start"] <= t <= p["end"] for p in data.pauses)]
+    inside = [(t, v) for t, v in samples if first <= t <= last]
+    paused = _in_pauses(np.array([t for t, _ in inside], dtype=np.int64), data.pauses)
+    inside = [sample for sample, out in zip(inside, paused) if not out]
     hand_overs = _hand_over_readings(data, buffer_fields, steady)
     found = len(inside) + len(hand_overs)
     if found < MIN_SAMPLES:
