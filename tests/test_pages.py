@@ -325,6 +325,22 @@ def test_the_heap_series_interpolates_the_small_objects_between_their_counts():
     assert _heap_series(cpu) == [(0, 1000.0), (25, 1025.0), (50, 1050.0), (100, 1100.0)]
 
 
+def test_points_covered_by_overlapping_intervals_match_checking_each_interval():
+    """``intervals.covered`` (the memory rule's samples inside the agent's pauses) against a check of every interval, on
+    overlapping, nested, touching and zero-length intervals, with points on their edges."""
+    import numpy as np
+
+    from msprof_agent.analysis.intervals import covered
+
+    rng = np.random.default_rng(11)
+    starts = np.sort(rng.integers(0, 1000, 60))
+    ends = starts + rng.integers(0, 40, 60)
+    points = np.concatenate([rng.integers(-10, 1100, 300), starts, ends])
+    expected = [bool(((starts <= t) & (t <= ends)).any()) for t in points]
+    assert covered(starts, ends, points).tolist() == expected
+    assert not covered(starts[:0], ends[:0], points).any()
+
+
 def test_interval_union_length_within_windows_matches_counting_each_ns():
     """``intervals.merge`` + ``length_within`` (the advisor's compute time, the exports' Computing) against
     a per-nanosecond count, on overlapping, nested, touching and zero-length intervals and windows

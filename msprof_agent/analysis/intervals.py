@@ -31,3 +31,13 @@ def length_within(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray | list[in
     head, tail = np.minimum(first, len(starts) - 1), np.maximum(stop - 1, 0)
     overhang = np.maximum(lo - starts[head], 0) + np.maximum(ends[tail] - hi, 0)
     return np.where(some, inner - overhang, inner)
+
+
+def covered(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Which POINTS fall inside the union of the intervals (starts sorted, ends included)."""
+    lo, hi = merge(starts, ends)
+    if not len(lo):
+        return np.zeros(len(points), dtype=bool)
+    before = np.searchsorted(lo, points, side="right") - 1
+    inside: np.ndarray = (before >= 0) & (points <= hi[np.maximum(before, 0)])
+    return inside

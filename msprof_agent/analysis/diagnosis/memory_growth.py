@@ -5,6 +5,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..intervals import covered
 from .actions import action
 from .breakdown import Row
 from .findings import MEMORY_MIN_BYTES_PER_STEP, MEMORY_MIN_GROWTH, Finding, make_finding
@@ -65,19 +66,16 @@ def _hand_over_readings(data: Any, buffer_fields: str | None, steady: list[Row])
         return []
     steady_numbers = {r["n"] for r in steady}
     field = f"{buffer_fields}_after"
-    return [(b["first_step"] + b["steps"] - 1, b[field]) for b in data.buffers
-            if field in b and b.get("steps") and b["first_step"] + b["steps"] - 1 in steady_numbers
-            and _in_pauses(np.array([b["stop"]], dtype=np.int64), data.pauses)[0]]
+    ended = [b for b in data.buffers if field in b and b.get("steps") and b["first_step"] + b["steps"] - 1 in steady_numbers]
+    return [(b["first_step"] + b["steps"] - 1, b[field]) for b, paused in zip(ended, _in_pauses([b["stop"] for b in ended], data.pauses))
+            if paused]
 
 
-def _in_pauses(times: np.ndarray, pauses: list[Any]) -> np.ndarray:
-    """Which of TIMES fall inside one of the agent's pauses of the job (which never overlap)."""
-    if not pauses or not len(times):
-        return np.zeros(len(times), dtype=bool)
-    spans = np.array(sorted((p["start"], p["end"]) for p in pauses), dtype=np.int64)
-    before = np.searchsorted(spans[:, 0], times, side="right") - 1
-    paused: np.ndarray = (before >= 0) & (times <= spans[np.maximum(before, 0), 1])
-    return paused
+def _in_pauses(times: list[int], pauses: list[Any]) -> np.ndarray:
+    """Which of TIMES fall inside one of the agent's pauses of the job."""
+    spans = sorted((p["start"], p["end"]) for p in pauses)
+    return covered(np.array([a for a, _ in spans], dtype=np.int64), np.array([b for _, b in spans], dtype=np.int64),
+                   np.array(times, dtype=np.int64))
 
 
 def _heap_series(cpu: list[Any]) -> list[tuple[int, float]]:
@@ -115,7 +113,7 @@ def judge_memory(data: Any, steady: list[Row], framework: str | None) -> MemoryJ
     samples, source, buffer_fields = _memory_series(data)
     first, last = steady[0]["start"], steady[-1]["end"]
     inside = [(t, v) for t, v in samples if first <= t <= last]
-    paused = _in_pauses(np.array([t for t, _ in inside], dtype=np.int64), data.pauses)
+    paused = _in_pauses([t for t, _ in inside], data.pauses)
     inside = [sample for sample, out in zip(inside, paused) if not out]
     hand_overs = _hand_over_readings(data, buffer_fields, steady)
     found = len(inside) + len(hand_overs)
