@@ -151,6 +151,12 @@ def read_csv(path):
         return list(csv.reader(handle))
 
 
+def same_mean(tenths, thousandths):
+    """A finding's ms (to 0.1) and the summary's mean of the same number (to 0.001) agree: they may differ by the two
+    roundings (74.1 of a mean of 74.1499 ms, which the summary writes 74.15 and rounds again to 74.2)."""
+    return abs(tenths - thousandths) <= 0.05 + 0.0005 + 1e-9
+
+
 def one_verdict(summaries, clean=False):
     """Runs of one job give one verdict and top finding. A CLEAN job's findings sit near their triggers, where noise
     decides: there runs may differ where one side says it is unsure (``verdict_basis`` confidence close or near its
